@@ -1,0 +1,95 @@
+// alpa-sim: plan, predict and report distributed training of a model on a cluster.
+// A thin main: parsing the command line and printing; all work is in driver/.
+//
+// Exit codes (docs/cli.md): 0 success, 1 user error (message on stderr), 2 internal error.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "core/json_reader.h"
+#include "core/status.h"
+#include "core/version.h"
+#include "driver/run.h"
+#include "driver/scenario.h"
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitUserError = 1;
+constexpr int kExitInternalError = 2;
+
+struct Options {
+  std::string scenario;
+  bool json = false;
+  bool quiet = false;
+  std::string out_dir;
+};
+
+int report_error(const alpasim::core::Status& status) {
+  std::cerr << "alpa-sim: error: " << status.message() << "\n";
+  return status.code() == alpasim::core::StatusCode::kInternal ? kExitInternalError
+                                                               : kExitUserError;
+}
+
+int run(const Options& opt) {
+  using namespace alpasim;
+  core::Result<driver::Scenario> scenario =
+      opt.scenario.empty() ? driver::load_default_scenario() : driver::load_scenario(opt.scenario);
+  if (!scenario.ok()) return report_error(scenario.status());
+  core::Result<driver::RunReport> report = driver::run_scenario(*scenario);
+  if (!report.ok()) return report_error(report.status());
+  if (!opt.out_dir.empty()) {
+    if (auto st = driver::write_run_outputs(*report, *scenario, opt.out_dir); !st.ok()) {
+      return report_error(st);
+    }
+  }
+  if (opt.json) {
+    std::cout << core::dump_json(report->json);
+  } else if (!opt.quiet) {
+    std::cout << report->text;
+  }
+  std::cout.flush();
+  return std::cout ? kExitOk : kExitInternalError;
+}
+
+void add_run_options(CLI::App& app, Options& opt) {
+  app.add_option("scenario", opt.scenario,
+                 "Scenario file (docs/scenario.md); the built-in default scenario when omitted");
+  app.add_flag("--json", opt.json, "Print one JSON object on stdout and nothing else");
+  app.add_flag("-q,--quiet", opt.quiet, "Print nothing on success (errors still go to stderr)");
+  app.add_option("--out", opt.out_dir, "Write output files (summary, scenario, plan, trace) here");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  alpasim::core::set_check_failure_exit_code(kExitInternalError);
+  try {
+    CLI::App app{"alpa-sim: plans how to train a large model on a GPU cluster, predicts how "
+                 "fast it runs and how much memory each GPU needs.\n"
+                 "Exit codes: 0 success, 1 user error, 2 internal error.",
+                 "alpa-sim"};
+    app.set_version_flag("--version", std::string("alpa-sim ") +
+                                          std::string(alpasim::core::version()));
+    Options opt;
+    add_run_options(app, opt);
+    CLI::App* run_cmd = app.add_subcommand("run", "Plan and predict one scenario (the default)");
+    Options run_opt;
+    add_run_options(*run_cmd, run_opt);
+    app.require_subcommand(0, 1);
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      int code = app.exit(e);  // prints help/version on stdout, errors on stderr
+      return code == 0 ? kExitOk : kExitUserError;
+    }
+    return run(run_cmd->parsed() ? run_opt : opt);
+  } catch (const std::exception& e) {
+    std::cerr << "alpa-sim: internal error: " << e.what() << "\n";
+    return kExitInternalError;
+  }
+}

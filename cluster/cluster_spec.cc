@@ -1,0 +1,169 @@
+#include "cluster/cluster_spec.h"
+
+#include "core/text.h"
+
+namespace alpasim::cluster {
+namespace {
+
+struct Preset {
+  const char* name;
+  const char* gpu;
+  std::int64_t gpus_per_node;
+  IntraNodeSpec intra;
+  InterNodeSpec inter;
+};
+
+// Sources: shared/reference/alpa_models.json "hardware" (p3.16xlarge: 8x V100 NVLink
+// hybrid cube-mesh, 6 NVLinks x 25 GB/s per direction, 25 Gb/s network) and
+// shared/reference/collectives.csv link-spec rows (A100: NVLink3 300 GB/s unidirectional
+// per GPU through NVSwitch, 8x200 Gb/s HDR; H100/H200: NVLink4 450 GB/s, 8x400 Gb/s NDR).
+// Latencies are typical one-hop figures; calibrated values come from profiles.
+const std::vector<Preset>& presets() {
+  static const std::vector<Preset> kPresets = {
+      {"aws-p3.16xlarge", "v100-16gb", 8,
+       {"nvlink_hybrid_cube_mesh", 150, 25, 16, 2.0},
+       {"ethernet", 1, 25, 15.0, "single_switch", 1}},
+      {"dgx-a100-40gb", "a100-40gb", 8,
+       {"nvswitch", 300, 25, 32, 2.0},
+       {"infiniband", 8, 200, 5.0, "rail_optimized", 1}},
+      {"dgx-a100-80gb", "a100-80gb", 8,
+       {"nvswitch", 300, 25, 32, 2.0},
+       {"infiniband", 8, 200, 5.0, "rail_optimized", 1}},
+      {"dgx-h100", "h100-sxm", 8,
+       {"nvswitch", 450, 25, 64, 2.0},
+       {"infiniband", 8, 400, 5.0, "rail_optimized", 1}},
+      {"hgx-h200", "h200", 8,
+       {"nvswitch", 450, 25, 64, 2.0},
+       {"infiniband", 8, 400, 5.0, "rail_optimized", 1}},
+  };
+  return kPresets;
+}
+
+const std::vector<std::string>& intra_fabrics() {
+  static const std::vector<std::string> k = {"nvswitch", "nvlink_hybrid_cube_mesh", "pcie"};
+  return k;
+}
+const std::vector<std::string>& inter_fabrics() {
+  static const std::vector<std::string> k = {"infiniband", "ethernet", "efa"};
+  return k;
+}
+const std::vector<std::string>& inter_topologies() {
+  static const std::vector<std::string> k = {"rail_optimized", "fat_tree", "single_switch"};
+  return k;
+}
+
+core::Result<IntraNodeSpec> parse_intra(core::JsonObject obj) {
+  IntraNodeSpec s;
+  ALPASIM_ASSIGN_OR_RETURN(s.fabric, obj.get_enum("fabric", intra_fabrics()));
+  ALPASIM_ASSIGN_OR_RETURN(s.gpu_bandwidth_gbyte_per_s,
+                           obj.get_positive_number("gpu_bandwidth_gbyte_per_s"));
+  ALPASIM_ASSIGN_OR_RETURN(s.link_bandwidth_gbyte_per_s,
+                           obj.get_positive_number_or("link_bandwidth_gbyte_per_s",
+                                                      s.gpu_bandwidth_gbyte_per_s));
+  ALPASIM_ASSIGN_OR_RETURN(s.pcie_bandwidth_gbyte_per_s,
+                           obj.get_positive_number_or("pcie_bandwidth_gbyte_per_s", 16));
+  ALPASIM_ASSIGN_OR_RETURN(s.latency_us, obj.get_number_in_or("latency_us", 0, 1e6,
+                                                              "a latency in [0, 1e6] us", 2.0));
+  ALPASIM_RETURN_IF_ERROR(obj.finish());
+  return s;
+}
+
+core::Result<InterNodeSpec> parse_inter(core::JsonObject obj) {
+  InterNodeSpec s;
+  ALPASIM_ASSIGN_OR_RETURN(s.fabric, obj.get_enum("fabric", inter_fabrics()));
+  ALPASIM_ASSIGN_OR_RETURN(s.nics_per_node, obj.get_positive_int("nics_per_node"));
+  ALPASIM_ASSIGN_OR_RETURN(s.nic_bandwidth_gbit_per_s,
+                           obj.get_positive_number("nic_bandwidth_gbit_per_s"));
+  ALPASIM_ASSIGN_OR_RETURN(s.latency_us, obj.get_number_in_or("latency_us", 0, 1e6,
+                                                              "a latency in [0, 1e6] us", 5.0));
+  ALPASIM_ASSIGN_OR_RETURN(s.topology,
+                           obj.get_enum_or("topology", inter_topologies(), "fat_tree"));
+  ALPASIM_ASSIGN_OR_RETURN(s.oversubscription,
+                           obj.get_number_in_or("oversubscription", 1, 1024,
+                                                "a ratio in [1, 1024]", 1));
+  ALPASIM_RETURN_IF_ERROR(obj.finish());
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> cluster_preset_names() {
+  std::vector<std::string> names;
+  for (const auto& p : presets()) names.emplace_back(p.name);
+  return names;
+}
+
+core::Result<ClusterSpec> make_preset_cluster(const std::string& name, std::int64_t nodes) {
+  for (const auto& p : presets()) {
+    if (name != p.name) continue;
+    auto gpu = find_gpu_spec(p.gpu);
+    ALPASIM_CHECK(gpu.has_value()) << "preset " << name << " names unknown GPU " << p.gpu;
+    return ClusterSpec{p.name, nodes, p.gpus_per_node, *gpu, p.intra, p.inter};
+  }
+  return core::invalid_argument("unknown cluster preset \"" + name + "\"");
+}
+
+core::Result<ClusterSpec> parse_cluster_spec(const core::JsonValue& value) {
+  ALPASIM_ASSIGN_OR_RETURN(core::JsonObject obj, value.as_object());
+  ClusterSpec spec;
+  if (auto preset = obj.optional("preset")) {
+    ALPASIM_ASSIGN_OR_RETURN(std::string name, preset->as_enum(cluster_preset_names()));
+    ALPASIM_ASSIGN_OR_RETURN(std::int64_t nodes, obj.get_positive_int("nodes"));
+    spec = make_preset_cluster(name, nodes).value();
+    if (auto gpn = obj.optional("gpus_per_node")) {
+      ALPASIM_ASSIGN_OR_RETURN(spec.gpus_per_node,
+                               gpn->as_int(1, spec.gpus_per_node,
+                                           "an integer in [1, " +
+                                               std::to_string(spec.gpus_per_node) +
+                                               "] (the GPUs of a " + name + " node)"));
+      if (spec.nodes > 1 && spec.gpus_per_node != make_preset_cluster(name, 1)->gpus_per_node) {
+        return gpn->error("a partial node (gpus_per_node < " +
+                          std::to_string(make_preset_cluster(name, 1)->gpus_per_node) +
+                          ") needs \"nodes\": 1");
+      }
+    }
+    ALPASIM_RETURN_IF_ERROR(obj.finish());
+    return spec;
+  }
+  // Explicit description.
+  ALPASIM_ASSIGN_OR_RETURN(spec.nodes, obj.get_positive_int("nodes"));
+  ALPASIM_ASSIGN_OR_RETURN(spec.gpus_per_node, obj.get_positive_int("gpus_per_node"));
+  ALPASIM_ASSIGN_OR_RETURN(core::JsonValue gpu_value, obj.required("gpu", "a GPU kind name"));
+  ALPASIM_ASSIGN_OR_RETURN(std::string gpu_name, gpu_value.as_enum(gpu_spec_names()));
+  spec.gpu = *find_gpu_spec(gpu_name);
+  ALPASIM_ASSIGN_OR_RETURN(core::JsonObject intra, obj.get_object("intra_node"));
+  ALPASIM_ASSIGN_OR_RETURN(spec.intra_node, parse_intra(std::move(intra)));
+  if (spec.nodes > 1 || obj.has("inter_node")) {
+    ALPASIM_ASSIGN_OR_RETURN(core::JsonObject inter, obj.get_object("inter_node"));
+    ALPASIM_ASSIGN_OR_RETURN(spec.inter_node, parse_inter(std::move(inter)));
+  }
+  if (obj.has("preset_name")) {  // written by cluster_spec_to_json; informational only
+    ALPASIM_ASSIGN_OR_RETURN(spec.preset, obj.get_string("preset_name"));
+  }
+  ALPASIM_RETURN_IF_ERROR(obj.finish());
+  return spec;
+}
+
+core::Json cluster_spec_to_json(const ClusterSpec& spec) {
+  core::Json j;
+  if (!spec.preset.empty()) j["preset_name"] = spec.preset;
+  j["nodes"] = spec.nodes;
+  j["gpus_per_node"] = spec.gpus_per_node;
+  j["gpu"] = spec.gpu.name;
+  j["intra_node"] = {{"fabric", spec.intra_node.fabric},
+                     {"gpu_bandwidth_gbyte_per_s", spec.intra_node.gpu_bandwidth_gbyte_per_s},
+                     {"link_bandwidth_gbyte_per_s", spec.intra_node.link_bandwidth_gbyte_per_s},
+                     {"pcie_bandwidth_gbyte_per_s", spec.intra_node.pcie_bandwidth_gbyte_per_s},
+                     {"latency_us", spec.intra_node.latency_us}};
+  if (!spec.inter_node.fabric.empty()) {
+    j["inter_node"] = {{"fabric", spec.inter_node.fabric},
+                       {"nics_per_node", spec.inter_node.nics_per_node},
+                       {"nic_bandwidth_gbit_per_s", spec.inter_node.nic_bandwidth_gbit_per_s},
+                       {"latency_us", spec.inter_node.latency_us},
+                       {"topology", spec.inter_node.topology},
+                       {"oversubscription", spec.inter_node.oversubscription}};
+  }
+  return j;
+}
+
+}  // namespace alpasim::cluster

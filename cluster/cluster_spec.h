@@ -1,0 +1,63 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cluster/gpu_spec.h"
+#include "core/json_reader.h"
+#include "core/status.h"
+
+namespace alpasim::cluster {
+
+/// How the GPUs inside one node are connected.
+struct IntraNodeSpec {
+  /// "nvswitch" (every GPU pair at full NVLink speed), "nvlink_hybrid_cube_mesh" (V100
+  /// DGX-1/p3: 6 NVLinks per GPU, some pairs over PCIe), or "pcie".
+  std::string fabric;
+  /// Unidirectional NVLink (or PCIe) bandwidth out of one GPU, summed over its links.
+  double gpu_bandwidth_gbyte_per_s = 0;
+  /// One NVLink's unidirectional bandwidth (cube-mesh: a GPU pair has 1 or 2 links).
+  double link_bandwidth_gbyte_per_s = 0;
+  /// PCIe bandwidth per GPU (host bridge, also the path of cube-mesh pairs without NVLink).
+  double pcie_bandwidth_gbyte_per_s = 0;
+  double latency_us = 0;  ///< one hop, software + wire
+};
+
+/// How nodes are connected.
+struct InterNodeSpec {
+  std::string fabric;       ///< "infiniband", "ethernet" or "efa"
+  std::int64_t nics_per_node = 0;
+  double nic_bandwidth_gbit_per_s = 0;  ///< per NIC, per direction (bits: as NICs are sold)
+  double latency_us = 0;                ///< one way, NIC to NIC
+  std::string topology;                 ///< "rail_optimized", "fat_tree" or "single_switch"
+  /// Fat-tree oversubscription (1 = full bisection; 2 = half the uplink bandwidth).
+  double oversubscription = 1;
+};
+
+/// The cluster of a scenario: identical nodes of identical GPUs.
+struct ClusterSpec {
+  std::string preset;  ///< the preset it came from, "" for an explicit description
+  std::int64_t nodes = 0;
+  std::int64_t gpus_per_node = 0;
+  GpuSpec gpu;
+  IntraNodeSpec intra_node;
+  InterNodeSpec inter_node;
+
+  std::int64_t num_gpus() const { return nodes * gpus_per_node; }
+};
+
+/// Names of the cluster presets ("aws-p3.16xlarge", "dgx-a100-80gb", "dgx-h100", ...).
+std::vector<std::string> cluster_preset_names();
+
+/// The preset `name` with `nodes` nodes (full nodes).
+core::Result<ClusterSpec> make_preset_cluster(const std::string& name, std::int64_t nodes);
+
+/// Reads the scenario's "cluster" block: `{"preset": NAME, "nodes": N}` (plus optional
+/// "gpus_per_node" to use part of each node), or an explicit description (docs/scenario.md).
+core::Result<ClusterSpec> parse_cluster_spec(const core::JsonValue& value);
+
+/// The JSON form parse_cluster_spec reads back to an equal spec (always explicit, with
+/// "preset" kept for reference).
+core::Json cluster_spec_to_json(const ClusterSpec& spec);
+
+}  // namespace alpasim::cluster

@@ -1,0 +1,59 @@
+#include "cluster/gpu_spec.h"
+
+namespace alpasim::cluster {
+
+using core::gbyte_per_s;
+using core::tflops_per_s;
+
+core::FlopsPerSecond GpuSpec::peak(core::DType dtype) const {
+  switch (dtype) {
+    case core::DType::kFp32: return peak_fp32;
+    case core::DType::kTf32: return peak_tf32;
+    case core::DType::kFp16: return peak_fp16;
+    case core::DType::kBf16: return peak_bf16;
+    case core::DType::kFp8: return peak_fp8;
+  }
+  return core::FlopsPerSecond(0);
+}
+
+const std::vector<GpuSpec>& gpu_specs() {
+  // Sources: NVIDIA datasheets as tabulated in shared/reference/gemm.csv (peaks) and the
+  // V100/A100/H100/H200 product briefs (memory, HBM bandwidth). Memory is the marketed
+  // capacity (GiB for V100/A100/H100; H200's 141 GB is decimal).
+  static const std::vector<GpuSpec> kSpecs = {
+      {"v100-16gb", "NVIDIA Tesla V100-SXM2-16GB", core::gib(16), gbyte_per_s(900),
+       tflops_per_s(15.7), tflops_per_s(15.7), tflops_per_s(125), tflops_per_s(0),
+       tflops_per_s(0)},
+      {"v100-32gb", "NVIDIA Tesla V100-SXM2-32GB", core::gib(32), gbyte_per_s(900),
+       tflops_per_s(15.7), tflops_per_s(15.7), tflops_per_s(125), tflops_per_s(0),
+       tflops_per_s(0)},
+      {"a100-40gb", "NVIDIA A100-SXM4-40GB", core::gib(40), gbyte_per_s(1555),
+       tflops_per_s(19.5), tflops_per_s(156), tflops_per_s(312), tflops_per_s(312),
+       tflops_per_s(0)},
+      {"a100-80gb", "NVIDIA A100-SXM4-80GB", core::gib(80), gbyte_per_s(2039),
+       tflops_per_s(19.5), tflops_per_s(156), tflops_per_s(312), tflops_per_s(312),
+       tflops_per_s(0)},
+      {"h100-sxm", "NVIDIA H100 80GB HBM3 (SXM5)", core::gib(80), gbyte_per_s(3350),
+       tflops_per_s(67), tflops_per_s(494.5), tflops_per_s(989), tflops_per_s(989),
+       tflops_per_s(1979)},
+      {"h200", "NVIDIA H200 141GB HBM3e (SXM)", core::Bytes(141'000'000'000), gbyte_per_s(4800),
+       tflops_per_s(67), tflops_per_s(494.5), tflops_per_s(989), tflops_per_s(989),
+       tflops_per_s(1979)},
+  };
+  return kSpecs;
+}
+
+std::optional<GpuSpec> find_gpu_spec(std::string_view name) {
+  for (const auto& spec : gpu_specs()) {
+    if (spec.name == name) return spec;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> gpu_spec_names() {
+  std::vector<std::string> names;
+  for (const auto& spec : gpu_specs()) names.push_back(spec.name);
+  return names;
+}
+
+}  // namespace alpasim::cluster

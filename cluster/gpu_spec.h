@@ -1,0 +1,37 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/units.h"
+
+namespace alpasim::cluster {
+
+/// Datasheet numbers of one GPU kind. These are spec-sheet peaks (dense, no sparsity),
+/// not achieved figures: achieved throughput comes from profiles (cost_model/).
+struct GpuSpec {
+  std::string name;          ///< scenario spelling, e.g. "a100-80gb"
+  std::string display_name;  ///< e.g. "NVIDIA A100-SXM4-80GB"
+  core::Bytes memory{0};        ///< device memory usable by tensors and the runtime
+  core::BytesPerSecond hbm_bandwidth{0};
+  core::FlopsPerSecond peak_fp32{0};
+  core::FlopsPerSecond peak_tf32{0};  ///< equals peak_fp32 where the GPU has no tf32 tensor cores
+  core::FlopsPerSecond peak_fp16{0};  ///< fp16 and bf16 tensor cores (dense)
+  core::FlopsPerSecond peak_bf16{0};  ///< zero where the GPU has no bf16 (V100)
+  core::FlopsPerSecond peak_fp8{0};   ///< zero where the GPU has no fp8 (before Hopper)
+
+  /// Peak for arithmetic in `dtype`; zero when the GPU does not support it.
+  core::FlopsPerSecond peak(core::DType dtype) const;
+};
+
+/// The GPU kinds alpa-sim knows, in a fixed order.
+const std::vector<GpuSpec>& gpu_specs();
+/// The spec named `name`, or nullopt.
+std::optional<GpuSpec> find_gpu_spec(std::string_view name);
+/// Every known GPU name, for error messages.
+std::vector<std::string> gpu_spec_names();
+
+}  // namespace alpasim::cluster

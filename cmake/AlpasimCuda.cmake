@@ -1,0 +1,37 @@
+# Detects the CUDA toolkit and NCCL. Only exec/cuda/ (and the apps and tests that link it)
+# ever use them; the rest of alpa-sim builds and tests without them.
+#   ALPASIM_WITH_CUDA=AUTO|ON|OFF  (AUTO: use the toolkit when nvcc is found)
+# Sets ALPASIM_HAVE_CUDA and ALPASIM_HAVE_NCCL (a toolkit without NCCL still builds kernels).
+set(ALPASIM_WITH_CUDA AUTO CACHE STRING "Build the CUDA/NCCL backends: AUTO, ON or OFF")
+set_property(CACHE ALPASIM_WITH_CUDA PROPERTY STRINGS AUTO ON OFF)
+set(ALPASIM_HAVE_CUDA OFF)
+set(ALPASIM_HAVE_NCCL OFF)
+
+if(NOT ALPASIM_WITH_CUDA STREQUAL "OFF")
+  # nvcc is often installed outside PATH; look where the NVIDIA packages put it.
+  if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
+    find_program(ALPASIM_NVCC nvcc HINTS /usr/local/cuda/bin)
+    if(ALPASIM_NVCC)
+      set(CMAKE_CUDA_COMPILER ${ALPASIM_NVCC})
+    endif()
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      # A100 (sm_80) and H100/H200 (sm_90); never "native", which needs a GPU at build time.
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    endif()
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 knows no CUDA20 flags for nvcc; kernels need only 17
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    set(ALPASIM_HAVE_CUDA ON)
+    find_package(NCCL QUIET)
+    if(NCCL_FOUND)
+      set(ALPASIM_HAVE_NCCL ON)
+    endif()
+  elseif(ALPASIM_WITH_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "ALPASIM_WITH_CUDA=ON but no CUDA compiler (nvcc) was found")
+  endif()
+endif()

@@ -1,0 +1,34 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace alpasim::core {
+
+/// Numeric formats of tensors and of the arithmetic units that process them.
+/// kTf32 is fp32 storage computed on tensor cores (A100 and later).
+enum class DType { kFp32, kTf32, kFp16, kBf16, kFp8 };
+
+/// Bytes per element in memory (tf32 is stored as fp32; fp8 as one byte).
+constexpr std::int64_t dtype_bytes(DType t) {
+  switch (t) {
+    case DType::kFp32:
+    case DType::kTf32: return 4;
+    case DType::kFp16:
+    case DType::kBf16: return 2;
+    case DType::kFp8: return 1;
+  }
+  return 0;
+}
+
+/// "fp32", "tf32", "fp16", "bf16", "fp8".
+std::string_view dtype_name(DType t);
+/// Inverse of dtype_name.
+std::optional<DType> parse_dtype(std::string_view name);
+/// Every name parse_dtype accepts, in enum order.
+const std::vector<std::string>& dtype_names();
+
+}  // namespace alpasim::core

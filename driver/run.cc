@@ -1,0 +1,116 @@
+#include "driver/run.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "core/text.h"
+#include "core/version.h"
+
+namespace alpasim::driver {
+namespace {
+
+using core::Json;
+
+// Stated in the output until the planner and simulator (issues 5-7) land, so nobody
+// mistakes a loaded scenario for a prediction.
+constexpr const char* kNotYetPlanned =
+    "the planner and simulator are not implemented yet: alpa-sim stopped after loading and "
+    "validating the scenario; no plan or prediction was made";
+
+std::string describe_model(const ir::ModelConfig& m) {
+  std::ostringstream s;
+  if (const auto* t = std::get_if<ir::TransformerConfig>(&m.spec)) {
+    s << t->builtin << ": " << t->num_layers << " layers, hidden " << t->hidden_size << ", "
+      << t->num_heads << " heads";
+    if (t->num_kv_heads != t->num_heads) s << " (" << t->num_kv_heads << " kv)";
+    s << ", ffn " << t->ffn_hidden_size << ", seq " << t->seq_len << ", vocab " << t->vocab_size;
+    if (t->num_experts > 0) {
+      s << ", " << t->num_experts << " experts top-" << t->top_k << " every "
+        << t->moe_layer_interval << " layer(s)";
+    }
+  } else if (const auto* w = std::get_if<ir::WideResNetConfig>(&m.spec)) {
+    s << "wide_resnet: " << w->num_layers << " layers, base channels " << w->base_channels
+      << ", width factor " << w->width_factor << ", image " << w->image_size << "x"
+      << w->image_size << ", " << w->num_classes << " classes";
+  } else {
+    const auto& f = std::get<ir::ModelFileConfig>(m.spec);
+    s << f.format << " file " << f.path_as_written;
+  }
+  return s.str();
+}
+
+std::string describe_cluster(const cluster::ClusterSpec& c) {
+  std::ostringstream s;
+  s << (c.preset.empty() ? std::string("explicit") : c.preset) << ": " << c.nodes << " node"
+    << (c.nodes == 1 ? "" : "s") << " x " << c.gpus_per_node << " GPUs = " << c.num_gpus()
+    << " x " << c.gpu.display_name << " (" << core::format_bytes(c.gpu.memory.value())
+    << " each)";
+  return s.str();
+}
+
+std::string describe_search(const SearchConfig& search) {
+  std::ostringstream s;
+  s << search.mode;
+  if (const auto& m = search.megatron) {
+    s << " megatron tp=" << m->tp << " pp=" << m->pp << " dp=" << m->dp
+      << " microbatch_size=" << m->microbatch_size << " interleave=" << m->interleave
+      << " recompute=" << schema::recompute_name(m->recompute)
+      << " sequence_parallel=" << (m->sequence_parallel ? "true" : "false")
+      << " zero_stage=" << m->zero_stage;
+  }
+  if (!search.plan_file_as_written.empty()) s << " plan " << search.plan_file_as_written;
+  return s.str();
+}
+
+}  // namespace
+
+core::Result<RunReport> run_scenario(const Scenario& scenario) {
+  RunReport report;
+  std::ostringstream text;
+  const auto& t = scenario.training;
+  text << "alpa-sim " << core::version() << ": " << scenario.file << "\n"
+       << "  scenario  " << scenario.name << "\n"
+       << "  model     " << describe_model(scenario.model) << "\n"
+       << "  cluster   " << describe_cluster(scenario.cluster) << "\n"
+       << "  training  global batch " << t.global_batch_size << ", "
+       << core::dtype_name(t.dtype) << ", " << t.optimizer << ", microbatches "
+       << (t.num_microbatches ? std::to_string(*t.num_microbatches) : std::string("auto"))
+       << "\n"
+       << "  profile   "
+       << (scenario.profile.file_as_written.empty() ? scenario.profile.preset
+                                                    : scenario.profile.file_as_written)
+       << "\n"
+       << "  search    " << describe_search(scenario.search) << "\n"
+       << "note: " << kNotYetPlanned << ".\n";
+  report.text = text.str();
+
+  Json& j = report.json;
+  j["alpa_sim_version"] = std::string(core::version());
+  j["scenario_file"] = scenario.file;
+  j["scenario"] = scenario_to_json(scenario);
+  j["status"] = "scenario_loaded";
+  j["note"] = kNotYetPlanned;
+  return report;
+}
+
+core::Status write_run_outputs(const RunReport& report, const Scenario& scenario,
+                               const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return core::invalid_argument(dir.string() + ": cannot create output folder: " + ec.message());
+  }
+  auto write = [&](const std::string& name, const std::string& contents) -> core::Status {
+    std::ofstream out(dir / name, std::ios::binary);
+    out << contents;
+    out.close();
+    if (!out) return core::invalid_argument((dir / name).string() + ": cannot write file");
+    return core::Status();
+  };
+  ALPASIM_RETURN_IF_ERROR(write("summary.json", core::dump_json(report.json)));
+  ALPASIM_RETURN_IF_ERROR(write("summary.txt", report.text));
+  ALPASIM_RETURN_IF_ERROR(write("scenario.json", core::dump_json(scenario_to_json(scenario))));
+  return core::Status();
+}
+
+}  // namespace alpasim::driver

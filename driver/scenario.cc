@@ -1,0 +1,273 @@
+#include "driver/scenario.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "core/text.h"
+
+namespace alpasim::driver {
+namespace {
+
+using core::Json;
+using core::JsonObject;
+using core::JsonValue;
+using core::Result;
+
+const std::vector<std::string>& search_modes() {
+  static const std::vector<std::string> k = {"alpa", "fixed"};
+  return k;
+}
+const std::vector<std::string>& optimizers() {
+  static const std::vector<std::string> k = {"adam", "sgd"};
+  return k;
+}
+// Training dtypes: the formats a whole model trains in (tf32 and fp8 are compute formats).
+const std::vector<std::string>& training_dtypes() {
+  static const std::vector<std::string> k = {"fp32", "fp16", "bf16"};
+  return k;
+}
+
+Result<TrainingConfig> parse_training(JsonObject obj) {
+  TrainingConfig t;
+  ALPASIM_ASSIGN_OR_RETURN(t.global_batch_size, obj.get_positive_int("global_batch_size"));
+  ALPASIM_ASSIGN_OR_RETURN(std::string dtype, obj.get_enum("dtype", training_dtypes()));
+  t.dtype = *core::parse_dtype(dtype);
+  ALPASIM_ASSIGN_OR_RETURN(t.optimizer, obj.get_enum_or("optimizer", optimizers(), "adam"));
+  if (auto mb = obj.optional("microbatches")) {
+    if (!(mb->is_string() && mb->raw() == "auto")) {
+      if (!mb->is_integer()) return mb->type_error("a positive integer or \"auto\"");
+      ALPASIM_ASSIGN_OR_RETURN(std::int64_t n, mb->as_positive_int());
+      if (t.global_batch_size % n != 0) {
+        return mb->error("expected a divisor of global_batch_size " +
+                         std::to_string(t.global_batch_size) + ", got " + std::to_string(n));
+      }
+      t.num_microbatches = n;
+    }
+  }
+  ALPASIM_RETURN_IF_ERROR(obj.finish());
+  return t;
+}
+
+Result<MegatronPlanConfig> parse_megatron(JsonObject obj) {
+  MegatronPlanConfig m;
+  ALPASIM_ASSIGN_OR_RETURN(m.tp, obj.get_positive_int("tp"));
+  ALPASIM_ASSIGN_OR_RETURN(m.pp, obj.get_positive_int("pp"));
+  ALPASIM_ASSIGN_OR_RETURN(m.dp, obj.get_positive_int("dp"));
+  ALPASIM_ASSIGN_OR_RETURN(m.microbatch_size, obj.get_positive_int("microbatch_size"));
+  ALPASIM_ASSIGN_OR_RETURN(m.interleave, obj.get_positive_int_or("interleave", 1));
+  ALPASIM_ASSIGN_OR_RETURN(std::string recompute,
+                           obj.get_enum("recompute", schema::recompute_names()));
+  m.recompute = schema::parse_recompute(recompute);
+  ALPASIM_ASSIGN_OR_RETURN(m.sequence_parallel, obj.get_bool_or("sequence_parallel", false));
+  if (auto zero = obj.optional("zero_stage")) {
+    ALPASIM_ASSIGN_OR_RETURN(m.zero_stage, zero->as_int(0, 3, "0, 1, 2 or 3"));
+  }
+  ALPASIM_RETURN_IF_ERROR(obj.finish());
+  return m;
+}
+
+Result<SearchConfig> parse_search(JsonObject obj, const std::filesystem::path& base_dir) {
+  SearchConfig s;
+  ALPASIM_ASSIGN_OR_RETURN(s.mode, obj.get_enum_or("mode", search_modes(), "alpa"));
+  auto megatron = obj.optional("megatron");
+  auto plan = obj.optional("plan");
+  if (s.mode == "fixed") {
+    if (megatron.has_value() == plan.has_value()) {
+      return obj.value().error(
+          "mode \"fixed\" needs exactly one of \"megatron\" (a Megatron-style plan) or \"plan\" "
+          "(a plan file), got " + std::string(megatron ? "both" : "neither"));
+    }
+  } else if (megatron || plan) {
+    const JsonValue& extra = megatron ? *megatron : *plan;
+    return extra.error("only allowed with \"mode\": \"fixed\", got mode \"" + s.mode + "\"");
+  }
+  if (megatron) {
+    ALPASIM_ASSIGN_OR_RETURN(JsonObject m, megatron->as_object());
+    ALPASIM_ASSIGN_OR_RETURN(s.megatron, parse_megatron(std::move(m)));
+  }
+  if (plan) {
+    ALPASIM_ASSIGN_OR_RETURN(s.plan_file_as_written, plan->as_string());
+    std::filesystem::path p(s.plan_file_as_written);
+    s.plan_file = p.is_absolute() ? p : base_dir / p;
+    if (!std::filesystem::exists(*s.plan_file)) {
+      return plan->error("file not found: " + s.plan_file->string());
+    }
+  }
+  ALPASIM_ASSIGN_OR_RETURN(s.time_limit_s,
+                           obj.get_number_in_or("time_limit_s", 0.001, 86400,
+                                                "a time in (0, 86400] seconds", 600));
+  ALPASIM_RETURN_IF_ERROR(obj.finish());
+  return s;
+}
+
+Result<ProfileRef> parse_profile(const JsonValue& v, const std::filesystem::path& base_dir) {
+  ProfileRef p;
+  if (v.is_string()) {
+    if (v.raw() != "auto") return v.type_error("\"auto\" or an object {\"preset\": ...} / {\"file\": ...}");
+    p.preset = "auto";
+    return p;
+  }
+  ALPASIM_ASSIGN_OR_RETURN(JsonObject obj, v.as_object());
+  auto preset = obj.optional("preset");
+  auto file = obj.optional("file");
+  if (preset.has_value() == file.has_value()) {
+    return v.error("expected exactly one of \"preset\" or \"file\", got " +
+                   std::string(preset ? "both" : "neither"));
+  }
+  if (preset) {
+    ALPASIM_ASSIGN_OR_RETURN(p.preset, preset->as_enum(cluster::cluster_preset_names()));
+  } else {
+    ALPASIM_ASSIGN_OR_RETURN(p.file_as_written, file->as_string());
+    std::filesystem::path path(p.file_as_written);
+    p.file = path.is_absolute() ? path : base_dir / path;
+    if (!std::filesystem::exists(p.file)) return file->error("file not found: " + p.file.string());
+  }
+  ALPASIM_RETURN_IF_ERROR(obj.finish());
+  return p;
+}
+
+// Cross-block checks that no single block can make.
+core::Status check_consistency(const Scenario& s, const JsonValue& root) {
+  if (!s.search.megatron) return core::Status();
+  const MegatronPlanConfig& m = *s.search.megatron;
+  const JsonValue where = root.child("search", root.raw()["search"]).child("megatron",
+      root.raw()["search"]["megatron"]);
+  const std::int64_t gpus = m.tp * m.pp * m.dp;
+  if (gpus != s.cluster.num_gpus()) {
+    return where.error("tp·pp·dp = " + std::to_string(m.tp) + "·" + std::to_string(m.pp) + "·" +
+                       std::to_string(m.dp) + " = " + std::to_string(gpus) +
+                       " GPUs, but the cluster has " + std::to_string(s.cluster.num_gpus()));
+  }
+  if (m.tp > s.cluster.gpus_per_node) {
+    return where.error("tp " + std::to_string(m.tp) + " spans nodes; expected at most " +
+                       std::to_string(s.cluster.gpus_per_node) + " (GPUs per node)");
+  }
+  if (s.training.global_batch_size % (m.dp * m.microbatch_size) != 0) {
+    return where.error("global_batch_size " + std::to_string(s.training.global_batch_size) +
+                       " is not a multiple of dp·microbatch_size = " +
+                       std::to_string(m.dp * m.microbatch_size));
+  }
+  if (s.training.num_microbatches &&
+      *s.training.num_microbatches * m.dp * m.microbatch_size != s.training.global_batch_size) {
+    return where.error("dp·microbatch_size·microbatches = " +
+                       std::to_string(m.dp * m.microbatch_size * *s.training.num_microbatches) +
+                       " differs from global_batch_size " +
+                       std::to_string(s.training.global_batch_size));
+  }
+  if (m.interleave > 1 && m.pp == 1) {
+    return where.error("interleave " + std::to_string(m.interleave) + " needs pp > 1");
+  }
+  if (const auto* t = std::get_if<ir::TransformerConfig>(&s.model.spec)) {
+    if (t->num_layers % (m.pp * m.interleave) != 0) {
+      return where.error("num_layers " + std::to_string(t->num_layers) +
+                         " is not a multiple of pp·interleave = " +
+                         std::to_string(m.pp * m.interleave));
+    }
+    if (t->num_heads % m.tp != 0) {
+      return where.error("num_heads " + std::to_string(t->num_heads) +
+                         " is not a multiple of tp " + std::to_string(m.tp));
+    }
+  }
+  return core::Status();
+}
+
+Result<Scenario> parse_document(const core::JsonDocument& doc,
+                                const std::filesystem::path& base_dir) {
+  JsonValue root = JsonValue::root(doc);
+  ALPASIM_ASSIGN_OR_RETURN(JsonObject obj, root.as_object());
+  Scenario s;
+  s.file = doc.file;
+  ALPASIM_ASSIGN_OR_RETURN(JsonValue version, obj.required("schema_version", "1"));
+  ALPASIM_RETURN_IF_ERROR(version.as_int(1, 1, "1 (scenario format v1)"));
+  ALPASIM_ASSIGN_OR_RETURN(s.name, obj.get_string_or("name", ""));
+  ALPASIM_ASSIGN_OR_RETURN(s.description, obj.get_string_or("description", ""));
+  ALPASIM_ASSIGN_OR_RETURN(JsonValue model, obj.required("model", "a model block"));
+  ALPASIM_ASSIGN_OR_RETURN(s.model, ir::parse_model_config(model, base_dir));
+  ALPASIM_ASSIGN_OR_RETURN(JsonValue cluster, obj.required("cluster", "a cluster block"));
+  ALPASIM_ASSIGN_OR_RETURN(s.cluster, cluster::parse_cluster_spec(cluster));
+  ALPASIM_ASSIGN_OR_RETURN(JsonObject training, obj.get_object("training"));
+  ALPASIM_ASSIGN_OR_RETURN(s.training, parse_training(std::move(training)));
+  if (auto profile = obj.optional("profile")) {
+    ALPASIM_ASSIGN_OR_RETURN(s.profile, parse_profile(*profile, base_dir));
+  } else {
+    s.profile.preset = "auto";
+  }
+  if (auto search = obj.optional("search")) {
+    ALPASIM_ASSIGN_OR_RETURN(JsonObject search_obj, search->as_object());
+    ALPASIM_ASSIGN_OR_RETURN(s.search, parse_search(std::move(search_obj), base_dir));
+  } else {
+    ALPASIM_ASSIGN_OR_RETURN(s.search, parse_search(JsonObject(root.child("search", Json::object())),
+                                                    base_dir));
+  }
+  // what_if and capacity belong to `alpa-sim sweep` / `alpa-sim capacity`; they are kept
+  // whole here and validated by those commands.
+  for (const char* key : {"what_if", "capacity"}) {
+    if (auto block = obj.optional(key)) {
+      ALPASIM_RETURN_IF_ERROR(block->as_object());
+      (std::string(key) == "what_if" ? s.what_if : s.capacity) = block->raw();
+    }
+  }
+  ALPASIM_RETURN_IF_ERROR(obj.finish());
+  ALPASIM_RETURN_IF_ERROR(check_consistency(s, root));
+  if (s.name.empty()) s.name = s.model.name;
+  return s;
+}
+
+}  // namespace
+
+Result<Scenario> parse_scenario(std::string_view text, const std::string& file,
+                                const std::filesystem::path& base_dir) {
+  ALPASIM_ASSIGN_OR_RETURN(core::JsonDocument doc, core::parse_json_text(text, file));
+  return parse_document(doc, base_dir);
+}
+
+Result<Scenario> load_scenario(const std::filesystem::path& path) {
+  ALPASIM_ASSIGN_OR_RETURN(core::JsonDocument doc, core::read_json_file(path));
+  return parse_document(doc, path.parent_path());
+}
+
+Result<Scenario> load_default_scenario() {
+  return parse_scenario(default_scenario_text(), "(built-in default scenario)",
+                        std::filesystem::path(ALPASIM_SOURCE_DIR) / "scenarios");
+}
+
+core::Json scenario_to_json(const Scenario& s) {
+  Json j;
+  j["schema_version"] = Scenario::kSchemaVersion;
+  j["name"] = s.name;
+  if (!s.description.empty()) j["description"] = s.description;
+  j["model"] = ir::model_config_to_json(s.model);
+  j["cluster"] = cluster::cluster_spec_to_json(s.cluster);
+  Json training;
+  training["global_batch_size"] = s.training.global_batch_size;
+  training["dtype"] = std::string(core::dtype_name(s.training.dtype));
+  training["optimizer"] = s.training.optimizer;
+  training["microbatches"] =
+      s.training.num_microbatches ? Json(*s.training.num_microbatches) : Json("auto");
+  j["training"] = training;
+  j["profile"] = s.profile.file_as_written.empty() ? Json(s.profile.preset)
+                                                   : Json{{"file", s.profile.file_as_written}};
+  if (s.profile.preset != "auto" && s.profile.file_as_written.empty()) {
+    j["profile"] = Json{{"preset", s.profile.preset}};
+  }
+  Json search;
+  search["mode"] = s.search.mode;
+  search["time_limit_s"] = s.search.time_limit_s;
+  if (const auto& m = s.search.megatron) {
+    search["megatron"] = {{"tp", m->tp},
+                          {"pp", m->pp},
+                          {"dp", m->dp},
+                          {"microbatch_size", m->microbatch_size},
+                          {"interleave", m->interleave},
+                          {"recompute", std::string(schema::recompute_name(m->recompute))},
+                          {"sequence_parallel", m->sequence_parallel},
+                          {"zero_stage", m->zero_stage}};
+  }
+  if (s.search.plan_file) search["plan"] = s.search.plan_file_as_written;
+  j["search"] = search;
+  if (!s.what_if.is_null()) j["what_if"] = s.what_if;
+  if (!s.capacity.is_null()) j["capacity"] = s.capacity;
+  return j;
+}
+
+}  // namespace alpasim::driver

@@ -1,0 +1,82 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "cluster/cluster_spec.h"
+#include "core/dtype.h"
+#include "core/json_reader.h"
+#include "core/status.h"
+#include "ir/model_config.h"
+#include "schema/plan.h"
+
+namespace alpasim::driver {
+
+/// The scenario's "training" block.
+struct TrainingConfig {
+  std::int64_t global_batch_size = 0;  ///< sequences (transformers) or images per iteration
+  core::DType dtype = core::DType::kFp16;
+  std::string optimizer;  ///< "adam" (mixed precision: fp32 master weights + 2 moments) or "sgd"
+  /// Microbatches per iteration; nullopt = "auto" (the planner chooses).
+  std::optional<std::int64_t> num_microbatches;
+};
+
+/// A Megatron-style 3D-parallel plan: search.megatron.
+struct MegatronPlanConfig {
+  std::int64_t tp = 1;  ///< tensor-parallel size (inside a node)
+  std::int64_t pp = 1;  ///< pipeline stages
+  std::int64_t dp = 1;  ///< data-parallel replicas
+  std::int64_t microbatch_size = 1;  ///< sequences per microbatch per replica
+  std::int64_t interleave = 1;       ///< virtual stages per device (1 = plain 1F1B)
+  schema::Recompute recompute = schema::Recompute::kNone;
+  bool sequence_parallel = false;
+  std::int64_t zero_stage = 0;  ///< 0 none, 1 optimizer states, 2 + gradients, 3 + parameters
+};
+
+/// The scenario's "search" block.
+struct SearchConfig {
+  std::string mode;  ///< "alpa" (search) or "fixed" (evaluate the given plan)
+  std::optional<MegatronPlanConfig> megatron;  ///< mode "fixed": a Megatron-style plan
+  std::optional<std::filesystem::path> plan_file;  ///< mode "fixed": a plan file (docs/plan.md)
+  std::string plan_file_as_written;
+  double time_limit_s = 0;  ///< wall-clock budget of the whole search
+};
+
+/// The scenario's "profile" block: which calibration data the cost model uses.
+struct ProfileRef {
+  std::string preset;              ///< "auto" (the cluster preset's profile) or a preset name
+  std::filesystem::path file;      ///< a profile file, when given instead of a preset
+  std::string file_as_written;
+};
+
+/// A whole scenario file (format v1, docs/scenario.md).
+struct Scenario {
+  static constexpr int kSchemaVersion = 1;
+  std::string file;  ///< as given by the user; errors name it
+  std::string name;
+  std::string description;
+  ir::ModelConfig model;
+  cluster::ClusterSpec cluster;
+  TrainingConfig training;
+  ProfileRef profile;
+  SearchConfig search;
+  core::Json what_if;   ///< reserved for `alpa-sim sweep` (null when absent)
+  core::Json capacity;  ///< reserved for `alpa-sim capacity` (null when absent)
+};
+
+/// Reads and validates a scenario file. Relative paths inside resolve against its folder.
+core::Result<Scenario> load_scenario(const std::filesystem::path& path);
+/// Reads a scenario from text; `file` names it in errors, `base_dir` resolves paths.
+core::Result<Scenario> parse_scenario(std::string_view text, const std::string& file,
+                                      const std::filesystem::path& base_dir);
+/// The scenario compiled into alpa-sim (scenarios/default.json), used when none is given.
+core::Result<Scenario> load_default_scenario();
+/// Text of the embedded default scenario.
+std::string_view default_scenario_text();
+
+/// The normalised scenario: every default filled in, so a reader sees exactly what ran.
+core::Json scenario_to_json(const Scenario& scenario);
+
+}  // namespace alpasim::driver

@@ -1,0 +1,73 @@
+#include "exec/cuda/cuda_devices.h"
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+namespace alpasim::exec::cuda {
+
+core::Result<std::vector<GpuDeviceInfo>> list_cuda_devices() {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky error so later calls are not poisoned
+    return core::unavailable(std::string("no usable CUDA device: ") + cudaGetErrorString(err));
+  }
+  if (count == 0) return core::unavailable("no usable CUDA device: the driver reports none");
+  std::vector<GpuDeviceInfo> devices;
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop{};
+    err = cudaGetDeviceProperties(&prop, i);
+    if (err != cudaSuccess) {
+      return core::unavailable("cudaGetDeviceProperties(" + std::to_string(i) +
+                               "): " + cudaGetErrorString(err));
+    }
+    devices.push_back(GpuDeviceInfo{i, prop.name, core::Bytes(static_cast<std::int64_t>(prop.totalGlobalMem)),
+                                    prop.major, prop.minor, prop.multiProcessorCount});
+  }
+  return devices;
+}
+
+}  // namespace alpasim::exec::cuda
+
+#include <vector>
+
+#include "exec/cuda/kernels.h"
+
+namespace alpasim::exec::cuda {
+namespace {
+
+core::Status cuda_error(const char* call, cudaError_t err) {
+  (void)cudaGetLastError();
+  return core::unavailable(std::string(call) + ": " + cudaGetErrorString(err));
+}
+
+}  // namespace
+
+core::Status run_kernel_self_test(int device) {
+  constexpr int kElements = 1 << 16;
+  if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return cuda_error("cudaSetDevice", e);
+  int* buffer = nullptr;
+  void* raw = nullptr;
+  if (cudaError_t e = cudaMalloc(&raw, kElements * sizeof(int)); e != cudaSuccess) {
+    return cuda_error("cudaMalloc", e);
+  }
+  buffer = static_cast<int*>(raw);
+  cudaError_t launched = kernels::launch_fill_pattern(buffer, kElements);
+  std::vector<int> host(kElements);
+  cudaError_t copied =
+      cudaMemcpy(host.data(), buffer, kElements * sizeof(int), cudaMemcpyDeviceToHost);
+  cudaFree(buffer);
+  if (launched != cudaSuccess) return cuda_error("fill_pattern launch", launched);
+  if (copied != cudaSuccess) return cuda_error("fill_pattern kernel", copied);
+  for (int i = 0; i < kElements; ++i) {
+    if (host[i] != 3 * i + 1) {
+      return core::internal_error("kernel self-test: element " + std::to_string(i) + " is " +
+                                  std::to_string(host[i]) + ", expected " +
+                                  std::to_string(3 * i + 1));
+    }
+  }
+  return core::Status();
+}
+
+}  // namespace alpasim::exec::cuda

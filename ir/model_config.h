@@ -1,0 +1,67 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/json_reader.h"
+#include "core/status.h"
+
+namespace alpasim::ir {
+
+/// A decoder-only transformer: GPT-2/3 ("gpt"), LLaMA-style ("llama": RMSNorm, SwiGLU,
+/// rotary positions, grouped-query attention), and their mixture-of-experts variants
+/// ("moe": GShard, experts in every other layer; "mixtral": experts in every layer).
+struct TransformerConfig {
+  std::string builtin;  ///< "gpt", "llama", "moe" or "mixtral"
+  std::int64_t num_layers = 0;
+  std::int64_t hidden_size = 0;
+  std::int64_t num_heads = 0;
+  std::int64_t num_kv_heads = 0;     ///< = num_heads unless grouped-query attention
+  std::int64_t seq_len = 0;          ///< tokens per sequence
+  std::int64_t vocab_size = 0;
+  std::int64_t ffn_hidden_size = 0;  ///< 4·hidden for GPT; per expert for MoE
+  // Mixture of experts (num_experts == 0: dense).
+  std::int64_t num_experts = 0;
+  std::int64_t top_k = 0;              ///< experts per token
+  std::int64_t moe_layer_interval = 0; ///< every k-th layer is MoE (GShard 2, Mixtral 1)
+  std::int64_t expert_group_size = 0;  ///< tokens per gating group (GShard); 0 = whole batch
+  double capacity_factor = 0;          ///< expert capacity = factor · tokens · top_k / experts
+};
+
+/// Wide-ResNet (Zagoruyko & Komodakis) as configured in the Alpa paper, table 8.
+struct WideResNetConfig {
+  std::int64_t num_layers = 0;     ///< 50 or 101 (bottleneck blocks 3-4-6-3 / 3-4-23-3)
+  std::int64_t base_channels = 0;  ///< channels of the first stage
+  std::int64_t width_factor = 0;   ///< bottleneck width multiplier
+  std::int64_t image_size = 0;     ///< input height = width, pixels
+  std::int64_t num_classes = 0;
+};
+
+/// A model read from a file: a JSON graph, a Hugging Face config.json, or ONNX.
+struct ModelFileConfig {
+  std::string format;          ///< "graph_json", "hf_config" or "onnx"
+  std::filesystem::path path;  ///< resolved (absolute or relative to the working directory)
+  std::string path_as_written; ///< as it appeared in the scenario, for messages and output
+};
+
+/// The scenario's "model" block.
+struct ModelConfig {
+  std::string name;  ///< a display name ("GPT-3 39B"); generated when not given
+  std::variant<TransformerConfig, WideResNetConfig, ModelFileConfig> spec;
+};
+
+/// The builtin names parse_model_config accepts.
+const std::vector<std::string>& builtin_model_names();
+
+/// Reads a "model" block (docs/scenario.md). Relative file paths resolve against
+/// `base_dir` (the scenario's folder).
+core::Result<ModelConfig> parse_model_config(const core::JsonValue& value,
+                                             const std::filesystem::path& base_dir);
+
+/// The JSON form parse_model_config reads back to an equal config.
+core::Json model_config_to_json(const ModelConfig& config);
+
+}  // namespace alpasim::ir

@@ -1,0 +1,83 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_spec.h"
+#include "core/dtype.h"
+#include "core/json_reader.h"
+#include "core/status.h"
+#include "ir/model_config.h"
+#include "schema/sharding_spec.h"
+
+namespace alpasim::schema {
+
+/// The sharding the planner chose for one operator of a stage (docs/plan.md).
+struct OperatorSharding {
+  std::string op;        ///< operator name in the model graph
+  std::string strategy;  ///< strategy name, e.g. "dot:S0R x RS1" (informational)
+  std::vector<ShardingSpec> inputs;
+  ShardingSpec output;
+  friend bool operator==(const OperatorSharding&, const OperatorSharding&) = default;
+};
+
+/// One pipeline stage: a contiguous range of layers on one device mesh.
+struct PlanStage {
+  std::int64_t layer_begin = 0;  ///< first layer (after operator clustering), inclusive
+  std::int64_t layer_end = 0;    ///< one past the last layer
+  std::int64_t submesh_nodes = 0;          ///< physical submesh (n, m): n nodes ...
+  std::int64_t submesh_gpus_per_node = 0;  ///< ... of m GPUs each
+  std::int64_t logical_rows = 0;           ///< logical mesh shape rows × cols = n·m
+  std::int64_t logical_cols = 0;
+  /// Global device ids, row-major over the logical mesh (size rows·cols).
+  std::vector<std::int64_t> device_ids;
+  /// Per-operator shardings (may be empty: the executor then uses the stage's default).
+  std::vector<OperatorSharding> shardings;
+  /// Gradients reduce-scattered and weights all-gathered (ZeRO-like, Alpa §4.2).
+  bool weight_update_sharding = false;
+  friend bool operator==(const PlanStage&, const PlanStage&) = default;
+};
+
+/// Pipeline schedules.
+enum class Schedule { kGpipe, kOneFOneB, kInterleavedOneFOneB };
+std::string_view schedule_name(Schedule s);
+const std::vector<std::string>& schedule_names();
+
+/// Activation recomputation: none, selective (attention core only, Korthikanti et al.),
+/// full (every layer's forward again in the backward pass).
+enum class Recompute { kNone, kSelective, kFull };
+std::string_view recompute_name(Recompute r);
+const std::vector<std::string>& recompute_names();
+Recompute parse_recompute(std::string_view name);  ///< CHECKs that `name` is valid
+
+/// Plan format v1: what a planner writes and the executor reads. Self-contained: it
+/// carries the model, the cluster and the training settings it was made for.
+struct Plan {
+  static constexpr int kSchemaVersion = 1;
+  ir::ModelConfig model;
+  cluster::ClusterSpec cluster;
+  core::DType dtype = core::DType::kFp16;
+  std::int64_t global_batch_size = 0;  ///< sequences (or images) per iteration
+  std::int64_t num_microbatches = 0;   ///< per iteration; microbatch = batch / (dp · this)
+  Schedule schedule = Schedule::kOneFOneB;
+  std::int64_t interleave = 1;  ///< virtual stages per device (interleaved 1F1B)
+  Recompute recompute = Recompute::kNone;
+  std::vector<PlanStage> stages;
+  std::string generator;  ///< who wrote it, e.g. "alpa-sim 0.1.0 search.mode=alpa"
+  friend bool operator==(const Plan& a, const Plan& b);
+};
+
+/// Reads a plan file and validates it (validate_plan).
+core::Result<Plan> read_plan_file(const std::filesystem::path& path);
+/// Reads a plan from a JSON value (a file or a scenario's search.plan block).
+core::Result<Plan> parse_plan(const core::JsonValue& value, const std::filesystem::path& base_dir);
+/// Checks the invariants of docs/plan.md: stages cover the layers contiguously from 0,
+/// mesh sizes agree, device ids are in the cluster and meshes are disjoint (or, with
+/// interleaving, repeat with period num_stages / interleave), specs fit the mesh.
+core::Status validate_plan(const Plan& plan, const core::JsonValue& where);
+/// The JSON form (schema_version 1); parse_plan(plan_to_json(p)) == p.
+core::Json plan_to_json(const Plan& plan);
+
+}  // namespace alpasim::schema

@@ -1,0 +1,47 @@
+# Runs alpa-sim as a user would and checks its exit code, stdout and stderr.
+# A case file (tests/cli/cases/<name>.case) is a CMake script that sets:
+#   ARGS             the command-line arguments (a list; @SRC@ = repository root,
+#                    @WORK@ = a scratch folder for this case)
+#   EXPECT_EXIT      the exit code
+#   EXPECT_STDERR    (optional) the exact stderr text, "" for none
+#   EXPECT_STDOUT_REGEX (optional) a regex stdout must match
+#   EXPECT_STDOUT_EMPTY (optional) TRUE when stdout must be empty
+#   FILE_<name>      (optional) contents of a file to create in @WORK@ before the run
+include(${CASE})
+get_filename_component(case_name ${CASE} NAME_WE)
+set(work ${WORK_DIR}/${case_name})
+file(REMOVE_RECURSE ${work})
+file(MAKE_DIRECTORY ${work})
+foreach(name IN LISTS FILES)
+  file(WRITE ${work}/${name} "${FILE_${name}}")
+endforeach()
+set(args "")
+foreach(a IN LISTS ARGS)
+  string(REPLACE "@SRC@" "${SOURCE_DIR}" a "${a}")
+  string(REPLACE "@WORK@" "${work}" a "${a}")
+  list(APPEND args "${a}")
+endforeach()
+execute_process(COMMAND ${ALPA_SIM} ${args} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+set(failed FALSE)
+if(NOT rc STREQUAL "${EXPECT_EXIT}")
+  message(SEND_ERROR "exit code: expected ${EXPECT_EXIT}, got ${rc}")
+  set(failed TRUE)
+endif()
+if(DEFINED EXPECT_STDERR)
+  string(REPLACE "@WORK@" "${work}" EXPECT_STDERR "${EXPECT_STDERR}")
+  if(NOT err STREQUAL "${EXPECT_STDERR}")
+    message(SEND_ERROR "stderr: expected\n[${EXPECT_STDERR}]\ngot\n[${err}]")
+    set(failed TRUE)
+  endif()
+endif()
+if(DEFINED EXPECT_STDOUT_REGEX AND NOT out MATCHES "${EXPECT_STDOUT_REGEX}")
+  message(SEND_ERROR "stdout does not match [${EXPECT_STDOUT_REGEX}]:\n${out}")
+  set(failed TRUE)
+endif()
+if(EXPECT_STDOUT_EMPTY AND NOT out STREQUAL "")
+  message(SEND_ERROR "stdout: expected nothing, got\n${out}")
+  set(failed TRUE)
+endif()
+if(failed)
+  message(FATAL_ERROR "case ${case_name} failed (command: ${ALPA_SIM} ${args})")
+endif()

@@ -1,0 +1,87 @@
+#include "driver/scenario.h"
+
+#include <filesystem>
+
+#include <doctest/doctest.h>
+
+namespace alpasim::driver {
+namespace {
+
+constexpr const char* kBase = R"({
+  "schema_version": 1,
+  "model": {"builtin": "gpt", "num_layers": 96, "hidden_size": 12288, "num_heads": 96,
+            "seq_len": 2048, "vocab_size": 51200},
+  "cluster": {"preset": "dgx-a100-80gb", "nodes": 192},
+  "training": {"global_batch_size": 1536, "dtype": "fp16", "optimizer": "adam", "microbatches": "auto"},
+  "search": {"mode": "fixed", "megatron": {"tp": 8, "pp": 12, "dp": 16, "microbatch_size": 1,
+             "interleave": 1, "recompute": "full", "sequence_parallel": false, "zero_stage": 0}}
+})";
+
+std::string error_of(std::string text, const std::string& from, const std::string& to) {
+  auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, from.size(), to);
+  auto r = parse_scenario(text, "s.json", ".");
+  REQUIRE_FALSE(r.ok());
+  return r.status().message();
+}
+
+TEST_CASE("the issue's fixed spellings parse") {
+  Scenario s = parse_scenario(kBase, "s.json", ".").value();
+  CHECK(s.cluster.num_gpus() == 1536);
+  REQUIRE(s.search.megatron.has_value());
+  CHECK(s.search.megatron->pp == 12);
+  CHECK(s.search.megatron->recompute == schema::Recompute::kFull);
+  CHECK_FALSE(s.training.num_microbatches.has_value());
+  CHECK(s.profile.preset == "auto");
+  CHECK(s.search.time_limit_s == 600);
+}
+
+TEST_CASE("scenario errors name the file, the JSON path, what was expected and found") {
+  CHECK(error_of(kBase, "\"nodes\": 192", "\"nodes\": -4") ==
+        "s.json: /cluster/nodes: expected a positive integer, got -4");
+  CHECK(error_of(kBase, "\"global_batch_size\": 1536", "\"global_batch\": 1536") ==
+        "s.json: /training/global_batch_size: missing required key (expected a positive integer)");
+  CHECK(error_of(kBase, "\"optimizer\": \"adam\"", "\"optimizer\": \"adam\", \"dtpye\": 1") ==
+        "s.json: /training/dtpye: unknown key; did you mean \"dtype\"?");
+  CHECK(error_of(kBase, "\"tp\": 8", "\"tp\": \"8\"") ==
+        "s.json: /search/megatron/tp: expected a positive integer, got the string \"8\"");
+  CHECK(error_of(kBase, "\"dp\": 16", "\"dp\": 8") ==
+        "s.json: /search/megatron: tp·pp·dp = 8·12·8 = 768 GPUs, but the cluster has 1536");
+  CHECK(error_of(kBase, "\"recompute\": \"full\"", "\"recompute\": \"ful\"") ==
+        "s.json: /search/megatron/recompute: expected one of \"none\", \"selective\", or \"full\", "
+        "got \"ful\"; did you mean \"full\"?");
+  CHECK(error_of(kBase, "\"microbatches\": \"auto\"", "\"microbatches\": 7") ==
+        "s.json: /training/microbatches: expected a divisor of global_batch_size 1536, got 7");
+  CHECK(error_of(kBase, "\"microbatches\": \"auto\"", "\"microbatches\": \"many\"") ==
+        "s.json: /training/microbatches: expected a positive integer or \"auto\", got the string \"many\"");
+  CHECK(error_of(kBase, "\"schema_version\": 1", "\"schema_version\": 2") ==
+        "s.json: /schema_version: expected 1 (scenario format v1), got 2");
+  CHECK(error_of(kBase, "\"mode\": \"fixed\"", "\"mode\": \"alpa\"") ==
+        "s.json: /search/megatron: only allowed with \"mode\": \"fixed\", got mode \"alpa\"");
+  CHECK(error_of(kBase, "\"pp\": 12", "\"pp\": 24, \"interleave\": 1") ==
+        "s.json: /search/megatron: duplicate key \"interleave\"");
+}
+
+TEST_CASE("every shipped scenario loads") {
+  const std::filesystem::path dir = std::filesystem::path(ALPASIM_SOURCE_DIR) / "scenarios";
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".json") continue;
+    auto s = load_scenario(entry.path());
+    INFO(entry.path().string());
+    CHECK_MESSAGE(s.ok(), s.status().message());
+    ++count;
+  }
+  CHECK(count >= 1);
+}
+
+TEST_CASE("the embedded default scenario is scenarios/default.json") {
+  Scenario embedded = load_default_scenario().value();
+  Scenario file =
+      load_scenario(std::filesystem::path(ALPASIM_SOURCE_DIR) / "scenarios/default.json").value();
+  CHECK(scenario_to_json(embedded) == scenario_to_json(file));
+}
+
+}  // namespace
+}  // namespace alpasim::driver

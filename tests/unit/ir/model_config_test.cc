@@ -1,0 +1,57 @@
+#include "ir/model_config.h"
+
+#include <doctest/doctest.h>
+
+namespace alpasim::ir {
+namespace {
+
+core::Result<ModelConfig> parse_text(std::string_view text) {
+  auto doc = core::parse_json_text(text, "m.json");
+  REQUIRE(doc.ok());
+  return parse_model_config(core::JsonValue::root(*doc), ".");
+}
+
+TEST_CASE("the fixed GPT spelling parses with documented defaults") {
+  ModelConfig m = parse_text(R"({"builtin": "gpt", "num_layers": 96, "hidden_size": 12288,
+      "num_heads": 96, "seq_len": 2048, "vocab_size": 51200})").value();
+  const auto& t = std::get<TransformerConfig>(m.spec);
+  CHECK(t.ffn_hidden_size == 4 * 12288);
+  CHECK(t.num_kv_heads == 96);
+  CHECK(t.num_experts == 0);
+  CHECK(m.name == "gpt L96 H12288");
+}
+
+TEST_CASE("model configs round-trip") {
+  for (const char* text :
+       {R"({"builtin": "moe", "num_layers": 16, "hidden_size": 1024, "num_heads": 16,
+            "seq_len": 1024, "vocab_size": 32000, "num_experts": 16, "expert_group_size": 2048,
+            "ffn_hidden_size": 8192})",
+        R"({"builtin": "wide_resnet", "num_layers": 50, "base_channels": 320, "width_factor": 2})",
+        R"({"builtin": "llama", "name": "7B", "num_layers": 32, "hidden_size": 4096,
+            "num_heads": 32, "seq_len": 4096, "vocab_size": 32000, "ffn_hidden_size": 11008})"}) {
+    ModelConfig m = parse_text(text).value();
+    auto doc = core::parse_json_text(model_config_to_json(m).dump(), "again.json").value();
+    ModelConfig again = parse_model_config(core::JsonValue::root(doc), ".").value();
+    CHECK(model_config_to_json(again) == model_config_to_json(m));
+  }
+}
+
+TEST_CASE("bad model blocks give exact errors") {
+  CHECK(parse_text(R"({"builtin": "gtp"})").status().message() ==
+        "m.json: /builtin: expected one of \"gpt\", \"llama\", \"moe\", \"mixtral\", or "
+        "\"wide_resnet\", got \"gtp\"; did you mean \"gpt\"?");
+  CHECK(parse_text(R"({"builtin": "gpt", "num_layers": 2, "hidden_size": 100, "num_heads": 3,
+      "seq_len": 8, "vocab_size": 10})").status().message() ==
+        "m.json: /num_heads: expected a divisor of hidden_size 100, got 3");
+  CHECK(parse_text(R"({"builtin": "llama", "num_layers": 2, "hidden_size": 64, "num_heads": 4,
+      "seq_len": 8, "vocab_size": 10})").status().message() ==
+        "m.json: /ffn_hidden_size: missing required key (expected a positive integer)");
+  CHECK(parse_text(R"({"builtin": "wide_resnet", "num_layers": 51, "base_channels": 1,
+      "width_factor": 1})").status().message() ==
+        "m.json: /num_layers: expected 50 or 101, got 51");
+  CHECK(parse_text(R"({"file": "nope.onnx", "format": "onnx"})").status().message() ==
+        "m.json: /file: file not found: ./nope.onnx");
+}
+
+}  // namespace
+}  // namespace alpasim::ir

@@ -1,0 +1,81 @@
+#include "schema/plan.h"
+
+#include <doctest/doctest.h>
+
+namespace alpasim::schema {
+namespace {
+
+// A two-stage plan of a 4-layer GPT on one 8-GPU node: stage 0 on GPUs 0-3 as a 2x2 mesh,
+// stage 1 on GPUs 4-7 as a 1x4 mesh.
+constexpr const char* kPlan = R"({
+  "schema_version": 1,
+  "generator": "test",
+  "model": {"builtin": "gpt", "name": "tiny", "num_layers": 4, "hidden_size": 64,
+            "num_heads": 4, "seq_len": 32, "vocab_size": 128},
+  "cluster": {"preset": "dgx-a100-80gb", "nodes": 1},
+  "dtype": "fp16", "global_batch_size": 16, "num_microbatches": 4,
+  "schedule": "1f1b", "recompute": "none",
+  "stages": [
+    {"layers": [0, 2], "submesh": [1, 4], "logical_mesh": [2, 2], "device_ids": [0, 1, 2, 3],
+     "weight_update_sharding": true,
+     "shardings": [{"op": "layer0.mlp.fc1", "strategy": "dot:S0R x RS1", "inputs": ["S0R", "RS1"],
+                    "output": "S0S1"}]},
+    {"layers": [2, 4], "submesh": [1, 4], "logical_mesh": [1, 4], "device_ids": [4, 5, 6, 7]}
+  ]
+})";
+
+core::Result<Plan> parse_text(const std::string& text) {
+  auto doc = core::parse_json_text(text, "p.json");
+  REQUIRE(doc.ok());
+  return parse_plan(core::JsonValue::root(*doc), ".");
+}
+
+std::string error_of(std::string text, const std::string& from, const std::string& to) {
+  auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, from.size(), to);
+  auto r = parse_text(text);
+  REQUIRE_FALSE(r.ok());
+  return r.status().message();
+}
+
+TEST_CASE("a plan round-trips through JSON unchanged") {
+  Plan plan = parse_text(kPlan).value();
+  CHECK(plan.stages.size() == 2);
+  CHECK(plan.stages[0].shardings[0].output.to_string() == "S0S1");
+  core::Json j = plan_to_json(plan);
+  auto doc = core::parse_json_text(j.dump(), "again.json").value();
+  Plan again = parse_plan(core::JsonValue::root(doc), ".").value();
+  CHECK(again == plan);
+  CHECK(plan_to_json(again).dump() == j.dump());
+}
+
+TEST_CASE("validation names the stage and the problem") {
+  CHECK(error_of(kPlan, "\"layers\": [2, 4]", "\"layers\": [3, 4]") ==
+        "p.json: /: stages/1: layers must start at 2 (contiguous from 0), got 3");
+  CHECK(error_of(kPlan, "[4, 5, 6, 7]", "[3, 5, 6, 7]") ==
+        "p.json: /: stages/1: device id 3 is also used by stage 0");
+  CHECK(error_of(kPlan, "[4, 5, 6, 7]", "[4, 5, 6, 8]") ==
+        "p.json: /: stages/1: device id 8 is outside the cluster's 8 GPUs");
+  CHECK(error_of(kPlan, "\"logical_mesh\": [1, 4]", "\"logical_mesh\": [1, 2]") ==
+        "p.json: /: stages/1: logical mesh [1, 2] has 2 devices, submesh has 4");
+  CHECK(error_of(kPlan, "\"RS1\"", "\"RS2\"") ==
+        "p.json: /stages/0/shardings/0/inputs/1: invalid sharding spec \"RS2\": S must be "
+        "followed by mesh axes 0 and/or 1");
+  CHECK(error_of(kPlan, "\"1f1b\"", "\"1F1B\"") ==
+        "p.json: /schedule: expected one of \"gpipe\", \"1f1b\", or \"interleaved_1f1b\", got "
+        "\"1F1B\"; did you mean \"1f1b\"?");
+}
+
+TEST_CASE("interleaved stages reuse meshes with period stages / interleave") {
+  std::string text = kPlan;
+  text.replace(text.find("\"1f1b\""), 6, "\"interleaved_1f1b\", \"interleave\": 2");
+  // Stage 1 on the same devices as stage 0: with interleave 2 and 2 stages, 1 mesh.
+  text.replace(text.find("\"logical_mesh\": [1, 4], \"device_ids\": [4, 5, 6, 7]"),
+               std::string("\"logical_mesh\": [1, 4], \"device_ids\": [4, 5, 6, 7]").size(),
+               "\"logical_mesh\": [2, 2], \"device_ids\": [0, 1, 2, 3]");
+  CHECK(parse_text(text).ok());
+}
+
+}  // namespace
+}  // namespace alpasim::schema
