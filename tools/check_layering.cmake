@@ -1,9 +1,13 @@
 # Checks that every #include in the modules points down the DAG of ARCHITECTURE.md
 # (the table in cmake/AlpasimLayers.cmake), that CUDA/NCCL/MPI/GLPK headers appear only
 # in their folders, and that no header includes Boost.Graph.
-# Usage: cmake -DSOURCE_DIR=<repo> -P tools/check_layering.cmake   (CTest test "layering")
+# Usage: cmake -DSOURCE_DIR=<tree to check> [-DLAYERS_FILE=<AlpasimLayers.cmake>]
+#            -P tools/check_layering.cmake                       (CTest test "layering")
 cmake_policy(VERSION 3.25)
-include(${SOURCE_DIR}/cmake/AlpasimLayers.cmake)
+if(NOT LAYERS_FILE)
+  set(LAYERS_FILE ${SOURCE_DIR}/cmake/AlpasimLayers.cmake)
+endif()
+include(${LAYERS_FILE})
 
 set(violations "")
 set(files_checked 0)

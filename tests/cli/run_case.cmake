@@ -6,7 +6,8 @@
 #   EXPECT_STDERR    (optional) the exact stderr text, "" for none
 #   EXPECT_STDOUT_REGEX (optional) a regex stdout must match
 #   EXPECT_STDOUT_EMPTY (optional) TRUE when stdout must be empty
-#   FILE_<name>      (optional) contents of a file to create in @WORK@ before the run
+#   EXPECT_FILES     (optional) files (relative to @WORK@) that must exist after the run
+#   FILES / FILE_<name> (optional) names and contents of files to create in @WORK@ first
 include(${CASE})
 get_filename_component(case_name ${CASE} NAME_WE)
 set(work ${WORK_DIR}/${case_name})
@@ -42,6 +43,12 @@ if(EXPECT_STDOUT_EMPTY AND NOT out STREQUAL "")
   message(SEND_ERROR "stdout: expected nothing, got\n${out}")
   set(failed TRUE)
 endif()
+foreach(f IN LISTS EXPECT_FILES)
+  if(NOT EXISTS ${work}/${f})
+    message(SEND_ERROR "expected file ${work}/${f} was not written")
+    set(failed TRUE)
+  endif()
+endforeach()
 if(failed)
   message(FATAL_ERROR "case ${case_name} failed (command: ${ALPA_SIM} ${args})")
 endif()
