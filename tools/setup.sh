@@ -22,7 +22,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     "${missing[@]}" >&2
 fi
 
-if [ ! -f "$build_dir/build.ninja" ]; then
+# Configure on the first run, and again whenever extra CMake arguments are given (cheap when
+# the cache exists); later runs only build what changed.
+if [ ! -f "$build_dir/build.ninja" ] || [ -n "${ALPASIM_CMAKE_ARGS:-}" ]; then
   # shellcheck disable=SC2086  # ALPASIM_CMAKE_ARGS is a list of arguments
   cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     ${ALPASIM_CMAKE_ARGS:-} >&2
