@@ -1,0 +1,151 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/units.h"
+#include "sim/link_model.h"
+#include "sim/schedule.h"
+
+namespace alpasim::sim {
+
+/// Collectives whose duration a cost model may supply.
+enum class CollectiveKind : std::uint8_t { kAllReduce, kReduceScatter, kAllGather };
+
+/// One collective the simulator needs a duration for. `bytes` is the full buffer per GPU
+/// (the all-reduced gradient, the gathered tensor), `group_size` the number of GPUs.
+struct CollectiveCall {
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  core::Bytes bytes{0};
+  int group_size = 1;
+  int mesh = 0;  ///< pipeline stage (mesh) whose GPUs run it, so a topology can pick links
+};
+
+/// The hook a cost model fills: duration of a collective. Called a bounded number of
+/// times while lowering (once per stage and bucket), never per event.
+using CollectiveCostFn = std::function<core::Seconds(const CollectiveCall&)>;
+
+/// A network link for transfers (see LinkModel): bytes/s shared max-min fairly.
+struct LinkSpec {
+  std::string name;
+  core::BytesPerSecond capacity{0};
+};
+
+/// A path over links in PipelineProblem::links plus a fixed latency paid once per
+/// transfer. An empty `links` means the network is not modelled: a transfer then takes
+/// only `latency`.
+struct Route {
+  std::vector<LinkId> links;
+  core::Seconds latency{0};
+};
+
+/// How gradients are synchronised across data-parallel replicas.
+enum class GradSyncMode : std::uint8_t {
+  kAllReduce,               ///< ring all-reduce of the gradients, then the optimizer step
+  kReduceScatterAllGather,  ///< weight-update sharding (Alpa §4 / ZeRO): reduce-scatter,
+                            ///< sharded optimizer step, all-gather of the parameters
+};
+
+/// How a stage's output reaches the next stage's mesh.
+enum class ReshardMode : std::uint8_t {
+  kDirect,          ///< every receiving GPU gets the whole tensor over the network
+  kLocalAllGather,  ///< Alpa §5 "local all-gather": each of the k receiving GPUs gets 1/k
+                    ///< over the network, then the mesh all-gathers over its fast links
+};
+
+/// Costs of one virtual pipeline stage (a model chunk), per GPU of its mesh, per
+/// microbatch. The cost model fills it from the stage's operators and shardings; times
+/// include the stage's intra-op (tensor-parallel) collectives, which Megatron does not
+/// overlap with compute.
+struct StageCosts {
+  core::Seconds forward_s{0};
+  core::Seconds backward_s{0};
+  core::Seconds recompute_s{0};  ///< 0 = no activation recomputation
+  core::Flops forward_flops{0};    ///< model FLOPs of the forward, per GPU
+  core::Flops backward_flops{0};   ///< model FLOPs of the backward, per GPU
+  core::Flops recompute_flops{0};  ///< extra hardware FLOPs of the recomputation, per GPU
+  /// Activations kept from a microbatch's forward until its backward ends (with full
+  /// recomputation: only the stage inputs).
+  core::Bytes stored_activation_bytes{0};
+  /// Transient activations of one microbatch during its recomputation and backward.
+  core::Bytes working_activation_bytes{0};
+  core::Bytes parameter_bytes{0};
+  core::Bytes gradient_bytes{0};
+  core::Bytes optimizer_state_bytes{0};
+  /// The output tensor each GPU of the next stage needs per microbatch; its gradient, the
+  /// same size, travels back.
+  core::Bytes output_activation_bytes{0};
+  ReshardMode output_reshard = ReshardMode::kDirect;
+  int reshard_group = 1;  ///< k of kLocalAllGather: GPUs of the receiving mesh
+  /// Duration of the receiving mesh's local all-gather; unset = ask collective_cost.
+  std::optional<core::Seconds> reshard_all_gather_s;
+  core::Bytes grad_sync_bytes{0};  ///< gradient bytes per GPU to synchronise across dp
+  /// Total duration of this chunk's gradient all-reduce (in kReduceScatterAllGather mode:
+  /// of the reduce-scatter; the parameter all-gather takes as long, as in a ring). Unset =
+  /// ask collective_cost, else move ring bytes over the mesh's grad_sync route.
+  std::optional<core::Seconds> grad_sync_s;
+  core::Seconds optimizer_step_s{0};  ///< as run on each GPU (already divided when sharded)
+};
+
+/// One physical pipeline stage: a submesh of GPUs that behave identically.
+struct MeshSpec {
+  int num_gpus = 1;             ///< GPUs in the mesh (tensor-parallel degree for Megatron)
+  core::Bytes memory_limit{0};  ///< per GPU; 0 = unlimited
+  Route send_next;  ///< per-GPU path to the mesh of the next virtual stage
+  Route send_prev;  ///< per-GPU path back to the mesh of the previous virtual stage
+  Route grad_sync;  ///< per-GPU path of the data-parallel ring, when durations come from links
+};
+
+/// Everything the simulator needs to time one training iteration of a pipeline. Plain
+/// data, so that a lowering of (plan, model, cost model) can fill it; the simulator
+/// never looks at operators. Stage s of the p meshes hosts the virtual stages
+/// s, s+p, ..., s+(v-1)·p (Megatron's interleaved assignment).
+struct PipelineProblem {
+  PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
+  int num_microbatches = 1;
+  int interleave = 1;      ///< v, model chunks per device
+  int data_parallel = 1;   ///< replicas of the whole pipeline
+  GradSyncMode grad_sync_mode = GradSyncMode::kAllReduce;
+  /// Gradient buckets per chunk (Megatron overlap_grad_reduce): the chunk's last
+  /// backward is split into this many equal parts and bucket i is synchronised as soon
+  /// as part i is done, overlapping the rest of the backward. 1 = sync after the backward.
+  int grad_sync_buckets = 1;
+  std::vector<MeshSpec> meshes;    ///< p entries
+  std::vector<StageCosts> stages;  ///< p·v entries, in model order
+  std::vector<LinkSpec> links;     ///< referenced by the routes
+  CollectiveCostFn collective_cost;  ///< optional; see StageCosts for when it is called
+};
+
+/// Checks sizes, ranges and that every needed duration has a source. Errors are
+/// INVALID_ARGUMENT with the field path, e.g. "stages[3].forward_s: expected a finite
+/// number >= 0, got -1".
+core::Status validate(const PipelineProblem& problem);
+
+/// Parameters of make_uniform_problem: every virtual stage costs the same.
+struct UniformPipelineSpec {
+  PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
+  int num_stages = 1;  ///< p
+  int interleave = 1;  ///< v
+  int num_microbatches = 1;
+  int data_parallel = 1;
+  int gpus_per_stage = 1;
+  /// Costs of one whole physical stage (all its v chunks) per microbatch; each chunk
+  /// gets 1/v of times, FLOPs and memory (working_activation_bytes excepted: it is the
+  /// transient of the one chunk running).
+  StageCosts stage;
+  core::BytesPerSecond p2p_bandwidth{0};  ///< 0 = p2p not modelled (instant)
+  core::Seconds p2p_latency{0};
+  core::Bytes memory_limit{0};
+  GradSyncMode grad_sync_mode = GradSyncMode::kAllReduce;
+  int grad_sync_buckets = 1;
+};
+
+/// A problem with identical stages and one dedicated link per stage boundary and
+/// direction. Used by the closed-form tests and benchmarks (synthetic costs).
+PipelineProblem make_uniform_problem(const UniformPipelineSpec& spec);
+
+}  // namespace alpasim::sim

@@ -1,0 +1,416 @@
+#include "sim/pipeline_sim.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "core/text.h"
+#include "sim/schedule.h"
+#include "sim/timeline_stats.h"
+
+namespace alpasim::sim {
+
+const char* memory_component_name(MemoryComponent component) {
+  switch (component) {
+    case MemoryComponent::kParameters: return "parameters";
+    case MemoryComponent::kGradients: return "gradients";
+    case MemoryComponent::kOptimizerStates: return "optimizer_states";
+    case MemoryComponent::kStoredActivations: return "stored_activations";
+    case MemoryComponent::kWorkingActivations: return "working_activations";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr int kStored = static_cast<int>(MemoryComponent::kStoredActivations);
+constexpr int kWorking = static_cast<int>(MemoryComponent::kWorkingActivations);
+
+std::string human_component(MemoryComponent c) {
+  std::string s = memory_component_name(c);
+  std::replace(s.begin(), s.end(), '_', ' ');
+  return s;
+}
+
+// Per-GPU bytes a ring collective puts on each GPU's link: all-reduce 2(n-1)/n of the
+// buffer, reduce-scatter and all-gather (n-1)/n (Patarasuk & Yuan 2009; NCCL's busbw).
+double ring_wire_bytes(CollectiveKind kind, double bytes, int n) {
+  const double f = static_cast<double>(n - 1) / n;
+  return kind == CollectiveKind::kAllReduce ? 2.0 * f * bytes : f * bytes;
+}
+
+// The streams of one device, in kPipelineStreams order.
+struct DeviceStreams {
+  StreamId compute, send_next, send_prev, reshard, grad_sync;
+};
+
+class Lowering {
+ public:
+  explicit Lowering(const PipelineProblem& pb)
+      : pb_(pb),
+        p_(static_cast<int>(pb.meshes.size())),
+        v_(pb.interleave),
+        m_(pb.num_microbatches),
+        num_virtual_(p_ * v_) {}
+
+  core::Result<TaskGraph> run() {
+    ALPASIM_ASSIGN_OR_RETURN(programs_, build_schedule(pb_.schedule, p_, m_, v_));
+    std::vector<std::string> names;
+    for (int c = 0; c < kNumMemoryComponents; ++c) {
+      names.emplace_back(memory_component_name(static_cast<MemoryComponent>(c)));
+    }
+    g_.set_memory_components(std::move(names));
+    g_.reserve(static_cast<std::size_t>(num_virtual_ * m_ * 6), static_cast<std::size_t>(num_virtual_ * m_ * 8));
+    for (const auto& link : pb_.links) g_.add_link(link.name, link.capacity);
+    for (int d = 0; d < p_; ++d) {
+      const auto& mesh = pb_.meshes[static_cast<std::size_t>(d)];
+      DeviceId dev = g_.add_device("stage " + std::to_string(d), mesh.memory_limit);
+      DeviceStreams s{};
+      s.compute = g_.add_stream(dev, kPipelineStreams[0], StreamKind::kCompute);
+      s.send_next = g_.add_stream(dev, kPipelineStreams[1], StreamKind::kCommunication);
+      s.send_prev = g_.add_stream(dev, kPipelineStreams[2], StreamKind::kCommunication);
+      s.reshard = g_.add_stream(dev, kPipelineStreams[3], StreamKind::kCommunication);
+      s.grad_sync = g_.add_stream(dev, kPipelineStreams[4], StreamKind::kCommunication);
+      streams_.push_back(s);
+      for (int c = 0; c < v_; ++c) {
+        const auto& st = stage(c * p_ + d);
+        g_.add_static_memory(dev, static_cast<int>(MemoryComponent::kParameters), st.parameter_bytes);
+        g_.add_static_memory(dev, static_cast<int>(MemoryComponent::kGradients), st.gradient_bytes);
+        g_.add_static_memory(dev, static_cast<int>(MemoryComponent::kOptimizerStates),
+                             st.optimizer_state_bytes);
+      }
+    }
+    const std::size_t n = static_cast<std::size_t>(num_virtual_ * m_);
+    fwd_.assign(n, -1);
+    bwd_first_.assign(n, -1);
+    bwd_last_.assign(n, -1);
+    fwd_arrival_.assign(n, -1);
+    bwd_arrival_.assign(n, -1);
+    for (int d = 0; d < p_; ++d) ALPASIM_RETURN_IF_ERROR(lower_compute(d));
+    for (int d = 0; d < p_; ++d) lower_sends(d);
+    for (int d = 0; d < p_; ++d) ALPASIM_RETURN_IF_ERROR(lower_receives(d));
+    return std::move(g_);
+  }
+
+ private:
+  const StageCosts& stage(int vs) const { return pb_.stages[static_cast<std::size_t>(vs)]; }
+  std::size_t idx(int vs, int mb) const { return static_cast<std::size_t>(vs * m_ + mb); }
+  bool syncs_gradients(const StageCosts& st) const {
+    return pb_.data_parallel > 1 && st.grad_sync_bytes.value() > 0;
+  }
+
+  // A collective on `stream`: a fixed duration (given, or from the cost hook) or a
+  // transfer of its ring bytes over the mesh's route.
+  core::Result<TaskId> add_collective(StreamId stream, CollectiveKind kind, core::Bytes bytes,
+                                      int group, int mesh, std::optional<core::Seconds> given,
+                                      const Route& route, TaskLabel label,
+                                      const std::string& what) {
+    if (given) return g_.add_compute(stream, to_time(*given), label);
+    if (pb_.collective_cost) {
+      core::Seconds t = pb_.collective_cost(CollectiveCall{kind, bytes, group, mesh});
+      if (!std::isfinite(t.value()) || t.value() < 0) {
+        std::ostringstream msg;
+        msg << what << ": collective_cost returned " << t.value()
+            << " s, expected a finite number >= 0";
+        return core::internal_error(msg.str());
+      }
+      return g_.add_compute(stream, to_time(t), label);
+    }
+    const double wire = ring_wire_bytes(kind, static_cast<double>(bytes.value()), group);
+    return g_.add_transfer(stream, route.links, core::Bytes(std::llround(wire)),
+                           to_time(route.latency), label);
+  }
+
+  core::Status lower_compute(int d) {
+    const auto& prog = programs_[static_cast<std::size_t>(d)];
+    const DeviceStreams& s = streams_[static_cast<std::size_t>(d)];
+    const auto& mesh = pb_.meshes[static_cast<std::size_t>(d)];
+    const int buckets = pb_.grad_sync_buckets;
+    const bool rs_ag = pb_.grad_sync_mode == GradSyncMode::kReduceScatterAllGather;
+    // Position of each chunk's last backward: its gradients are complete afterwards.
+    std::vector<std::size_t> last_backward(static_cast<std::size_t>(v_), prog.size());
+    for (std::size_t i = 0; i < prog.size(); ++i) {
+      if (prog[i].type == ScheduledOp::Type::kBackward) {
+        last_backward[static_cast<std::size_t>(prog[i].chunk)] = i;
+      }
+    }
+    std::vector<TaskId> syncs;
+    for (std::size_t i = 0; i < prog.size(); ++i) {
+      const ScheduledOp& op = prog[i];
+      const int vs = op.chunk * p_ + d;
+      const StageCosts& st = stage(vs);
+      const std::size_t k = idx(vs, op.microbatch);
+      if (op.type == ScheduledOp::Type::kForward) {
+        TaskId f = g_.add_compute(s.compute, to_time(st.forward_s),
+                                  TaskLabel{TaskKind::kForward, op.microbatch, vs, -1});
+        g_.add_memory(f, kStored, st.stored_activation_bytes, MemoryPoint::kAtStart);
+        fwd_[k] = f;
+        continue;
+      }
+      TaskId first = -1;
+      if (st.recompute_s.value() > 0) {
+        first = g_.add_compute(s.compute, to_time(st.recompute_s),
+                               TaskLabel{TaskKind::kRecompute, op.microbatch, vs, -1});
+      }
+      const bool sync = syncs_gradients(st) && i == last_backward[static_cast<std::size_t>(op.chunk)];
+      const int parts = sync ? buckets : 1;
+      const Time total = to_time(st.backward_s);
+      TaskId last = -1;
+      for (int part = 0; part < parts; ++part) {
+        // Integer split whose parts sum exactly to `total`.
+        const Time dur = total * (part + 1) / parts - total * part / parts;
+        last = g_.add_compute(s.compute, dur,
+                              TaskLabel{TaskKind::kBackward, op.microbatch, vs, parts > 1 ? part : -1});
+        if (first < 0) first = last;
+        if (sync) {
+          ALPASIM_ASSIGN_OR_RETURN(
+              TaskId gs,
+              add_collective(s.grad_sync,
+                             rs_ag ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
+                             st.grad_sync_bytes / buckets, pb_.data_parallel, d,
+                             st.grad_sync_s ? std::optional<core::Seconds>(*st.grad_sync_s / buckets)
+                                            : std::nullopt,
+                             mesh.grad_sync, TaskLabel{TaskKind::kGradSync, -1, vs, part},
+                             "stages[" + std::to_string(vs) + "] gradient synchronisation"));
+          g_.add_dependency(last, gs);
+          syncs.push_back(gs);
+        }
+      }
+      g_.add_memory(first, kWorking, st.working_activation_bytes, MemoryPoint::kAtStart);
+      g_.add_memory(last, kStored, core::Bytes(0) - st.stored_activation_bytes, MemoryPoint::kAtEnd);
+      g_.add_memory(last, kWorking, core::Bytes(0) - st.working_activation_bytes, MemoryPoint::kAtEnd);
+      bwd_first_[k] = first;
+      bwd_last_[k] = last;
+      g_.add_dependency(fwd_[k], first);
+    }
+    // Optimizer step once every gradient of the device is synchronised.
+    core::Seconds step{0};
+    for (int c = 0; c < v_; ++c) step += stage(c * p_ + d).optimizer_step_s;
+    if (step.value() > 0 || !syncs.empty()) {
+      TaskId opt = g_.add_compute(s.compute, to_time(step), TaskLabel{TaskKind::kOptimizer, -1, -1, -1});
+      for (TaskId gs : syncs) g_.add_dependency(gs, opt);
+      if (rs_ag) {
+        for (int c = 0; c < v_; ++c) {
+          const int vs = c * p_ + d;
+          const StageCosts& st = stage(vs);
+          if (!syncs_gradients(st)) continue;
+          ALPASIM_ASSIGN_OR_RETURN(
+              TaskId ag, add_collective(s.grad_sync, CollectiveKind::kAllGather, st.grad_sync_bytes,
+                                        pb_.data_parallel, d, st.grad_sync_s, mesh.grad_sync,
+                                        TaskLabel{TaskKind::kParamAllGather, -1, vs, -1},
+                                        "stages[" + std::to_string(vs) + "] parameter all-gather"));
+          g_.add_dependency(opt, ag);
+        }
+      }
+    }
+    return core::ok_status();
+  }
+
+  core::Bytes wire_bytes(const StageCosts& st) const {
+    if (st.output_reshard == ReshardMode::kLocalAllGather && st.reshard_group > 1) {
+      // Ceiling: the last slice is padded; the mesh all-gather restores the whole tensor.
+      return core::Bytes((st.output_activation_bytes.value() + st.reshard_group - 1) / st.reshard_group);
+    }
+    return st.output_activation_bytes;
+  }
+
+  // Sends, in the order their producers run (a send stream is FIFO).
+  void lower_sends(int d) {
+    const auto& prog = programs_[static_cast<std::size_t>(d)];
+    const DeviceStreams& s = streams_[static_cast<std::size_t>(d)];
+    const auto& mesh = pb_.meshes[static_cast<std::size_t>(d)];
+    for (const ScheduledOp& op : prog) {
+      const int vs = op.chunk * p_ + d;
+      if (op.type == ScheduledOp::Type::kForward && vs + 1 < num_virtual_) {
+        TaskId t = g_.add_transfer(s.send_next, mesh.send_next.links, wire_bytes(stage(vs)),
+                                   to_time(mesh.send_next.latency),
+                                   TaskLabel{TaskKind::kSend, op.microbatch, vs, -1});
+        g_.add_dependency(fwd_[idx(vs, op.microbatch)], t);
+        fwd_arrival_[idx(vs + 1, op.microbatch)] = t;
+      } else if (op.type == ScheduledOp::Type::kBackward && vs > 0) {
+        TaskId t = g_.add_transfer(s.send_prev, mesh.send_prev.links, wire_bytes(stage(vs - 1)),
+                                   to_time(mesh.send_prev.latency),
+                                   TaskLabel{TaskKind::kSend, op.microbatch, vs, -1});
+        g_.add_dependency(bwd_last_[idx(vs, op.microbatch)], t);
+        bwd_arrival_[idx(vs - 1, op.microbatch)] = t;
+      }
+    }
+  }
+
+  // The mesh all-gather that completes a 1/k send, or the send itself.
+  core::Result<TaskId> receive(int d, int boundary_stage, TaskId arrival, int mb, int vs) {
+    const StageCosts& st = stage(boundary_stage);
+    if (st.output_reshard != ReshardMode::kLocalAllGather || st.reshard_group <= 1) return arrival;
+    ALPASIM_ASSIGN_OR_RETURN(
+        TaskId ag,
+        add_collective(streams_[static_cast<std::size_t>(d)].reshard, CollectiveKind::kAllGather,
+                       st.output_activation_bytes, st.reshard_group, d, st.reshard_all_gather_s,
+                       Route{}, TaskLabel{TaskKind::kReshardAllGather, mb, vs, -1},
+                       "stages[" + std::to_string(boundary_stage) + "] local all-gather"));
+    g_.add_dependency(arrival, ag);
+    return ag;
+  }
+
+  // Local all-gathers and the dependencies on arrivals, in the order the consumers run
+  // (so a FIFO reshard stream never holds back a tensor the compute stream needs first).
+  core::Status lower_receives(int d) {
+    for (const ScheduledOp& op : programs_[static_cast<std::size_t>(d)]) {
+      const int vs = op.chunk * p_ + d;
+      const std::size_t k = idx(vs, op.microbatch);
+      if (op.type == ScheduledOp::Type::kForward && vs > 0) {
+        ALPASIM_ASSIGN_OR_RETURN(TaskId src, receive(d, vs - 1, fwd_arrival_[k], op.microbatch, vs));
+        g_.add_dependency(src, fwd_[k]);
+      } else if (op.type == ScheduledOp::Type::kBackward && vs + 1 < num_virtual_) {
+        ALPASIM_ASSIGN_OR_RETURN(TaskId src, receive(d, vs, bwd_arrival_[k], op.microbatch, vs));
+        g_.add_dependency(src, bwd_first_[k]);
+      }
+    }
+    return core::ok_status();
+  }
+
+  const PipelineProblem& pb_;
+  const int p_, v_, m_, num_virtual_;
+  std::vector<std::vector<ScheduledOp>> programs_;
+  TaskGraph g_;
+  std::vector<DeviceStreams> streams_;
+  std::vector<TaskId> fwd_, bwd_first_, bwd_last_, fwd_arrival_, bwd_arrival_;
+};
+
+std::string seconds_text(core::Seconds s) { return core::format_fixed(s.value(), 6) + " s"; }
+
+}  // namespace
+
+core::Result<TaskGraph> lower_pipeline(const PipelineProblem& problem) {
+  ALPASIM_RETURN_IF_ERROR(validate(problem));
+  return Lowering(problem).run();
+}
+
+core::Status PipelineReport::memory_status() const {
+  if (overflows.empty()) return core::ok_status();
+  std::string msg;
+  for (const auto& o : overflows) {
+    if (!msg.empty()) msg += "; ";
+    msg += o.message;
+  }
+  return core::resource_exhausted(msg);
+}
+
+core::Result<PipelineSimulation> simulate_pipeline(const PipelineProblem& problem) {
+  ALPASIM_ASSIGN_OR_RETURN(TaskGraph graph, lower_pipeline(problem));
+  ALPASIM_ASSIGN_OR_RETURN(Timeline timeline, simulate(graph));
+  ALPASIM_ASSIGN_OR_RETURN(auto programs, build_schedule(problem.schedule,
+                                                         static_cast<int>(problem.meshes.size()),
+                                                         problem.num_microbatches, problem.interleave));
+  const int p = static_cast<int>(problem.meshes.size());
+  PipelineReport r;
+  r.iteration_time = to_seconds(timeline.makespan);
+  r.events_processed = timeline.events_processed;
+  for (const auto& mesh : problem.meshes) r.num_gpus += mesh.num_gpus * problem.data_parallel;
+  double model = 0, hardware = 0;
+  for (std::size_t vs = 0; vs < problem.stages.size(); ++vs) {
+    const auto& st = problem.stages[vs];
+    const double gpus = static_cast<double>(problem.meshes[vs % static_cast<std::size_t>(p)].num_gpus) *
+                        problem.data_parallel;
+    const double mb = problem.num_microbatches;
+    model += mb * gpus * (st.forward_flops.value() + st.backward_flops.value());
+    hardware += mb * gpus * (st.forward_flops.value() + st.backward_flops.value() + st.recompute_flops.value());
+  }
+  r.model_flops = core::Flops(model);
+  r.hardware_flops = core::Flops(hardware);
+  if (timeline.makespan > 0 && r.num_gpus > 0) {
+    const double denom = r.iteration_time.value() * r.num_gpus;
+    r.model_flops_per_gpu = core::FlopsPerSecond(model / denom);
+    r.hardware_flops_per_gpu = core::FlopsPerSecond(hardware / denom);
+  }
+  const auto stats = device_stats(graph, timeline);
+  double idle_sum = 0;
+  Time worst_exposed = -1;
+  for (int d = 0; d < p; ++d) {
+    const auto& st = stats[static_cast<std::size_t>(d)];
+    const auto& mem = timeline.memory[static_cast<std::size_t>(d)];
+    PipelineDeviceReport dr;
+    dr.device = d;
+    dr.compute_busy = to_seconds(st.compute_busy);
+    dr.compute_idle = to_seconds(timeline.makespan - st.compute_busy);
+    dr.communication_busy = to_seconds(st.communication_busy);
+    dr.communication_overlapped = to_seconds(st.communication_overlapped);
+    dr.communication_exposed = to_seconds(st.communication_exposed);
+    dr.peak_memory_bytes = mem.peak_bytes;
+    dr.peak_memory_time = to_seconds(mem.peak_time);
+    dr.peak_memory_by_component = mem.peak_by_component;
+    dr.max_in_flight = max_in_flight(programs[static_cast<std::size_t>(d)]);
+    if (timeline.makespan > 0) {
+      idle_sum += static_cast<double>(timeline.makespan - st.compute_busy) /
+                  static_cast<double>(timeline.makespan);
+    }
+    r.peak_memory_bytes = std::max(r.peak_memory_bytes, mem.peak_bytes);
+    if (st.communication_exposed > worst_exposed) {
+      worst_exposed = st.communication_exposed;
+      r.communication_exposed = dr.communication_exposed;
+      r.communication_overlapped = dr.communication_overlapped;
+    }
+    const std::int64_t limit = problem.meshes[static_cast<std::size_t>(d)].memory_limit.value();
+    if (limit > 0 && mem.peak_bytes > limit) {
+      MemoryOverflow o;
+      o.device = d;
+      o.limit_bytes = limit;
+      o.peak_bytes = mem.peak_bytes;
+      o.excess_bytes = mem.peak_bytes - limit;
+      int largest = 0;
+      for (int c = 1; c < kNumMemoryComponents; ++c) {
+        if (mem.peak_by_component[static_cast<std::size_t>(c)] >
+            mem.peak_by_component[static_cast<std::size_t>(largest)]) {
+          largest = c;
+        }
+      }
+      o.largest = static_cast<MemoryComponent>(largest);
+      std::ostringstream msg;
+      msg << "device " << d << " (pipeline stage " << d << ") needs " << core::format_bytes(o.peak_bytes)
+          << " at its peak (t=" << seconds_text(dr.peak_memory_time) << ") but has "
+          << core::format_bytes(limit) << ": over by " << core::format_bytes(o.excess_bytes) << " ("
+          << o.excess_bytes << " bytes); at the peak:";
+      for (int c = 0; c < kNumMemoryComponents; ++c) {
+        msg << (c == 0 ? " " : ", ") << human_component(static_cast<MemoryComponent>(c)) << " "
+            << core::format_bytes(mem.peak_by_component[static_cast<std::size_t>(c)]);
+      }
+      msg << "; the largest component is " << human_component(o.largest);
+      if (o.largest == MemoryComponent::kStoredActivations) {
+        msg << " (up to " << dr.max_in_flight << " microbatch-chunks in flight under "
+            << schedule_name(problem.schedule) << ")";
+      }
+      o.message = msg.str();
+      r.overflows.push_back(std::move(o));
+    }
+    r.devices.push_back(std::move(dr));
+  }
+  r.bubble_fraction = p > 0 ? idle_sum / p : 0.0;
+  return PipelineSimulation{std::move(graph), std::move(timeline), std::move(r)};
+}
+
+std::string format_report(const PipelineReport& r) {
+  std::ostringstream out;
+  out << "iteration time: " << seconds_text(r.iteration_time) << "\n";
+  out << "GPUs: " << r.num_gpus << "\n";
+  out << "model TFLOP/s per GPU (no recomputation): "
+      << core::format_fixed(core::to_tflops_per_s(r.model_flops_per_gpu), 2) << "\n";
+  out << "hardware TFLOP/s per GPU (with recomputation): "
+      << core::format_fixed(core::to_tflops_per_s(r.hardware_flops_per_gpu), 2) << "\n";
+  out << "bubble fraction (mean compute idle / iteration): " << core::format_fixed(r.bubble_fraction, 4)
+      << "\n";
+  out << "peak memory per GPU (max over devices): " << core::format_bytes(r.peak_memory_bytes) << " ("
+      << r.peak_memory_bytes << " bytes)\n";
+  out << "communication exposed / overlapped (worst device): " << seconds_text(r.communication_exposed)
+      << " / " << seconds_text(r.communication_overlapped) << "\n";
+  out << "device  compute_busy_s  compute_idle_s  comm_exposed_s  comm_overlapped_s  peak_memory  in_flight\n";
+  for (const auto& d : r.devices) {
+    out << d.device << "  " << core::format_fixed(d.compute_busy.value(), 6) << "  "
+        << core::format_fixed(d.compute_idle.value(), 6) << "  "
+        << core::format_fixed(d.communication_exposed.value(), 6) << "  "
+        << core::format_fixed(d.communication_overlapped.value(), 6) << "  "
+        << core::format_bytes(d.peak_memory_bytes) << "  " << d.max_in_flight << "\n";
+  }
+  for (const auto& o : r.overflows) out << "memory overflow: " << o.message << "\n";
+  return out.str();
+}
+
+}  // namespace alpasim::sim

@@ -1,0 +1,111 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/units.h"
+#include "sim/engine.h"
+#include "sim/pipeline_problem.h"
+#include "sim/task_graph.h"
+
+namespace alpasim::sim {
+
+/// Memory components of a pipeline device, in the order of the per-component arrays.
+enum class MemoryComponent : std::uint8_t {
+  kParameters,
+  kGradients,
+  kOptimizerStates,
+  kStoredActivations,   ///< kept between a microbatch's forward and backward
+  kWorkingActivations,  ///< transient during recomputation and backward
+};
+inline constexpr int kNumMemoryComponents = 5;
+/// "parameters", "gradients", "optimizer_states", "stored_activations", "working_activations".
+const char* memory_component_name(MemoryComponent component);
+
+/// Stream names of every pipeline device, in creation order (trace track order).
+inline constexpr const char* kPipelineStreams[] = {"compute", "send_next", "send_prev", "reshard",
+                                                   "grad_sync"};
+
+/// A device whose peak memory exceeds its limit.
+struct MemoryOverflow {
+  int device = 0;                 ///< pipeline stage (mesh) index
+  std::int64_t limit_bytes = 0;
+  std::int64_t peak_bytes = 0;
+  std::int64_t excess_bytes = 0;  ///< peak - limit, > 0
+  MemoryComponent largest = MemoryComponent::kParameters;  ///< biggest component at the peak
+  /// "device 3 (stage 3) needs 85.20 GiB at its peak (t=1.234567 s) but has 80.00 GiB: over
+  /// by ...; parameters ..., ...; the largest component is stored activations (12
+  /// microbatch-chunks in flight)".
+  std::string message;
+};
+
+/// Results for one simulated device (the representative GPU of a pipeline stage's mesh).
+struct PipelineDeviceReport {
+  int device = 0;
+  core::Seconds compute_busy{0};
+  core::Seconds compute_idle{0};  ///< iteration time - compute_busy
+  core::Seconds communication_busy{0};
+  core::Seconds communication_overlapped{0};
+  core::Seconds communication_exposed{0};
+  std::int64_t peak_memory_bytes = 0;
+  core::Seconds peak_memory_time{0};
+  std::vector<std::int64_t> peak_memory_by_component;  ///< MemoryComponent order
+  int max_in_flight = 0;  ///< most (microbatch, chunk) activation sets held at once
+};
+
+/// Whole-iteration results. TFLOP/s follow Megatron-LM (Narayanan et al. 2021, §5.1):
+/// model FLOPs exclude recomputation, hardware FLOPs include it; both are divided by
+/// (number of GPUs × iteration time).
+struct PipelineReport {
+  core::Seconds iteration_time{0};
+  int num_gpus = 0;  ///< Σ mesh GPUs × data_parallel
+  core::Flops model_flops{0};     ///< per iteration, all GPUs
+  core::Flops hardware_flops{0};  ///< per iteration, all GPUs
+  core::FlopsPerSecond model_flops_per_gpu{0};
+  core::FlopsPerSecond hardware_flops_per_gpu{0};
+  /// Mean over devices of compute idle / iteration time: pipeline fill and drain plus any
+  /// exposed communication and optimizer imbalance.
+  double bubble_fraction = 0;
+  std::int64_t peak_memory_bytes = 0;  ///< max over devices
+  core::Seconds communication_exposed{0};     ///< max over devices
+  core::Seconds communication_overlapped{0};  ///< on the device with the most exposed
+  std::vector<PipelineDeviceReport> devices;
+  std::vector<MemoryOverflow> overflows;  ///< empty when everything fits
+  std::uint64_t events_processed = 0;
+
+  /// OK, or RESOURCE_EXHAUSTED with the overflow messages joined by "; ".
+  core::Status memory_status() const;
+};
+
+/// A lowered and simulated pipeline: the task graph, its timeline and the report.
+struct PipelineSimulation {
+  TaskGraph graph;
+  Timeline timeline;
+  PipelineReport report;
+};
+
+/// Builds the task graph of one iteration: per stage mesh a device with streams
+/// kPipelineStreams; forward/recompute/backward tasks in schedule order; cross-stage
+/// sends (and local all-gathers); gradient synchronisation; optimizer step. Errors from
+/// validate() and build_schedule() are returned as they are.
+///
+/// Symmetry shortcut: one device stands for every GPU of its mesh and for the same mesh
+/// in every data-parallel replica. Those GPUs run identical programs on identical
+/// hardware and meet only in collectives that all of them enter and leave together
+/// (tensor-parallel collectives inside the stage times, the data-parallel gradient
+/// collective), so their timelines are identical and simulating dp × tp copies would
+/// only multiply the events. Network sharing between replicas is captured by the routes
+/// (a link's capacity is the representative GPU's share). The shortcut stops being exact
+/// for heterogeneous replicas, which this problem format cannot express.
+core::Result<TaskGraph> lower_pipeline(const PipelineProblem& problem);
+
+/// Lowers, simulates and reports. A plan that does not fit is still simulated; its
+/// report lists the overflows (see PipelineReport::memory_status()).
+core::Result<PipelineSimulation> simulate_pipeline(const PipelineProblem& problem);
+
+/// A human-readable multi-line summary (units on every number).
+std::string format_report(const PipelineReport& report);
+
+}  // namespace alpasim::sim

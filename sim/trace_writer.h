@@ -1,0 +1,31 @@
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+#include "sim/engine.h"
+#include "sim/task_graph.h"
+
+namespace alpasim::sim {
+
+/// What write_chrome_trace includes.
+struct TraceOptions {
+  bool memory_counters = true;  ///< a "memory" counter track per device (bytes)
+};
+
+/// The timeline as Chrome trace-event JSON (the "JSON Object Format" that
+/// ui.perfetto.dev and chrome://tracing open): one process per device, one thread
+/// (track) per stream that ran something, one complete event ("ph":"X") per task, and
+/// a memory counter per device. Times are microseconds written with exactly three
+/// decimals, i.e. exact nanoseconds. The text depends only on the inputs (fixed key
+/// order, integer formatting), so the same simulation gives byte-identical files.
+/// See docs/trace.md for the schema.
+std::string chrome_trace_json(const TaskGraph& graph, const Timeline& timeline,
+                              const TraceOptions& options = {});
+
+/// Writes chrome_trace_json() to `path`. Returns INVALID_ARGUMENT "`path`: cannot write
+/// the trace: <reason>" when the file cannot be written.
+core::Status write_chrome_trace(const std::string& path, const TaskGraph& graph,
+                                const Timeline& timeline, const TraceOptions& options = {});
+
+}  // namespace alpasim::sim

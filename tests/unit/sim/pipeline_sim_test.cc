@@ -1,0 +1,293 @@
+#include "sim/pipeline_sim.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "sim/trace_writer.h"
+
+namespace alpasim::sim {
+namespace {
+
+constexpr Time kMs = 1'000'000;  // ns
+
+// Uniform stages, no network (transfers instant): tf = 1 ms, tb = 2 ms per whole stage.
+UniformPipelineSpec base(PipelineSchedule schedule, int p, int m, int v = 1) {
+  UniformPipelineSpec u;
+  u.schedule = schedule;
+  u.num_stages = p;
+  u.num_microbatches = m;
+  u.interleave = v;
+  u.stage.forward_s = core::milliseconds(1);
+  u.stage.backward_s = core::milliseconds(2);
+  return u;
+}
+
+PipelineSimulation run(const PipelineProblem& pb) {
+  auto r = simulate_pipeline(pb);
+  REQUIRE(r.ok());
+  return std::move(r).value();
+}
+
+Time iteration_ns(const PipelineSimulation& s) { return s.timeline.makespan; }
+
+TEST_CASE("uniform GPipe gives Alpa's Eq. 2 exactly") {
+  // T = Σ_i t_i + (B-1)·max_j t_j with t = tf + tb = 3 ms, p = 4, B = 8:
+  // 4·3 + 7·3 = 33 ms, i.e. (B + p - 1)(tf + tb).
+  auto sim = run(make_uniform_problem(base(PipelineSchedule::kGPipe, 4, 8)));
+  CHECK(iteration_ns(sim) == 33 * kMs);
+  // Each device computes B·3 = 24 ms: bubble = 9/33 = (p-1)/(B+p-1).
+  CHECK(sim.report.bubble_fraction == doctest::Approx(3.0 / 11.0));
+  for (const auto& d : sim.report.devices) CHECK(d.compute_busy.value() == doctest::Approx(0.024));
+}
+
+TEST_CASE("GPipe with unequal stages: Σ t_i + (B-1)·max t_j when backward ∝ forward") {
+  // f = 1, 3, 2, 1 ms and b = 2f: t = 3, 9, 6, 3 ms. Forward and backward are both
+  // flow shops with the same bottleneck (stage 1), so T = Σ t + (B-1)·max t
+  // = 21 + 7·9 = 84 ms for B = 8.
+  auto pb = make_uniform_problem(base(PipelineSchedule::kGPipe, 4, 8));
+  const double f_ms[] = {1, 3, 2, 1};
+  for (int s = 0; s < 4; ++s) {
+    pb.stages[static_cast<std::size_t>(s)].forward_s = core::milliseconds(f_ms[s]);
+    pb.stages[static_cast<std::size_t>(s)].backward_s = core::milliseconds(2 * f_ms[s]);
+  }
+  CHECK(iteration_ns(run(pb)) == 84 * kMs);
+}
+
+TEST_CASE("uniform 1F1B has GPipe's iteration time with min(p - s, B) microbatches in flight") {
+  // Same bubble as GPipe (Narayanan et al. 2021 §2.2.1): (B + p - 1)(tf + tb) = 33 ms.
+  auto u = base(PipelineSchedule::kOneFOneB, 4, 8);
+  u.stage.parameter_bytes = core::mib(100);
+  u.stage.gradient_bytes = core::mib(100);
+  u.stage.optimizer_state_bytes = core::mib(200);
+  u.stage.stored_activation_bytes = core::mib(1000);
+  u.stage.working_activation_bytes = core::mib(10);
+  auto sim = run(make_uniform_problem(u));
+  CHECK(iteration_ns(sim) == 33 * kMs);
+  for (int s = 0; s < 4; ++s) {
+    const auto& d = sim.report.devices[static_cast<std::size_t>(s)];
+    const int in_flight = std::min(4 - s, 8);
+    CHECK(d.max_in_flight == in_flight);
+    // Static 400 MiB + in-flight stored activations + one backward's working set.
+    CHECK(d.peak_memory_bytes == core::mib(400 + 1000 * in_flight + 10).value());
+    CHECK(d.peak_memory_by_component[static_cast<std::size_t>(MemoryComponent::kStoredActivations)] ==
+          core::mib(1000 * in_flight).value());
+  }
+  CHECK(sim.report.peak_memory_bytes == core::mib(4410).value());
+
+  // B < p: only B microbatches can be in flight.
+  u.num_microbatches = 2;
+  auto small = run(make_uniform_problem(u));
+  for (int s = 0; s < 4; ++s) {
+    CHECK(small.report.devices[static_cast<std::size_t>(s)].peak_memory_bytes ==
+          core::mib(400 + 1000 * std::min(4 - s, 2) + 10).value());
+  }
+  // GPipe holds all B = 8.
+  u.schedule = PipelineSchedule::kGPipe;
+  u.num_microbatches = 8;
+  auto gpipe = run(make_uniform_problem(u));
+  for (const auto& d : gpipe.report.devices) CHECK(d.peak_memory_bytes == core::mib(400 + 8000 + 10).value());
+}
+
+TEST_CASE("interleaving by v divides the bubble by v") {
+  // Bubble per device (p-1)(tf+tb) = 9 ms without interleaving and 9/v ms with v chunks
+  // (Narayanan et al. 2021 §2.2.2); compute per device stays B(tf+tb) = 24 ms.
+  auto plain = run(make_uniform_problem(base(PipelineSchedule::kOneFOneB, 4, 8)));
+  CHECK(iteration_ns(plain) == 33 * kMs);
+  for (int v : {2, 4}) {
+    auto sim = run(make_uniform_problem(base(PipelineSchedule::kInterleaved1F1B, 4, 8, v)));
+    CHECK(iteration_ns(sim) == 24 * kMs + 9 * kMs / v);
+    for (const auto& d : sim.report.devices) {
+      CHECK(d.compute_idle.value() == doctest::Approx(0.009 / v).epsilon(1e-9));
+    }
+  }
+}
+
+TEST_CASE("Alpa's local all-gather sends 1/k over the network, then gathers in the mesh") {
+  // p = 2, one microbatch, 1 GB/s links. Output 4 MB per GPU; k = 4 sends 1 MB (1 ms),
+  // then a 0.25 ms all-gather; the gradient goes back the same way.
+  // T = F0 1 + send 1 + ag 0.25 + F1 1 + B1 2 + send 1 + ag 0.25 + B0 2 = 8.5 ms.
+  auto u = base(PipelineSchedule::kGPipe, 2, 1);
+  u.p2p_bandwidth = core::gbyte_per_s(1);
+  u.stage.output_activation_bytes = core::Bytes(4'000'000);
+  auto direct = make_uniform_problem(u);
+  // Direct: 4 MB each way at 1 GB/s: 1 + 4 + 1 + 2 + 4 + 2 = 14 ms.
+  CHECK(iteration_ns(run(direct)) == 14 * kMs);
+  auto local = direct;
+  for (auto& st : local.stages) {
+    st.output_reshard = ReshardMode::kLocalAllGather;
+    st.reshard_group = 4;
+    st.reshard_all_gather_s = core::microseconds(250);
+  }
+  auto sim = run(local);
+  CHECK(iteration_ns(sim) == 8 * kMs + kMs / 2);
+  // Device 1 receives forward activations: its reshard all-gather runs 2.0-2.25 ms.
+  CHECK(sim.report.devices[1].communication_busy.value() == doctest::Approx(0.00125));
+}
+
+PipelineProblem one_stage_dp(int buckets, GradSyncMode mode) {
+  // p = 1, B = 2, dp = 2: program F0 B0 F1 B1; grad sync 4 ms in total; optimizer 0.5 ms.
+  auto u = base(PipelineSchedule::kOneFOneB, 1, 2);
+  u.data_parallel = 2;
+  u.stage.grad_sync_bytes = core::gib(1);
+  u.stage.grad_sync_s = core::milliseconds(4);
+  u.stage.optimizer_step_s = core::microseconds(500);
+  u.grad_sync_buckets = buckets;
+  u.grad_sync_mode = mode;
+  return make_uniform_problem(u);
+}
+
+TEST_CASE("gradient all-reduce overlaps the last backward when bucketed") {
+  // F0 0-1, B0 1-3, F1 3-4, B1 in two parts 4-5 and 5-6. Bucket 0 syncs 5-7 (overlapping
+  // part 1), bucket 1 7-9, optimizer 9-9.5: T = 9.5 ms; 1 ms overlapped, 3 ms exposed.
+  auto sim = run(one_stage_dp(2, GradSyncMode::kAllReduce));
+  CHECK(iteration_ns(sim) == 9 * kMs + kMs / 2);
+  CHECK(sim.report.devices[0].communication_overlapped.value() == doctest::Approx(0.001));
+  CHECK(sim.report.devices[0].communication_exposed.value() == doctest::Approx(0.003));
+  // One bucket: B1 4-6, sync 6-10, optimizer 10-10.5; all 4 ms exposed.
+  auto one = run(one_stage_dp(1, GradSyncMode::kAllReduce));
+  CHECK(iteration_ns(one) == 10 * kMs + kMs / 2);
+  CHECK(one.report.communication_exposed.value() == doctest::Approx(0.004));
+  CHECK(one.report.communication_overlapped.value() == doctest::Approx(0.0));
+}
+
+TEST_CASE("weight-update sharding: reduce-scatter, optimizer, parameter all-gather") {
+  // B1 ends at 6; reduce-scatter 6-10; optimizer 10-10.5; all-gather 10.5-14.5.
+  auto sim = run(one_stage_dp(1, GradSyncMode::kReduceScatterAllGather));
+  CHECK(iteration_ns(sim) == 14 * kMs + kMs / 2);
+}
+
+TEST_CASE("gradient sync over links moves ring all-reduce bytes") {
+  // dp = 4: a ring all-reduce puts 2·(4-1)/4 · 1e9 = 1.5e9 bytes on each GPU's link;
+  // at 1 GB/s that is 1.5 s after the 3 ms of compute.
+  auto u = base(PipelineSchedule::kOneFOneB, 1, 1);
+  u.data_parallel = 4;
+  u.stage.grad_sync_bytes = core::Bytes(1'000'000'000);
+  auto pb = make_uniform_problem(u);
+  pb.links.push_back(LinkSpec{"nic", core::gbyte_per_s(1)});
+  pb.meshes[0].grad_sync.links = {0};
+  auto sim = run(pb);
+  CHECK(iteration_ns(sim) == 1503 * kMs);
+}
+
+TEST_CASE("the collective_cost hook supplies durations") {
+  // dp = 8, two buckets of 0.5 GiB each costing 4 ms: B0 parts 1-2 and 2-3; syncs 2-6
+  // and 6-10; optimizer (0 s) at 10. T = 10 ms.
+  auto u = base(PipelineSchedule::kOneFOneB, 1, 1);
+  u.data_parallel = 8;
+  u.grad_sync_buckets = 2;
+  u.stage.grad_sync_bytes = core::gib(1);
+  auto pb = make_uniform_problem(u);
+  std::vector<CollectiveCall> calls;
+  pb.collective_cost = [&calls](const CollectiveCall& c) {
+    calls.push_back(c);
+    return core::milliseconds(4);
+  };
+  auto sim = run(pb);
+  CHECK(iteration_ns(sim) == 10 * kMs);
+  REQUIRE(calls.size() == 2);
+  CHECK(calls[0].kind == CollectiveKind::kAllReduce);
+  CHECK(calls[0].bytes == core::mib(512));
+  CHECK(calls[0].group_size == 8);
+  CHECK(calls[0].mesh == 0);
+}
+
+TEST_CASE("model and hardware TFLOP/s per GPU follow Megatron's definitions") {
+  // p = 2 stages of 8 GPUs, dp = 2: 32 GPUs. Per GPU per microbatch: forward 1e12,
+  // backward 2e12, recompute 1e12 FLOP; tf = 1, tr = 1, tb = 2 ms. GPipe, B = 4:
+  // T = (B + p - 1)(tf + tr + tb) = 5·4 = 20 ms.
+  // Model FLOPs = 2 stages · 4 mb · 16 GPUs · 3e12 = 3.84e14 → /(32 · 0.02 s) = 600 TFLOP/s.
+  // Hardware adds 1e12 per mb: 5.12e14 → 800 TFLOP/s.
+  auto u = base(PipelineSchedule::kGPipe, 2, 4);
+  u.gpus_per_stage = 8;
+  u.data_parallel = 2;
+  u.stage.recompute_s = core::milliseconds(1);
+  u.stage.forward_flops = core::Flops(1e12);
+  u.stage.backward_flops = core::Flops(2e12);
+  u.stage.recompute_flops = core::Flops(1e12);
+  auto sim = run(make_uniform_problem(u));
+  CHECK(iteration_ns(sim) == 20 * kMs);
+  CHECK(sim.report.num_gpus == 32);
+  CHECK(sim.report.model_flops.value() == doctest::Approx(3.84e14));
+  CHECK(core::to_tflops_per_s(sim.report.model_flops_per_gpu) == doctest::Approx(600));
+  CHECK(core::to_tflops_per_s(sim.report.hardware_flops_per_gpu) == doctest::Approx(800));
+}
+
+TEST_CASE("a plan that does not fit names the device, the excess and the component") {
+  // p = 2, 1F1B, B = 4. Stage 0 holds 2 microbatches: 256 + 256 MiB static + 2·300 MiB
+  // stored + 8 MiB working = 1120 MiB > 1024 MiB: over by 96 MiB. Stage 1 holds one: 820 MiB.
+  auto u = base(PipelineSchedule::kOneFOneB, 2, 4);
+  u.memory_limit = core::gib(1);
+  u.stage.parameter_bytes = core::mib(256);
+  u.stage.gradient_bytes = core::mib(256);
+  u.stage.stored_activation_bytes = core::mib(300);
+  u.stage.working_activation_bytes = core::mib(8);
+  auto sim = run(make_uniform_problem(u));
+  REQUIRE(sim.report.overflows.size() == 1);
+  const auto& o = sim.report.overflows[0];
+  CHECK(o.device == 0);
+  CHECK(o.excess_bytes == core::mib(96).value());
+  CHECK(o.largest == MemoryComponent::kStoredActivations);
+  // Stage 0 starts B0 at 4 ms (F0 0-1, F1 1-2; stage 1 runs F0 1-2, B0 2-4).
+  const std::string expected =
+      "device 0 (pipeline stage 0) needs 1.09 GiB at its peak (t=0.004000 s) but has 1.00 GiB: "
+      "over by 96.00 MiB (100663296 bytes); at the peak: parameters 256.00 MiB, gradients "
+      "256.00 MiB, optimizer states 0 B, stored activations 600.00 MiB, working activations "
+      "8.00 MiB; the largest component is stored activations (up to 2 microbatch-chunks in "
+      "flight under 1f1b)";
+  CHECK(o.message == expected);
+  CHECK(sim.report.memory_status().code() == core::StatusCode::kResourceExhausted);
+  CHECK(sim.report.memory_status().message() == expected);
+}
+
+TEST_CASE("invalid problems are rejected with the field path") {
+  auto pb = make_uniform_problem(base(PipelineSchedule::kOneFOneB, 2, 4));
+  pb.stages[1].backward_s = core::Seconds(-1);
+  CHECK(validate(pb).message() == "stages[1].backward_s: expected a finite number >= 0, got -1");
+  pb = make_uniform_problem(base(PipelineSchedule::kOneFOneB, 2, 4));
+  pb.stages.pop_back();
+  CHECK(validate(pb).message() ==
+        "stages: expected 2 entries (meshes × interleave = 2 × 1), got 1");
+  pb = make_uniform_problem(base(PipelineSchedule::kOneFOneB, 2, 4));
+  pb.meshes[1].send_prev.links = {7};
+  CHECK(validate(pb).message() == "meshes[1].send_prev.links[0]: expected a link id in [0, 0), got 7");
+  pb = make_uniform_problem(base(PipelineSchedule::kOneFOneB, 2, 4));
+  pb.data_parallel = 2;
+  pb.stages[0].grad_sync_bytes = core::mib(1);
+  CHECK(validate(pb).message() ==
+        "stages[0].grad_sync_s: expected a duration, a collective_cost hook or links in "
+        "meshes[0].grad_sync for data_parallel 2, got none");
+  auto r = simulate_pipeline(pb);
+  CHECK(r.status().code() == core::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("the same problem twice gives byte-identical traces") {
+  // Interleaved, shared links, grad sync over links, local all-gather: every mechanism.
+  auto u = base(PipelineSchedule::kInterleaved1F1B, 4, 8, 2);
+  u.p2p_bandwidth = core::gbyte_per_s(25);
+  u.p2p_latency = core::microseconds(5);
+  u.data_parallel = 4;
+  u.grad_sync_buckets = 3;
+  u.stage.output_activation_bytes = core::mib(24);
+  u.stage.stored_activation_bytes = core::mib(100);
+  u.stage.grad_sync_bytes = core::gib(2);
+  auto pb = make_uniform_problem(u);
+  pb.links.push_back(LinkSpec{"shared nic", core::gbyte_per_s(50)});
+  for (auto& mesh : pb.meshes) {
+    mesh.grad_sync.links = {static_cast<LinkId>(pb.links.size() - 1)};
+    mesh.send_next.links.push_back(static_cast<LinkId>(pb.links.size() - 1));
+  }
+  pb.stages[3].output_reshard = ReshardMode::kLocalAllGather;
+  pb.stages[3].reshard_group = 8;
+  pb.stages[3].reshard_all_gather_s = core::microseconds(30);
+  auto a = run(pb);
+  auto b = run(pb);
+  const std::string ta = chrome_trace_json(a.graph, a.timeline);
+  CHECK(ta == chrome_trace_json(b.graph, b.timeline));
+  CHECK(format_report(a.report) == format_report(b.report));
+  CHECK(ta.size() > 1000);
+}
+
+}  // namespace
+}  // namespace alpasim::sim

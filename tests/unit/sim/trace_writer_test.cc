@@ -1,0 +1,48 @@
+#include "sim/trace_writer.h"
+
+#include <doctest/doctest.h>
+
+namespace alpasim::sim {
+namespace {
+
+TEST_CASE("trace JSON text is exact") {
+  TaskGraph g;
+  DeviceId d = g.add_device("stage \"0\"");
+  StreamId c = g.add_stream(d, "compute", StreamKind::kCompute);
+  g.add_stream(d, "idle", StreamKind::kCommunication);  // no tasks: no track
+  StreamId s = g.add_stream(d, "send", StreamKind::kCommunication);
+  TaskId f = g.add_compute(c, 1500, TaskLabel{TaskKind::kForward, 2, 1, -1});
+  TaskId t = g.add_transfer(s, {}, core::Bytes(64), 250, TaskLabel{TaskKind::kSend, 2, 1, -1});
+  g.add_dependency(f, t);
+  g.add_memory(f, 0, core::Bytes(4096), MemoryPoint::kAtStart);
+  auto r = simulate(g);
+  REQUIRE(r.ok());
+  const std::string expected =
+      "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"alpa-sim simulator\",\"time_unit\":\"us\"},\n"
+      "\"traceEvents\":[\n"
+      "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"stage \\\"0\\\"\"}},\n"
+      "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"sort_index\":0}},\n"
+      "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":1,\"args\":{\"name\":\"compute\"}},\n"
+      "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":1,\"args\":{\"sort_index\":1}},\n"
+      "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":3,\"args\":{\"name\":\"send\"}},\n"
+      "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":3,\"args\":{\"sort_index\":3}},\n"
+      "{\"name\":\"forward mb2 vs1\",\"cat\":\"forward\",\"ph\":\"X\",\"pid\":0,\"tid\":1,\"ts\":0.000,"
+      "\"dur\":1.500,\"args\":{\"task\":0,\"microbatch\":2,\"virtual_stage\":1}},\n"
+      "{\"name\":\"send mb2 vs1\",\"cat\":\"send\",\"ph\":\"X\",\"pid\":0,\"tid\":3,\"ts\":1.500,"
+      "\"dur\":0.250,\"args\":{\"task\":1,\"microbatch\":2,\"virtual_stage\":1,\"bytes\":64}},\n"
+      "{\"name\":\"memory\",\"ph\":\"C\",\"pid\":0,\"tid\":0,\"ts\":0.000,\"args\":{\"bytes\":4096}}\n"
+      "]}\n";
+  CHECK(chrome_trace_json(g, *r) == expected);
+}
+
+TEST_CASE("an unwritable trace path is an error naming the path") {
+  TaskGraph g;
+  auto r = simulate(g);
+  REQUIRE(r.ok());
+  auto st = write_chrome_trace("/nonexistent-dir/trace.json", g, *r);
+  CHECK(st.code() == core::StatusCode::kInvalidArgument);
+  CHECK(st.message() == "/nonexistent-dir/trace.json: cannot write the trace: No such file or directory");
+}
+
+}  // namespace
+}  // namespace alpasim::sim
