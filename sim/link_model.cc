@@ -73,38 +73,73 @@ std::vector<FlowId> LinkModel::advance(Time now) {
 void LinkModel::update_rates() {
   if (!dirty_) return;
   dirty_ = false;
-  const std::size_t num = capacity_.size();
-  remaining_capacity_.assign(capacity_.begin(), capacity_.end());
-  unfrozen_count_.assign(num, 0);
-  frozen_.assign(active_.size(), 0);
-  for (FlowId f : active_) {
-    for (LinkId l : flows_[static_cast<std::size_t>(f)].route) ++unfrozen_count_[static_cast<std::size_t>(l)];
+  const std::size_t num_flows = active_.size();
+  if (unfrozen_count_.size() != capacity_.size()) {
+    unfrozen_count_.assign(capacity_.size(), 0);
+    remaining_capacity_.assign(capacity_.size(), 0.0);
+    link_begin_.assign(capacity_.size(), 0);
   }
-  std::size_t left = active_.size();
-  while (left > 0) {
-    // The bottleneck: smallest fair share; ties go to the lowest link id (determinism).
-    double best_share = std::numeric_limits<double>::infinity();
-    std::size_t best = num;
-    for (std::size_t l = 0; l < num; ++l) {
-      if (unfrozen_count_[l] == 0) continue;
-      double share = remaining_capacity_[l] / unfrozen_count_[l];
-      if (share < best_share) {
-        best_share = share;
-        best = l;
-      }
+  // The links in use, and per link the active flows on it (CSR in link_flows_).
+  used_links_.clear();
+  for (FlowId f : active_) {
+    for (LinkId l : flows_[static_cast<std::size_t>(f)].route) {
+      if (unfrozen_count_[static_cast<std::size_t>(l)]++ == 0) used_links_.push_back(l);
     }
-    ALPASIM_CHECK(best < num) << "unfrozen flows but no link carries them";
-    best_share = std::max(best_share, 0.0);
-    for (std::size_t i = 0; i < active_.size(); ++i) {
-      if (frozen_[i]) continue;
-      Flow& flow = flows_[static_cast<std::size_t>(active_[i])];
-      if (!std::binary_search(flow.route.begin(), flow.route.end(), static_cast<LinkId>(best))) continue;
-      flow.rate = best_share;
-      frozen_[i] = 1;
-      --left;
-      for (LinkId l : flow.route) {
-        remaining_capacity_[static_cast<std::size_t>(l)] -= best_share;
-        --unfrozen_count_[static_cast<std::size_t>(l)];
+  }
+  std::sort(used_links_.begin(), used_links_.end());  // determinism of the scan order
+  std::int32_t pos = 0;
+  for (LinkId l : used_links_) {
+    link_begin_[static_cast<std::size_t>(l)] = pos;
+    pos += unfrozen_count_[static_cast<std::size_t>(l)];
+    remaining_capacity_[static_cast<std::size_t>(l)] = capacity_[static_cast<std::size_t>(l)];
+  }
+  link_flows_.resize(static_cast<std::size_t>(pos));
+  for (std::size_t i = 0; i < num_flows; ++i) {
+    for (LinkId l : flows_[static_cast<std::size_t>(active_[i])].route) {
+      link_flows_[static_cast<std::size_t>(link_begin_[static_cast<std::size_t>(l)]++)] =
+          static_cast<std::int32_t>(i);
+    }
+  }
+  for (LinkId l : used_links_) {  // undo the ++ of the fill: back to the start offsets
+    link_begin_[static_cast<std::size_t>(l)] -= unfrozen_count_[static_cast<std::size_t>(l)];
+  }
+  link_count_.assign(used_links_.size(), 0);
+  for (std::size_t k = 0; k < used_links_.size(); ++k) {
+    link_count_[k] = unfrozen_count_[static_cast<std::size_t>(used_links_[k])];
+  }
+  frozen_.assign(num_flows, 0);
+  std::size_t left = num_flows;
+  while (left > 0) {
+    // The bottleneck share: the smallest remaining capacity / unfrozen flows.
+    double best_share = std::numeric_limits<double>::infinity();
+    for (LinkId l : used_links_) {
+      const auto n = unfrozen_count_[static_cast<std::size_t>(l)];
+      if (n == 0) continue;
+      best_share = std::min(best_share, remaining_capacity_[static_cast<std::size_t>(l)] / n);
+    }
+    ALPASIM_CHECK(std::isfinite(best_share)) << "unfrozen flows but no link carries them";
+    // Freeze the flows of every link at that share in one round: freezing one such
+    // link's flows leaves another's share unchanged ((r - k·s)/(n - k) = s when r/n = s),
+    // so symmetric networks settle in one round instead of one per link. The relative
+    // 1e-12 absorbs rounding in the subtractions.
+    const double threshold = best_share * (1 + 1e-12);
+    const double share = std::max(best_share, 0.0);
+    for (std::size_t u = 0; u < used_links_.size(); ++u) {
+      const auto lu = static_cast<std::size_t>(used_links_[u]);
+      if (unfrozen_count_[lu] == 0 || remaining_capacity_[lu] / unfrozen_count_[lu] > threshold) continue;
+      const std::int32_t b = link_begin_[lu];
+      const std::int32_t e = b + link_count_[u];
+      for (std::int32_t k = b; k < e; ++k) {
+        const auto i = static_cast<std::size_t>(link_flows_[static_cast<std::size_t>(k)]);
+        if (frozen_[i]) continue;
+        frozen_[i] = 1;
+        --left;
+        Flow& flow = flows_[static_cast<std::size_t>(active_[i])];
+        flow.rate = share;
+        for (LinkId m : flow.route) {
+          remaining_capacity_[static_cast<std::size_t>(m)] -= share;
+          --unfrozen_count_[static_cast<std::size_t>(m)];
+        }
       }
     }
   }

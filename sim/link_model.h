@@ -25,7 +25,8 @@ using FlowId = std::int32_t;
 /// unfrozen flow on it that share, freeze them, subtract. A link carrying k flows and
 /// nothing else therefore gives each capacity/k. The model is generic (ids and
 /// capacities) so the cluster topology can describe NVLink, PCIe, NIC and switch links
-/// with it. Cost: O(F·L) per recomputation for F active flows over L links.
+/// with it. Cost per recomputation: O(R + r·L) for R = Σ route lengths of the active
+/// flows, L links in use and r distinct bottleneck shares (1 on a symmetric network).
 class LinkModel {
  public:
   /// Adds a link of `capacity` (> 0 bytes/s) and returns its id. `name` is for reports.
@@ -80,7 +81,11 @@ class LinkModel {
   bool dirty_ = false;
   // Scratch for update_rates, kept to avoid reallocation.
   std::vector<double> remaining_capacity_;
-  std::vector<std::int32_t> unfrozen_count_;
+  std::vector<std::int32_t> unfrozen_count_;  // per link; all 0 between calls
+  std::vector<std::int32_t> link_begin_;      // per link: start in link_flows_
+  std::vector<std::int32_t> link_flows_;      // indices into active_, grouped by link
+  std::vector<LinkId> used_links_;            // links with active flows, ascending
+  std::vector<std::int32_t> link_count_;      // flows per used link (parallel to used_links_)
   std::vector<char> frozen_;
 };
 
