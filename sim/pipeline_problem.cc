@@ -97,6 +97,18 @@ core::Status validate(const PipelineProblem& pb) {
     ALPASIM_RETURN_IF_ERROR(check_seconds(path + ".backward_s", s.backward_s));
     ALPASIM_RETURN_IF_ERROR(check_seconds(path + ".recompute_s", s.recompute_s));
     ALPASIM_RETURN_IF_ERROR(check_seconds(path + ".optimizer_step_s", s.optimizer_step_s));
+    ALPASIM_RETURN_IF_ERROR(check_seconds(path + ".forward_tp_comm_s", s.forward_tp_comm_s));
+    ALPASIM_RETURN_IF_ERROR(check_seconds(path + ".backward_tp_comm_s", s.backward_tp_comm_s));
+    if (s.forward_tp_comm_s > s.forward_s) {
+      return core::invalid_argument(path + ".forward_tp_comm_s: expected at most forward_s (" +
+                                    num(s.forward_s.value()) + "), got " +
+                                    num(s.forward_tp_comm_s.value()));
+    }
+    if (s.backward_tp_comm_s > s.backward_s) {
+      return core::invalid_argument(path + ".backward_tp_comm_s: expected at most backward_s (" +
+                                    num(s.backward_s.value()) + "), got " +
+                                    num(s.backward_tp_comm_s.value()));
+    }
     ALPASIM_RETURN_IF_ERROR(check_flops(path + ".forward_flops", s.forward_flops));
     ALPASIM_RETURN_IF_ERROR(check_flops(path + ".backward_flops", s.backward_flops));
     ALPASIM_RETURN_IF_ERROR(check_flops(path + ".recompute_flops", s.recompute_flops));
@@ -144,6 +156,7 @@ PipelineProblem make_uniform_problem(const UniformPipelineSpec& spec) {
   pb.data_parallel = spec.data_parallel;
   pb.grad_sync_mode = spec.grad_sync_mode;
   pb.grad_sync_buckets = spec.grad_sync_buckets;
+  pb.blocking_p2p = spec.blocking_p2p;
   const int p = spec.num_stages;
   const int v = spec.interleave;
   const bool network = spec.p2p_bandwidth.value() > 0;
@@ -168,6 +181,8 @@ PipelineProblem make_uniform_problem(const UniformPipelineSpec& spec) {
   chunk.forward_s = spec.stage.forward_s * inv;
   chunk.backward_s = spec.stage.backward_s * inv;
   chunk.recompute_s = spec.stage.recompute_s * inv;
+  chunk.forward_tp_comm_s = spec.stage.forward_tp_comm_s * inv;
+  chunk.backward_tp_comm_s = spec.stage.backward_tp_comm_s * inv;
   chunk.optimizer_step_s = spec.stage.optimizer_step_s * inv;
   chunk.forward_flops = spec.stage.forward_flops * inv;
   chunk.backward_flops = spec.stage.backward_flops * inv;

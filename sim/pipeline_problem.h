@@ -65,6 +65,11 @@ struct StageCosts {
   core::Seconds forward_s{0};
   core::Seconds backward_s{0};
   core::Seconds recompute_s{0};  ///< 0 = no activation recomputation
+  /// Part of forward_s (and of recompute_s, which repeats the forward) spent in blocking
+  /// intra-op collectives; reported as tensor-parallel communication, not re-timed.
+  core::Seconds forward_tp_comm_s{0};
+  /// Part of backward_s spent in blocking intra-op collectives (reported, not re-timed).
+  core::Seconds backward_tp_comm_s{0};
   core::Flops forward_flops{0};    ///< model FLOPs of the forward, per GPU
   core::Flops backward_flops{0};   ///< model FLOPs of the backward, per GPU
   core::Flops recompute_flops{0};  ///< extra hardware FLOPs of the recomputation, per GPU
@@ -114,6 +119,10 @@ struct PipelineProblem {
   /// backward is split into this many equal parts and bucket i is synchronised as soon
   /// as part i is done, overlapping the rest of the backward. 1 = sync after the backward.
   int grad_sync_buckets = 1;
+  /// true: a device's next compute waits until its sends have arrived, as Megatron-LM's
+  /// batched send/recv calls block (p2p time is exposed on the sender too); false: sends
+  /// are asynchronous, as in Alpa's MPMD runtime, and only the receiver waits.
+  bool blocking_p2p = false;
   std::vector<MeshSpec> meshes;    ///< p entries
   std::vector<StageCosts> stages;  ///< p·v entries, in model order
   std::vector<LinkSpec> links;     ///< referenced by the routes
@@ -142,6 +151,7 @@ struct UniformPipelineSpec {
   core::Bytes memory_limit{0};
   GradSyncMode grad_sync_mode = GradSyncMode::kAllReduce;
   int grad_sync_buckets = 1;
+  bool blocking_p2p = false;
 };
 
 /// A problem with identical stages and one dedicated link per stage boundary and

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "core/text.h"
 #include "sim/schedule.h"
 #include "sim/timeline_stats.h"
@@ -86,6 +88,7 @@ class Lowering {
     bwd_last_.assign(n, -1);
     fwd_arrival_.assign(n, -1);
     bwd_arrival_.assign(n, -1);
+    optimizer_.assign(static_cast<std::size_t>(p_), -1);
     for (int d = 0; d < p_; ++d) ALPASIM_RETURN_IF_ERROR(lower_compute(d));
     for (int d = 0; d < p_; ++d) lower_sends(d);
     for (int d = 0; d < p_; ++d) ALPASIM_RETURN_IF_ERROR(lower_receives(d));
@@ -188,6 +191,7 @@ class Lowering {
     for (int c = 0; c < v_; ++c) step += stage(c * p_ + d).optimizer_step_s;
     if (step.value() > 0 || !syncs.empty()) {
       TaskId opt = g_.add_compute(s.compute, to_time(step), TaskLabel{TaskKind::kOptimizer, -1, -1, -1});
+      optimizer_[static_cast<std::size_t>(d)] = opt;
       for (TaskId gs : syncs) g_.add_dependency(gs, opt);
       if (rs_ag) {
         for (int c = 0; c < v_; ++c) {
@@ -219,20 +223,32 @@ class Lowering {
     const auto& prog = programs_[static_cast<std::size_t>(d)];
     const DeviceStreams& s = streams_[static_cast<std::size_t>(d)];
     const auto& mesh = pb_.meshes[static_cast<std::size_t>(d)];
-    for (const ScheduledOp& op : prog) {
+    for (std::size_t i = 0; i < prog.size(); ++i) {
+      const ScheduledOp& op = prog[i];
       const int vs = op.chunk * p_ + d;
+      TaskId t = -1;
       if (op.type == ScheduledOp::Type::kForward && vs + 1 < num_virtual_) {
-        TaskId t = g_.add_transfer(s.send_next, mesh.send_next.links, wire_bytes(stage(vs)),
+        t = g_.add_transfer(s.send_next, mesh.send_next.links, wire_bytes(stage(vs)),
                                    to_time(mesh.send_next.latency),
                                    TaskLabel{TaskKind::kSend, op.microbatch, vs, -1});
         g_.add_dependency(fwd_[idx(vs, op.microbatch)], t);
         fwd_arrival_[idx(vs + 1, op.microbatch)] = t;
       } else if (op.type == ScheduledOp::Type::kBackward && vs > 0) {
-        TaskId t = g_.add_transfer(s.send_prev, mesh.send_prev.links, wire_bytes(stage(vs - 1)),
+        t = g_.add_transfer(s.send_prev, mesh.send_prev.links, wire_bytes(stage(vs - 1)),
                                    to_time(mesh.send_prev.latency),
                                    TaskLabel{TaskKind::kSend, op.microbatch, vs, -1});
         g_.add_dependency(bwd_last_[idx(vs, op.microbatch)], t);
         bwd_arrival_[idx(vs - 1, op.microbatch)] = t;
+      }
+      if (t >= 0 && pb_.blocking_p2p) {
+        // The device's next step waits for the send (Megatron's blocking p2p calls).
+        TaskId next = optimizer_[static_cast<std::size_t>(d)];
+        if (i + 1 < prog.size()) {
+          const ScheduledOp& n = prog[i + 1];
+          const std::size_t k = idx(n.chunk * p_ + d, n.microbatch);
+          next = n.type == ScheduledOp::Type::kForward ? fwd_[k] : bwd_first_[k];
+        }
+        if (next >= 0) g_.add_dependency(t, next);
       }
     }
   }
@@ -274,6 +290,7 @@ class Lowering {
   TaskGraph g_;
   std::vector<DeviceStreams> streams_;
   std::vector<TaskId> fwd_, bwd_first_, bwd_last_, fwd_arrival_, bwd_arrival_;
+  std::vector<TaskId> optimizer_;  // per device, -1 when it has none
 };
 
 std::string seconds_text(core::Seconds s) { return core::format_fixed(s.value(), 6) + " s"; }
@@ -339,6 +356,17 @@ core::Result<PipelineSimulation> simulate_pipeline(const PipelineProblem& proble
     dr.peak_memory_time = to_seconds(mem.peak_time);
     dr.peak_memory_by_component = mem.peak_by_component;
     dr.max_in_flight = max_in_flight(programs[static_cast<std::size_t>(d)]);
+    double tp_s = 0;
+    for (const ScheduledOp& op : programs[static_cast<std::size_t>(d)]) {
+      const auto& sc = problem.stages[static_cast<std::size_t>(op.chunk * p + d)];
+      if (op.type == ScheduledOp::Type::kForward) {
+        tp_s += sc.forward_tp_comm_s.value();
+      } else {
+        tp_s += sc.backward_tp_comm_s.value();
+        if (sc.recompute_s.value() > 0) tp_s += sc.forward_tp_comm_s.value();
+      }
+    }
+    dr.tensor_parallel_communication = core::Seconds(tp_s);
     if (timeline.makespan > 0) {
       idle_sum += static_cast<double>(timeline.makespan - st.compute_busy) /
                   static_cast<double>(timeline.makespan);
@@ -401,16 +429,69 @@ std::string format_report(const PipelineReport& r) {
       << r.peak_memory_bytes << " bytes)\n";
   out << "communication exposed / overlapped (worst device): " << seconds_text(r.communication_exposed)
       << " / " << seconds_text(r.communication_overlapped) << "\n";
-  out << "device  compute_busy_s  compute_idle_s  comm_exposed_s  comm_overlapped_s  peak_memory  in_flight\n";
+  out << "device  compute_busy_s  compute_idle_s  comm_exposed_s  comm_overlapped_s  tp_comm_s  "
+         "peak_memory  in_flight\n";
   for (const auto& d : r.devices) {
     out << d.device << "  " << core::format_fixed(d.compute_busy.value(), 6) << "  "
         << core::format_fixed(d.compute_idle.value(), 6) << "  "
         << core::format_fixed(d.communication_exposed.value(), 6) << "  "
         << core::format_fixed(d.communication_overlapped.value(), 6) << "  "
+        << core::format_fixed(d.tensor_parallel_communication.value(), 6) << "  "
         << core::format_bytes(d.peak_memory_bytes) << "  " << d.max_in_flight << "\n";
   }
   for (const auto& o : r.overflows) out << "memory overflow: " << o.message << "\n";
   return out.str();
+}
+
+std::string report_json(const PipelineReport& r) {
+  using Json = nlohmann::ordered_json;
+  Json j;
+  j["iteration_time_s"] = r.iteration_time.value();
+  j["num_gpus"] = r.num_gpus;
+  j["model_flops_per_iteration"] = r.model_flops.value();
+  j["hardware_flops_per_iteration"] = r.hardware_flops.value();
+  j["model_tflops_per_gpu"] = core::to_tflops_per_s(r.model_flops_per_gpu);
+  j["hardware_tflops_per_gpu"] = core::to_tflops_per_s(r.hardware_flops_per_gpu);
+  j["bubble_fraction"] = r.bubble_fraction;
+  j["peak_memory_bytes"] = r.peak_memory_bytes;
+  j["communication_exposed_s"] = r.communication_exposed.value();
+  j["communication_overlapped_s"] = r.communication_overlapped.value();
+  j["events_processed"] = r.events_processed;
+  Json devices = Json::array();
+  for (const auto& d : r.devices) {
+    Json dj;
+    dj["device"] = d.device;
+    dj["compute_busy_s"] = d.compute_busy.value();
+    dj["compute_idle_s"] = d.compute_idle.value();
+    dj["communication_busy_s"] = d.communication_busy.value();
+    dj["communication_overlapped_s"] = d.communication_overlapped.value();
+    dj["communication_exposed_s"] = d.communication_exposed.value();
+    dj["tensor_parallel_communication_s"] = d.tensor_parallel_communication.value();
+    dj["peak_memory_bytes"] = d.peak_memory_bytes;
+    dj["peak_memory_time_s"] = d.peak_memory_time.value();
+    Json comp;
+    for (int c = 0; c < kNumMemoryComponents && static_cast<std::size_t>(c) < d.peak_memory_by_component.size(); ++c) {
+      comp[std::string(memory_component_name(static_cast<MemoryComponent>(c))) + "_bytes"] =
+          d.peak_memory_by_component[static_cast<std::size_t>(c)];
+    }
+    dj["peak_memory_by_component"] = comp;
+    dj["max_in_flight"] = d.max_in_flight;
+    devices.push_back(std::move(dj));
+  }
+  j["devices"] = std::move(devices);
+  Json overflows = Json::array();
+  for (const auto& o : r.overflows) {
+    Json oj;
+    oj["device"] = o.device;
+    oj["limit_bytes"] = o.limit_bytes;
+    oj["peak_bytes"] = o.peak_bytes;
+    oj["excess_bytes"] = o.excess_bytes;
+    oj["largest_component"] = memory_component_name(o.largest);
+    oj["message"] = o.message;
+    overflows.push_back(std::move(oj));
+  }
+  j["memory_overflows"] = std::move(overflows);
+  return j.dump(2) + "\n";
 }
 
 }  // namespace alpasim::sim

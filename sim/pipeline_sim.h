@@ -49,6 +49,9 @@ struct PipelineDeviceReport {
   core::Seconds communication_busy{0};
   core::Seconds communication_overlapped{0};
   core::Seconds communication_exposed{0};
+  /// Blocking intra-op collectives inside the compute tasks (StageCosts::*_tp_comm_s):
+  /// counted in compute_busy by the engine, reported here so it is not mistaken for math.
+  core::Seconds tensor_parallel_communication{0};
   std::int64_t peak_memory_bytes = 0;
   core::Seconds peak_memory_time{0};
   std::vector<std::int64_t> peak_memory_by_component;  ///< MemoryComponent order
@@ -107,5 +110,11 @@ core::Result<PipelineSimulation> simulate_pipeline(const PipelineProblem& proble
 
 /// A human-readable multi-line summary (units on every number).
 std::string format_report(const PipelineReport& report);
+
+/// The report as JSON (2-space indent, fixed key order, units in key names:
+/// iteration_time_s, model_tflops_per_gpu, hardware_tflops_per_gpu, bubble_fraction,
+/// peak_memory_bytes, communication_exposed_s, ..., devices[], memory_overflows[]).
+/// Deterministic: the same report gives the same text.
+std::string report_json(const PipelineReport& report);
 
 }  // namespace alpasim::sim

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include "sim/trace_writer.h"
 
@@ -260,6 +261,75 @@ TEST_CASE("invalid problems are rejected with the field path") {
         "meshes[0].grad_sync for data_parallel 2, got none");
   auto r = simulate_pipeline(pb);
   CHECK(r.status().code() == core::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("blocking p2p (Megatron) exposes the send on the sender too") {
+  // p = 2, GPipe, B = 2, 1 ms per send (1 MB at 1 GB/s), tf = 1, tb = 2 ms.
+  // Asynchronous: stage 0 F0 0-1, F1 1-2; sends 1-2, 2-3; stage 1 F0 2-3, F1 3-4,
+  // B0 4-6, B1 6-8; gradients back 6-7, 8-9; stage 0 B0 7-9, B1 9-11: T = 11 ms.
+  auto u = base(PipelineSchedule::kGPipe, 2, 2);
+  u.p2p_bandwidth = core::gbyte_per_s(1);
+  u.stage.output_activation_bytes = core::Bytes(1'000'000);
+  CHECK(iteration_ns(run(make_uniform_problem(u))) == 11 * kMs);
+  // Blocking: stage 0 F0 0-1, send 1-2, F1 2-3, send 3-4; stage 1 F0 2-3, F1 4-5, B0 5-7,
+  // send 7-8, B1 8-10, send 10-11; stage 0 B0 8-10, B1 11-13: T = 13 ms.
+  u.blocking_p2p = true;
+  CHECK(iteration_ns(run(make_uniform_problem(u))) == 13 * kMs);
+}
+
+TEST_CASE("a gradient send and a gradient all-reduce share the NIC link fairly") {
+  // p = 2, GPipe, B = 1, dp = 2. Stage 1's gradient send (1 MB) and its all-reduce
+  // (ring bytes 2·(1/2)·2 MB = 2 MB) both start at 4 ms on nic1 (1 GB/s): 0.5 B/ns each;
+  // the send ends at 6 ms, the all-reduce has 1 MB left, alone: ends at 7 ms. Stage 0:
+  // B0 6-8, its all-reduce on nic0 8-10 ms. T = 10 ms.
+  auto u = base(PipelineSchedule::kGPipe, 2, 1);
+  u.data_parallel = 2;
+  u.stage.output_activation_bytes = core::Bytes(1'000'000);
+  u.stage.grad_sync_bytes = core::Bytes(2'000'000);
+  auto pb = make_uniform_problem(u);
+  pb.links.push_back(LinkSpec{"nic0", core::gbyte_per_s(1)});
+  pb.links.push_back(LinkSpec{"nic1", core::gbyte_per_s(1)});
+  pb.meshes[0].grad_sync.links = {0};
+  pb.meshes[1].grad_sync.links = {1};
+  pb.meshes[1].send_prev.links = {1};
+  auto sim = run(pb);
+  CHECK(iteration_ns(sim) == 10 * kMs);
+  // Device 1 communicates from 4 to 7 ms, all of it exposed.
+  CHECK(sim.report.devices[1].communication_busy.value() == doctest::Approx(0.003));
+  CHECK(sim.report.devices[1].communication_exposed.value() == doctest::Approx(0.003));
+  CHECK(sim.timeline.link_bytes[1] == doctest::Approx(3e6));
+}
+
+TEST_CASE("tensor-parallel collective time inside the stage times is reported") {
+  // p = 1, B = 2, full recompute: per microbatch forward 0.25 + recompute 0.25 + backward
+  // 0.5 ms of collectives: 2 ms in total.
+  auto u = base(PipelineSchedule::kOneFOneB, 1, 2);
+  u.stage.recompute_s = core::milliseconds(1);
+  u.stage.forward_tp_comm_s = core::microseconds(250);
+  u.stage.backward_tp_comm_s = core::microseconds(500);
+  auto sim = run(make_uniform_problem(u));
+  CHECK(sim.report.devices[0].tensor_parallel_communication.value() == doctest::Approx(0.002));
+  CHECK(iteration_ns(sim) == 8 * kMs);  // 2 × (1 + 1 + 2) ms, times unchanged
+  auto bad = make_uniform_problem(u);
+  bad.stages[0].backward_tp_comm_s = core::milliseconds(3);
+  CHECK(validate(bad).message() ==
+        "stages[0].backward_tp_comm_s: expected at most backward_s (0.002), got 0.003");
+}
+
+TEST_CASE("the JSON report carries the headline numbers with units in the keys") {
+  auto u = base(PipelineSchedule::kGPipe, 4, 8);
+  u.stage.stored_activation_bytes = core::mib(1);
+  auto sim = run(make_uniform_problem(u));
+  const std::string text = report_json(sim.report);
+  auto j = nlohmann::json::parse(text);
+  CHECK(j["iteration_time_s"].get<double>() == doctest::Approx(0.033));
+  CHECK(j["bubble_fraction"].get<double>() == doctest::Approx(3.0 / 11.0));
+  CHECK(j["peak_memory_bytes"].get<std::int64_t>() == core::mib(8).value());
+  CHECK(j["devices"].size() == 4);
+  CHECK(j["devices"][0]["peak_memory_by_component"]["stored_activations_bytes"].get<std::int64_t>() ==
+        core::mib(8).value());
+  CHECK(j["memory_overflows"].empty());
+  CHECK(text == report_json(run(make_uniform_problem(u)).report));
 }
 
 TEST_CASE("the same problem twice gives byte-identical traces") {
