@@ -57,6 +57,7 @@ Result<TransformerConfig> parse_transformer(JsonObject& obj, const std::string& 
                  std::to_string(c.top_k));
     }
   }
+  set_architecture_defaults(c);
   return c;
 }
 
@@ -85,6 +86,15 @@ std::string default_name(const ModelConfig& config) {
 }
 
 }  // namespace
+
+void set_architecture_defaults(TransformerConfig& config) {
+  const bool gpt_like = config.builtin == "gpt" || config.builtin == "moe";
+  config.tied_embeddings = gpt_like;
+  config.qkv_bias = gpt_like;
+  config.dense_bias = gpt_like;
+  config.learned_positions = gpt_like;
+  config.dropout = gpt_like;
+}
 
 const std::vector<std::string>& builtin_model_names() {
   static const std::vector<std::string> k = {"gpt", "llama", "moe", "mixtral", "wide_resnet"};

@@ -29,7 +29,21 @@ struct TransformerConfig {
   std::int64_t moe_layer_interval = 0; ///< every k-th layer is MoE (GShard 2, Mixtral 1)
   std::int64_t expert_group_size = 0;  ///< tokens per gating group (GShard); 0 = whole batch
   double capacity_factor = 0;          ///< expert capacity = factor · tokens · top_k / experts
+
+  // Architecture details that the scenario JSON does not spell: set from `builtin` by
+  // set_architecture_defaults() (which parse_model_config calls), or by the Hugging Face
+  // importer from a config.json. They are not written by model_config_to_json.
+  bool tied_embeddings = true;    ///< the LM head reuses the token embedding (GPT, GShard)
+  bool qkv_bias = true;           ///< biases on the Q, K, V projections (GPT; Qwen2)
+  bool dense_bias = true;         ///< biases on the attention output and FFN/expert linears
+  bool learned_positions = true;  ///< a learned position table (GPT); false: rotary (LLaMA)
+  bool dropout = true;            ///< dropout after attention probs, attention out, FFN out
 };
+
+/// Sets the architecture details of `config` from config.builtin: "gpt"/"moe": tied
+/// embeddings, biases everywhere, learned positions, dropout (Megatron GPT, GShard);
+/// "llama"/"mixtral": untied, no biases, rotary, no dropout.
+void set_architecture_defaults(TransformerConfig& config);
 
 /// Wide-ResNet (Zagoruyko & Komodakis) as configured in the Alpa paper, table 8.
 struct WideResNetConfig {

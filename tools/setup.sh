@@ -8,7 +8,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${ALPASIM_BUILD_DIR:-$root/build}"
 
 packages=(cmake ninja-build g++ make nlohmann-json3-dev libboost-graph-dev libglpk-dev
-          libcli11-dev doctest-dev libbenchmark-dev)
+          libcli11-dev doctest-dev libbenchmark-dev libonnx-dev libprotobuf-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

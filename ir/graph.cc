@@ -1,0 +1,435 @@
+#include "ir/graph.h"
+
+#include <algorithm>
+#include <array>
+#include <iterator>
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/breadth_first_search.hpp>
+#include <boost/graph/topological_sort.hpp>
+
+#include "core/check.h"
+
+namespace alpasim::ir {
+namespace {
+
+// Per-element FLOP estimates of the memory-bound operators. They only feed "total FLOPs"
+// (which no published formula counts) and never the matmul FLOPs of Megatron's
+// formulas; the cost model times these ops by bytes moved, not by FLOPs.
+constexpr std::int64_t kSoftmaxFlopsPerElement = 5;    // max, subtract, exp, sum, divide
+constexpr std::int64_t kLayerNormFlopsPerElement = 8;  // mean, var (2), normalize (3), affine (2)
+constexpr std::int64_t kRmsNormFlopsPerElement = 5;    // square, mean, rsqrt-scale (2), affine
+constexpr std::int64_t kBatchNormFlopsPerElement = 8;  // as layer-norm, over n·h·w per channel
+
+using BoostGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS>;
+
+BoostGraph to_boost(const Graph& g) {
+  BoostGraph bg(g.size());
+  for (const Op& op : g.ops()) {
+    for (OpId in : op.inputs) {
+      boost::add_edge(static_cast<std::size_t>(in), static_cast<std::size_t>(op.id), bg);
+    }
+  }
+  return bg;
+}
+
+std::int64_t product(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) n *= d;
+  return n;
+}
+
+}  // namespace
+
+std::string_view op_kind_name(OpKind kind) {
+  switch (kind) {
+    case OpKind::kParameter: return "parameter";
+    case OpKind::kInput: return "input";
+    case OpKind::kDot: return "dot";
+    case OpKind::kConv2d: return "conv2d";
+    case OpKind::kElementwise: return "elementwise";
+    case OpKind::kReduce: return "reduce";
+    case OpKind::kSoftmax: return "softmax";
+    case OpKind::kNorm: return "norm";
+    case OpKind::kEmbedding: return "embedding";
+    case OpKind::kPool: return "max_pool";
+    case OpKind::kMoeGate: return "moe_gate";
+    case OpKind::kMoeDispatch: return "moe_dispatch";
+    case OpKind::kMoeCombine: return "moe_combine";
+    case OpKind::kOptimizer: return "optimizer";
+  }
+  return "?";
+}
+
+std::string_view phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::kForward: return "forward";
+    case Phase::kRecompute: return "recompute";
+    case Phase::kBackward: return "backward";
+    case Phase::kOptimizer: return "optimizer";
+  }
+  return "?";
+}
+
+std::string_view norm_type_name(NormType type) {
+  switch (type) {
+    case NormType::kLayerNorm: return "layer_norm";
+    case NormType::kRmsNorm: return "rms_norm";
+    case NormType::kBatchNorm: return "batch_norm";
+  }
+  return "?";
+}
+
+std::int64_t TensorType::num_elements() const { return product(shape); }
+
+std::optional<DotSpec> parse_dot_spec(std::string_view text) {
+  const auto arrow = text.find("->");
+  const auto comma = text.find(',');
+  if (arrow == std::string_view::npos || comma == std::string_view::npos || comma > arrow) {
+    return std::nullopt;
+  }
+  DotSpec spec{std::string(text.substr(0, comma)),
+               std::string(text.substr(comma + 1, arrow - comma - 1)),
+               std::string(text.substr(arrow + 2))};
+  for (const std::string* term : {&spec.lhs, &spec.rhs, &spec.out}) {
+    std::array<bool, 256> seen{};
+    for (char c : *term) {
+      const auto u = static_cast<unsigned char>(c);
+      if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) || seen[u]) return std::nullopt;
+      seen[u] = true;
+    }
+  }
+  auto count = [&](char c) {
+    return (spec.lhs.find(c) != std::string::npos ? 1 : 0) +
+           (spec.rhs.find(c) != std::string::npos ? 1 : 0) +
+           (spec.out.find(c) != std::string::npos ? 1 : 0);
+  };
+  for (const std::string* term : {&spec.lhs, &spec.rhs, &spec.out}) {
+    for (char c : *term) {
+      if (count(c) < 2) return std::nullopt;
+    }
+  }
+  return spec;
+}
+
+std::string dot_spec_string(const DotSpec& spec) {
+  return spec.lhs + "," + spec.rhs + "->" + spec.out;
+}
+
+DotDimClass dot_dim_class(const DotSpec& spec, char c) {
+  const bool l = spec.lhs.find(c) != std::string::npos;
+  const bool r = spec.rhs.find(c) != std::string::npos;
+  const bool o = spec.out.find(c) != std::string::npos;
+  if (l && r && o) return DotDimClass::kBatch;
+  if (l && r) return DotDimClass::kContracting;
+  if (l) return DotDimClass::kLhsFree;
+  ALPASIM_CHECK(r && o) << "letter " << c << " of " << dot_spec_string(spec);
+  return DotDimClass::kRhsFree;
+}
+
+OpId Graph::add(Op op) {
+  op.id = static_cast<OpId>(ops_.size());
+  for (OpId in : op.inputs) {
+    ALPASIM_CHECK(in >= 0 && in < op.id) << op.name << ": input " << in << " does not exist";
+    consumers_[static_cast<std::size_t>(in)].push_back(op.id);
+  }
+  ops_.push_back(std::move(op));
+  consumers_.emplace_back();
+  return ops_.back().id;
+}
+
+OpId Graph::add_parameter(std::string name, std::vector<std::int64_t> shape, std::int32_t layer) {
+  Op op;
+  op.kind = OpKind::kParameter;
+  op.name = std::move(name);
+  op.out = {std::move(shape), meta.dtype, false};
+  op.layer = layer;
+  return add(std::move(op));
+}
+
+OpId Graph::add_input(std::string name, std::vector<std::int64_t> shape, bool is_index,
+                      std::int32_t layer) {
+  Op op;
+  op.kind = OpKind::kInput;
+  op.name = std::move(name);
+  op.out = {std::move(shape), meta.dtype, is_index};
+  op.layer = layer;
+  return add(std::move(op));
+}
+
+OpId Graph::add_einsum(std::string name, OpKind kind, std::string_view spec_text, OpId lhs,
+                       OpId rhs, OpId bias, std::int32_t layer) {
+  auto spec = parse_dot_spec(spec_text);
+  ALPASIM_CHECK(spec.has_value()) << name << ": bad einsum " << spec_text;
+  const TensorType& a = op(lhs).out;
+  const TensorType& b = op(rhs).out;
+  ALPASIM_CHECK(a.shape.size() == spec->lhs.size() && b.shape.size() == spec->rhs.size())
+      << name << ": einsum " << spec_text << " does not match operand ranks";
+  std::array<std::int64_t, 256> size{};
+  auto bind = [&](const std::string& labels, const std::vector<std::int64_t>& shape) {
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+      auto& s = size[static_cast<unsigned char>(labels[i])];
+      ALPASIM_CHECK(s == 0 || s == shape[i])
+          << name << ": dim " << labels[i] << " is " << s << " and " << shape[i];
+      s = shape[i];
+    }
+  };
+  bind(spec->lhs, a.shape);
+  bind(spec->rhs, b.shape);
+  Op o;
+  o.kind = kind;
+  o.name = std::move(name);
+  o.dot = *spec;
+  o.layer = layer;
+  o.inputs = {lhs, rhs};
+  o.out.dtype = a.is_index ? meta.dtype : a.dtype;
+  for (char c : spec->out) o.out.shape.push_back(size[static_cast<unsigned char>(c)]);
+  std::string all = spec->lhs + spec->rhs;
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  std::int64_t loops = 1;
+  for (char c : all) {
+    const std::int64_t s = size[static_cast<unsigned char>(c)];
+    loops *= s;
+    switch (dot_dim_class(*spec, c)) {
+      case DotDimClass::kBatch: o.dot_dims.batch *= s; break;
+      case DotDimClass::kLhsFree: o.dot_dims.m *= s; break;
+      case DotDimClass::kRhsFree: o.dot_dims.n *= s; break;
+      case DotDimClass::kContracting: o.dot_dims.k *= s; break;
+    }
+  }
+  o.flops = 2 * loops;  // one multiply-add per point of the loop nest
+  o.bytes_read = a.bytes() + b.bytes();
+  if (bias != kNoOp) {
+    const TensorType& c = op(bias).out;
+    ALPASIM_CHECK(c.shape.size() <= o.out.shape.size() &&
+                  std::equal(c.shape.rbegin(), c.shape.rend(), o.out.shape.rbegin()))
+        << o.name << ": bias shape is not a suffix of the output shape";
+    o.inputs.push_back(bias);
+    // The fused bias add is not counted, as in Megatron's and Alpa's FLOP formulas
+    // (out.num_elements() FLOPs, < 1/(2K) of the dot).
+    o.bytes_read += c.bytes();
+  }
+  o.bytes_written = o.out.bytes();
+  return add(std::move(o));
+}
+
+OpId Graph::add_conv2d(std::string name, OpId x, OpId filter, std::int64_t stride,
+                       std::int32_t layer) {
+  const TensorType& in = op(x).out;
+  const TensorType& f = op(filter).out;
+  ALPASIM_CHECK(in.shape.size() == 4 && f.shape.size() == 4 && in.shape[3] == f.shape[2])
+      << name << ": conv2d needs NHWC input and HWIO filter with matching channels";
+  Op o;
+  o.kind = OpKind::kConv2d;
+  o.name = std::move(name);
+  o.layer = layer;
+  o.inputs = {x, filter};
+  o.conv = {ConvSpec::Variant::kForward, in.shape[0], in.shape[1], in.shape[2], in.shape[3],
+            f.shape[3], f.shape[0], f.shape[1], stride};
+  o.out = {{o.conv.n, o.conv.out_h(), o.conv.out_w(), o.conv.co}, in.dtype, false};
+  o.dot_dims = o.conv.gemm_dims();
+  o.flops = 2 * o.dot_dims.m * o.dot_dims.n * o.dot_dims.k;
+  o.bytes_read = in.bytes() + f.bytes();
+  o.bytes_written = o.out.bytes();
+  return add(std::move(o));
+}
+
+OpId Graph::add_elementwise(std::string name, std::string function, std::vector<OpId> inputs,
+                            std::int64_t flops_per_element, std::int32_t layer,
+                            std::vector<std::int64_t> out_shape,
+                            std::optional<core::DType> out_dtype) {
+  Op o;
+  o.kind = OpKind::kElementwise;
+  o.name = std::move(name);
+  o.function = std::move(function);
+  o.layer = layer;
+  if (out_shape.empty()) {
+    ALPASIM_CHECK(!inputs.empty()) << o.name << ": elementwise op without shape";
+    out_shape = op(inputs[0]).out.shape;
+  }
+  o.out = {std::move(out_shape),
+           out_dtype ? *out_dtype : (inputs.empty() ? meta.dtype : op(inputs[0]).out.dtype),
+           false};
+  for (OpId in : inputs) o.bytes_read += op(in).out.bytes();
+  o.inputs = std::move(inputs);
+  o.flops = flops_per_element * o.out.num_elements();
+  o.bytes_written = o.out.bytes();
+  return add(std::move(o));
+}
+
+OpId Graph::add_reduce(std::string name, std::string function, std::vector<OpId> inputs,
+                       std::vector<std::int64_t> out_shape, std::int64_t flops_per_element,
+                       std::int32_t layer, std::optional<core::DType> out_dtype) {
+  ALPASIM_CHECK(!inputs.empty()) << name << ": reduce without input";
+  Op o;
+  o.kind = OpKind::kReduce;
+  o.name = std::move(name);
+  o.function = std::move(function);
+  o.layer = layer;
+  o.out = {std::move(out_shape), out_dtype ? *out_dtype : op(inputs[0]).out.dtype, false};
+  for (OpId in : inputs) o.bytes_read += op(in).out.bytes();
+  o.flops = flops_per_element * op(inputs[0]).out.num_elements();
+  o.inputs = std::move(inputs);
+  o.bytes_written = o.out.bytes();
+  return add(std::move(o));
+}
+
+OpId Graph::add_softmax(std::string name, OpId x, std::int32_t layer) {
+  Op o;
+  o.kind = OpKind::kSoftmax;
+  o.name = std::move(name);
+  o.function = "softmax";
+  o.layer = layer;
+  o.inputs = {x};
+  o.out = op(x).out;
+  o.flops = kSoftmaxFlopsPerElement * o.out.num_elements();
+  o.bytes_read = op(x).out.bytes();
+  o.bytes_written = o.out.bytes();
+  return add(std::move(o));
+}
+
+OpId Graph::add_norm(std::string name, NormType type, OpId x, OpId gamma, OpId beta,
+                     std::int32_t layer) {
+  Op o;
+  o.kind = OpKind::kNorm;
+  o.name = std::move(name);
+  o.function = std::string(norm_type_name(type));
+  o.norm = type;
+  o.layer = layer;
+  o.inputs = {x, gamma};
+  if (beta != kNoOp) o.inputs.push_back(beta);
+  o.out = op(x).out;
+  const std::int64_t per = type == NormType::kRmsNorm     ? kRmsNormFlopsPerElement
+                           : type == NormType::kLayerNorm ? kLayerNormFlopsPerElement
+                                                          : kBatchNormFlopsPerElement;
+  o.flops = per * o.out.num_elements();
+  for (OpId in : o.inputs) o.bytes_read += op(in).out.bytes();
+  o.bytes_written = o.out.bytes();
+  return add(std::move(o));
+}
+
+OpId Graph::add_embedding(std::string name, OpId table, OpId ids, std::int32_t layer) {
+  const TensorType& t = op(table).out;
+  ALPASIM_CHECK(t.shape.size() == 2) << name << ": embedding table must be 2-D";
+  Op o;
+  o.kind = OpKind::kEmbedding;
+  o.name = std::move(name);
+  o.function = "gather";
+  o.layer = layer;
+  o.inputs = {table, ids};
+  o.no_grad_inputs = 1u << 1;
+  o.out = {op(ids).out.shape, t.dtype, false};
+  o.out.shape.push_back(t.shape[1]);
+  // A gather touches only the selected rows, not the whole table.
+  o.bytes_read = o.out.bytes() + op(ids).out.bytes();
+  o.bytes_written = o.out.bytes();
+  return add(std::move(o));
+}
+
+OpId Graph::add_max_pool(std::string name, OpId x, std::int64_t window, std::int64_t stride,
+                         std::int32_t layer) {
+  const TensorType& in = op(x).out;
+  ALPASIM_CHECK(in.shape.size() == 4) << name << ": max_pool needs NHWC input";
+  Op o;
+  o.kind = OpKind::kPool;
+  o.name = std::move(name);
+  o.function = "max";
+  o.layer = layer;
+  o.inputs = {x};
+  o.pool_window = window;
+  o.pool_stride = stride;
+  o.out = {{in.shape[0], (in.shape[1] + stride - 1) / stride, (in.shape[2] + stride - 1) / stride,
+            in.shape[3]},
+           in.dtype, false};
+  o.flops = window * window * o.out.num_elements();
+  o.bytes_read = in.bytes();
+  o.bytes_written = o.out.bytes();
+  return add(std::move(o));
+}
+
+OpId Graph::add_moe_gate(std::string name, OpId probs, std::int64_t top_k, std::int64_t capacity,
+                         std::int32_t layer) {
+  const TensorType& p = op(probs).out;
+  ALPASIM_CHECK(p.shape.size() == 3) << name << ": gate probabilities must be [g, s, e]";
+  Op o;
+  o.kind = OpKind::kMoeGate;
+  o.name = std::move(name);
+  o.function = "top" + std::to_string(top_k);
+  o.layer = layer;
+  o.inputs = {probs};
+  o.out = {{p.shape[0], p.shape[1], p.shape[2], capacity}, p.dtype, false};
+  // Per token and chosen expert: a pass over e probabilities (argmax), a position
+  // cumulative sum and a write of the one-hot row: ~2·e·top_k.
+  o.flops = 2 * p.shape[0] * p.shape[1] * p.shape[2] * top_k;
+  o.bytes_read = p.bytes();
+  o.bytes_written = o.out.bytes();
+  return add(std::move(o));
+}
+
+std::vector<OpId> Graph::topological_order() const {
+  BoostGraph bg = to_boost(*this);
+  std::vector<std::size_t> reversed;
+  reversed.reserve(size());
+  boost::topological_sort(bg, std::back_inserter(reversed));
+  std::vector<OpId> order(reversed.rbegin(), reversed.rend());
+  std::vector<OpId> ids;
+  ids.reserve(order.size());
+  for (auto v : order) ids.push_back(static_cast<OpId>(v));
+  return ids;
+}
+
+std::vector<std::int32_t> Graph::bfs_depth() const {
+  // A virtual root (vertex `size()`) feeds every op without inputs, so one BFS from it
+  // gives each op its shortest hop count from any source, minus one.
+  BoostGraph bg = to_boost(*this);
+  const std::size_t root = boost::add_vertex(bg);
+  for (const Op& o : ops_) {
+    if (o.inputs.empty()) boost::add_edge(root, static_cast<std::size_t>(o.id), bg);
+  }
+  std::vector<std::int32_t> dist(boost::num_vertices(bg), 0);
+  boost::breadth_first_search(
+      bg, root,
+      boost::visitor(boost::make_bfs_visitor(boost::record_distances(
+          boost::make_iterator_property_map(dist.begin(), boost::get(boost::vertex_index, bg)),
+          boost::on_tree_edge()))));
+  std::vector<std::int32_t> depth(size());
+  for (std::size_t i = 0; i < size(); ++i) depth[i] = dist[i] - 1;
+  return depth;
+}
+
+std::vector<OpId> Graph::reachable_from(OpId from) const {
+  BoostGraph bg = to_boost(*this);
+  std::vector<boost::default_color_type> color(size(), boost::white_color);
+  auto color_map =
+      boost::make_iterator_property_map(color.begin(), boost::get(boost::vertex_index, bg));
+  boost::breadth_first_visit(bg, static_cast<std::size_t>(from), boost::color_map(color_map));
+  std::vector<OpId> out;
+  for (std::size_t i = 0; i < size(); ++i) {
+    if (color[i] != boost::white_color) out.push_back(static_cast<OpId>(i));
+  }
+  return out;
+}
+
+bool Graph::is_reachable(OpId from, OpId to) const {
+  if (from == to) return true;
+  if (to < from) return false;  // ids are topological: no path runs backwards
+  auto r = reachable_from(from);
+  return std::binary_search(r.begin(), r.end(), to);
+}
+
+std::vector<OpId> Graph::parameters() const {
+  std::vector<OpId> out;
+  for (const Op& o : ops_) {
+    if (o.kind == OpKind::kParameter) out.push_back(o.id);
+  }
+  return out;
+}
+
+std::int32_t Graph::num_layers() const {
+  std::int32_t n = 0;
+  for (const Op& o : ops_) n = std::max(n, o.layer + 1);
+  return n;
+}
+
+}  // namespace alpasim::ir

@@ -1,0 +1,131 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "ir/op.h"
+
+namespace alpasim::ir {
+
+/// What a model layer index stands for (Op::layer).
+struct LayerInfo {
+  std::string name;  ///< "embedding", "block0", ..., "head"
+  std::string kind;  ///< "prologue", "transformer", "moe_transformer", "resnet_block", "epilogue"
+};
+
+/// How the graph was built; accounting needs it to scale per-microbatch numbers.
+struct GraphMeta {
+  std::string model_name;
+  std::string family;  ///< "gpt", "llama", "moe", "mixtral", "wide_resnet", "graph_json", "onnx"
+  core::DType dtype = core::DType::kFp16;  ///< activation and parameter dtype
+  /// Samples (sequences or images) in one execution of the forward/backward ops: the
+  /// microbatch size the graph was built for. FLOPs and activation bytes scale linearly.
+  std::int64_t samples_per_microbatch = 1;
+  std::int64_t seq_len = 0;  ///< tokens per sequence (0 for vision models)
+  /// The scalar loss the backward pass starts from (kNoOp: inference graph).
+  OpId loss = kNoOp;
+  bool has_backward = false;
+  bool has_optimizer = false;
+  std::string optimizer;  ///< "adam" or "sgd" once derived
+  std::string recompute = "none";  ///< "none", "selective" or "full" once derived
+};
+
+/// A computation graph: operators in creation order, which is a topological order
+/// (an op's inputs always have smaller ids). Each op produces one tensor named by its id.
+/// The add_* helpers compute output shapes, FLOPs and bytes, and CHECK their arguments
+/// (a malformed graph is a bug in a builder or importer, which validate first).
+class Graph {
+ public:
+  Graph() = default;
+
+  GraphMeta meta;
+  /// Layer descriptions indexed by Op::layer.
+  std::vector<LayerInfo> layers;
+
+  std::size_t size() const { return ops_.size(); }
+  const Op& op(OpId id) const { return ops_[static_cast<std::size_t>(id)]; }
+  Op& mutable_op(OpId id) { return ops_[static_cast<std::size_t>(id)]; }
+  std::span<const Op> ops() const { return ops_; }
+  /// Ops that read tensor `id`, in increasing id order (an op reading it twice appears twice).
+  std::span<const OpId> consumers(OpId id) const { return consumers_[static_cast<std::size_t>(id)]; }
+
+  /// Appends `op` (its id is assigned; its inputs must exist) and returns its id. FLOPs
+  /// and bytes are taken as given.
+  OpId add(Op op);
+
+  // ---- Builders of typed ops. `layer` is the model layer (Op::layer). ----
+  OpId add_parameter(std::string name, std::vector<std::int64_t> shape, std::int32_t layer);
+  OpId add_input(std::string name, std::vector<std::int64_t> shape, bool is_index,
+                 std::int32_t layer);
+  /// Einsum `spec` ("bsh,hf->bsf") of lhs and rhs, plus an optional bias added to the
+  /// output (its shape must be a suffix of the output shape). Kind kDot, kMoeDispatch or
+  /// kMoeCombine.
+  OpId add_einsum(std::string name, OpKind kind, std::string_view spec, OpId lhs, OpId rhs,
+                  OpId bias, std::int32_t layer);
+  OpId add_dot(std::string name, std::string_view spec, OpId lhs, OpId rhs, std::int32_t layer,
+               OpId bias = kNoOp) {
+    return add_einsum(std::move(name), OpKind::kDot, spec, lhs, rhs, bias, layer);
+  }
+  /// Forward convolution of x [n,h,w,ci] with filter [kh,kw,ci,co].
+  OpId add_conv2d(std::string name, OpId x, OpId filter, std::int64_t stride, std::int32_t layer);
+  /// Pointwise `function` of `inputs` (all broadcastable to `out_shape`, the first input's
+  /// shape when empty), `flops_per_element` FLOPs per output element.
+  OpId add_elementwise(std::string name, std::string function, std::vector<OpId> inputs,
+                       std::int64_t flops_per_element, std::int32_t layer,
+                       std::vector<std::int64_t> out_shape = {},
+                       std::optional<core::DType> out_dtype = std::nullopt);
+  /// Reduction of the inputs to `out_shape`; `flops_per_element` per element of the
+  /// first input.
+  OpId add_reduce(std::string name, std::string function, std::vector<OpId> inputs,
+                  std::vector<std::int64_t> out_shape, std::int64_t flops_per_element,
+                  std::int32_t layer, std::optional<core::DType> out_dtype = std::nullopt);
+  OpId add_softmax(std::string name, OpId x, std::int32_t layer);
+  /// Normalization of x over its last axis (channels for batch-norm) with scale `gamma`
+  /// and optional shift `beta` (kNoOp for RMSNorm).
+  OpId add_norm(std::string name, NormType type, OpId x, OpId gamma, OpId beta,
+                std::int32_t layer);
+  /// Rows of `table` [rows, width] selected by integer `ids` -> ids.shape + [width].
+  OpId add_embedding(std::string name, OpId table, OpId ids, std::int32_t layer);
+  OpId add_max_pool(std::string name, OpId x, std::int64_t window, std::int64_t stride,
+                    std::int32_t layer);
+  /// Top-k gating of router probabilities [g, s, e] into combine weights [g, s, e, c].
+  OpId add_moe_gate(std::string name, OpId probs, std::int64_t top_k, std::int64_t capacity,
+                    std::int32_t layer);
+
+  // ---- Graph algorithms (Boost.Graph inside graph.cc). ----
+  /// A topological order computed by Boost's topological_sort (ties broken by id, so
+  /// the result is deterministic). Equals 0..size-1 for graphs built by add().
+  std::vector<OpId> topological_order() const;
+  /// Breadth-first depth of every op: 0 for ops without inputs, else 1 + the smallest
+  /// depth of its inputs (Alpa §4.2 graph simplification uses it).
+  std::vector<std::int32_t> bfs_depth() const;
+  /// True when `to` depends on `from` (a directed path from -> to exists; from == to is
+  /// reachable).
+  bool is_reachable(OpId from, OpId to) const;
+  /// Every op `from` reaches, in id order.
+  std::vector<OpId> reachable_from(OpId from) const;
+
+  /// Ids of all ops of kind kParameter, in id order.
+  std::vector<OpId> parameters() const;
+  /// 1 + the largest Op::layer.
+  std::int32_t num_layers() const;
+
+ private:
+  std::vector<Op> ops_;
+  std::vector<std::vector<OpId>> consumers_;
+};
+
+/// Classifies letter `c` of `spec`.
+DotDimClass dot_dim_class(const DotSpec& spec, char c);
+/// Parses "ab,bc->ac"; nullopt when malformed (no "->", no comma, repeated letter in an
+/// operand, or a letter in only one of the three terms).
+std::optional<DotSpec> parse_dot_spec(std::string_view spec);
+/// "ab,bc->ac".
+std::string dot_spec_string(const DotSpec& spec);
+
+}  // namespace alpasim::ir

@@ -1,0 +1,118 @@
+#include "ir/hf_config.h"
+
+#include <vector>
+
+namespace alpasim::ir {
+namespace {
+
+using core::JsonObject;
+using core::JsonValue;
+using core::Result;
+
+// Keys of real config.json files that do not change the graph's shapes: accepted so
+// that unmodified files load. Anything else must be understood or is an error.
+const std::vector<std::string>& ignored_keys() {
+  static const std::vector<std::string> k = {
+      "_name_or_path", "architectures", "auto_map", "bos_token_id", "eos_token_id",
+      "pad_token_id", "torch_dtype", "transformers_version", "use_cache", "rms_norm_eps",
+      "layer_norm_epsilon", "layer_norm_eps", "initializer_range", "hidden_act",
+      "activation_function", "rope_theta", "rope_scaling", "pretraining_tp",
+      "attention_dropout", "sliding_window", "max_window_layers", "use_sliding_window",
+      "router_aux_loss_coef", "output_router_logits", "router_jitter_noise", "resid_pdrop",
+      "embd_pdrop", "attn_pdrop", "summary_activation", "summary_first_dropout",
+      "summary_proj_to_labels", "summary_type", "summary_use_proj", "task_specific_params",
+      "scale_attn_weights", "reorder_and_upcast_attn", "scale_attn_by_inverse_layer_idx",
+      "n_ctx", "gradient_checkpointing", "use_return_dict", "return_dict", "id2label",
+      "label2id", "quantization_config"};
+  return k;
+}
+
+const std::vector<std::string>& model_types() {
+  static const std::vector<std::string> k = {"gpt2", "llama", "mistral", "mixtral", "qwen2"};
+  return k;
+}
+
+Result<bool> get_bool(JsonObject& obj, std::string_view key, bool fallback) {
+  return obj.get_bool_or(key, fallback);
+}
+
+}  // namespace
+
+Result<TransformerConfig> parse_hf_config(const JsonValue& root, std::int64_t seq_len_override) {
+  ALPASIM_ASSIGN_OR_RETURN(JsonObject obj, root.as_object());
+  ALPASIM_ASSIGN_OR_RETURN(std::string type, obj.get_enum("model_type", model_types()));
+  TransformerConfig c;
+  if (type == "gpt2") {
+    c.builtin = "gpt";
+    set_architecture_defaults(c);
+    ALPASIM_ASSIGN_OR_RETURN(c.num_layers, obj.get_positive_int("n_layer"));
+    ALPASIM_ASSIGN_OR_RETURN(c.hidden_size, obj.get_positive_int("n_embd"));
+    ALPASIM_ASSIGN_OR_RETURN(c.num_heads, obj.get_positive_int("n_head"));
+    ALPASIM_ASSIGN_OR_RETURN(c.seq_len, obj.get_positive_int("n_positions"));
+    ALPASIM_ASSIGN_OR_RETURN(c.vocab_size, obj.get_positive_int("vocab_size"));
+    c.ffn_hidden_size = 4 * c.hidden_size;
+    if (auto inner = obj.optional("n_inner"); inner && !inner->raw().is_null()) {
+      ALPASIM_ASSIGN_OR_RETURN(c.ffn_hidden_size, inner->as_positive_int());
+    }
+    ALPASIM_ASSIGN_OR_RETURN(c.tied_embeddings, get_bool(obj, "tie_word_embeddings", true));
+    c.num_kv_heads = c.num_heads;
+  } else {
+    c.builtin = type == "mixtral" ? "mixtral" : "llama";
+    set_architecture_defaults(c);
+    ALPASIM_ASSIGN_OR_RETURN(c.num_layers, obj.get_positive_int("num_hidden_layers"));
+    ALPASIM_ASSIGN_OR_RETURN(c.hidden_size, obj.get_positive_int("hidden_size"));
+    ALPASIM_ASSIGN_OR_RETURN(c.num_heads, obj.get_positive_int("num_attention_heads"));
+    ALPASIM_ASSIGN_OR_RETURN(c.num_kv_heads,
+                             obj.get_positive_int_or("num_key_value_heads", c.num_heads));
+    ALPASIM_ASSIGN_OR_RETURN(c.ffn_hidden_size, obj.get_positive_int("intermediate_size"));
+    ALPASIM_ASSIGN_OR_RETURN(c.vocab_size, obj.get_positive_int("vocab_size"));
+    ALPASIM_ASSIGN_OR_RETURN(c.seq_len, obj.get_positive_int("max_position_embeddings"));
+    ALPASIM_ASSIGN_OR_RETURN(c.tied_embeddings, get_bool(obj, "tie_word_embeddings", false));
+    ALPASIM_ASSIGN_OR_RETURN(c.qkv_bias, get_bool(obj, "attention_bias", type == "qwen2"));
+    if (auto mlp_bias = obj.optional("mlp_bias")) {
+      ALPASIM_ASSIGN_OR_RETURN(bool b, mlp_bias->as_bool());
+      if (b) return mlp_bias->error("expected false (biases on MLP linears are not supported)");
+    }
+    if (auto head_dim = obj.optional("head_dim"); head_dim && !head_dim->raw().is_null()) {
+      ALPASIM_ASSIGN_OR_RETURN(std::int64_t d, head_dim->as_positive_int());
+      if (c.hidden_size % c.num_heads != 0 || d != c.hidden_size / c.num_heads) {
+        return head_dim->error("expected hidden_size / num_attention_heads = " +
+                               std::to_string(c.hidden_size / c.num_heads) + ", got " +
+                               std::to_string(d));
+      }
+    }
+    if (type == "mixtral") {
+      ALPASIM_ASSIGN_OR_RETURN(c.num_experts, obj.get_positive_int("num_local_experts"));
+      ALPASIM_ASSIGN_OR_RETURN(c.top_k, obj.get_positive_int_or("num_experts_per_tok", 2));
+      c.moe_layer_interval = 1;
+      c.expert_group_size = 0;
+      c.capacity_factor = 1.0;
+    }
+  }
+  for (const std::string& k : ignored_keys()) obj.has(k);
+  ALPASIM_RETURN_IF_ERROR(obj.finish());
+  if (c.hidden_size % c.num_heads != 0) {
+    return root.error("expected a hidden size divisible by the number of heads, got " +
+                      std::to_string(c.hidden_size) + " and " + std::to_string(c.num_heads));
+  }
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return root.error("expected a key/value head count dividing the head count, got " +
+                      std::to_string(c.num_kv_heads) + " and " + std::to_string(c.num_heads));
+  }
+  if (c.num_experts > 0 && c.top_k > c.num_experts) {
+    return root.error("expected num_experts_per_tok <= num_local_experts, got " +
+                      std::to_string(c.top_k) + " > " + std::to_string(c.num_experts));
+  }
+  if (seq_len_override > 0) c.seq_len = seq_len_override;
+  return c;
+}
+
+Result<TransformerConfig> read_hf_config(const std::filesystem::path& path,
+                                         const std::string& path_as_written,
+                                         std::int64_t seq_len_override) {
+  ALPASIM_ASSIGN_OR_RETURN(core::JsonDocument doc, core::read_json_file(path));
+  doc.file = path_as_written;
+  return parse_hf_config(JsonValue::root(doc), seq_len_override);
+}
+
+}  // namespace alpasim::ir

@@ -1,0 +1,232 @@
+// Parameter, FLOP and activation accounting against the published formulas and tables
+// of ../shared/reference (validation only: nothing here is fitted to them).
+#include "ir/accounting.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "core/json_reader.h"
+#include "core/text.h"
+#include "ir/autodiff.h"
+#include "ir/builders.h"
+#include "tests/unit/ir/reference_data.h"
+
+namespace alpasim::ir {
+namespace {
+
+TransformerConfig gpt(std::int64_t layers, std::int64_t hidden, std::int64_t heads,
+                      std::int64_t seq, std::int64_t vocab) {
+  TransformerConfig c;
+  c.builtin = "gpt";
+  c.num_layers = layers;
+  c.hidden_size = hidden;
+  c.num_heads = heads;
+  c.num_kv_heads = heads;
+  c.seq_len = seq;
+  c.vocab_size = vocab;
+  c.ffn_hidden_size = 4 * hidden;
+  set_architecture_defaults(c);
+  return c;
+}
+
+Graph train(const TransformerConfig& c, RecomputePolicy r, std::int64_t microbatch = 1) {
+  BuildOptions b;
+  b.microbatch_size = microbatch;
+  return derive_training_graph(build_transformer(c, b, "test"), {OptimizerKind::kAdam, r});
+}
+
+std::int64_t to_int(const std::string& s) { return std::stoll(s); }
+
+TEST_CASE("Megatron SC'21 table 1: parameters to the printed precision, FLOPs = Eq. 3 exactly") {
+  const auto rows = testing::read_csv(testing::reference_file("megatron_sc21_table1.csv"));
+  REQUIRE(rows.size() == 10);
+  for (const auto& row : rows) {
+    CAPTURE(row.at("model"));
+    const std::int64_t l = to_int(row.at("num_layers")), h = to_int(row.at("hidden_size"));
+    const std::int64_t a = to_int(row.at("attention_heads")), s = to_int(row.at("seq_len"));
+    const std::int64_t V = to_int(row.at("vocab_size")), B = to_int(row.at("global_batch_size"));
+    const Graph g = train(gpt(l, h, a, s, V), RecomputePolicy::kFull);
+    // The builder's GPT has Eq. 2's parameters plus the final layer-norm (2h), which
+    // Eq. 2 omits: a difference below 1e-7 relative for every row.
+    const std::int64_t params = parameter_count(g);
+    CHECK(params == megatron_eq2_parameters(l, h, V, s) + 2 * h);
+    // Table 1 prints billions with one decimal ("145.6"): equal after rounding.
+    CHECK(core::format_fixed(static_cast<double>(params) / 1e9, 1) == row.at("params_billion"));
+    // Eq. 3 counts matmul FLOPs with full recomputation (forward, recomputed forward,
+    // 2x backward; the LM head is not recomputed): our graph equals it to the FLOP.
+    const PhaseFlops p = phase_flops(g);
+    CHECK(p.matmul_forward + p.matmul_recompute + p.matmul_backward ==
+          megatron_eq3_flops_per_sequence(s, l, h, V));
+    const IterationFlops f = flops_per_iteration(g, B);
+    CHECK(f.hardware.value() ==
+          static_cast<double>(B) * static_cast<double>(megatron_eq3_flops_per_sequence(s, l, h, V)));
+    // The CSV's derived column prints 5 significant digits.
+    const double printed = std::stod(row.at("derived_eq3_flops_per_iteration"));
+    CHECK(std::fabs(f.hardware.value() / printed - 1) < 5e-5);
+    // Model FLOPs (no recompute) are Korthikanti et al. Eq. 7 exactly.
+    CHECK(p.matmul_forward + p.matmul_backward == korthikanti_eq7_model_flops_per_sequence(s, l, h, V));
+  }
+}
+
+TEST_CASE("recomputation changes hardware FLOPs, never model FLOPs") {
+  const std::int64_t l = 4, h = 256, a = 8, s = 128, V = 1000;
+  const auto c = gpt(l, h, a, s, V);
+  const PhaseFlops none = phase_flops(train(c, RecomputePolicy::kNone));
+  const PhaseFlops sel = phase_flops(train(c, RecomputePolicy::kSelective));
+  const PhaseFlops full = phase_flops(train(c, RecomputePolicy::kFull));
+  CHECK(none.matmul_recompute == 0);
+  CHECK(none.matmul_forward + none.matmul_backward ==
+        korthikanti_eq7_model_flops_per_sequence(s, l, h, V));
+  CHECK(sel.matmul_forward + sel.matmul_backward == none.matmul_forward + none.matmul_backward);
+  // Selective recomputation re-runs QK^T and attention x V: 2·s²·h each per layer.
+  CHECK(sel.matmul_recompute == 4 * s * s * h * l);
+  // Korthikanti Eq. 8 (hardware FLOPs, selective) has 24·s²·L·h where re-running the
+  // forward attention matmuls gives 12 + 4 = 16·s²·L·h: Eq. 8 exceeds the recomputed
+  // work by exactly 8·s²·L·h (6% of this small model's FLOPs, 0.1% at GPT-3 175B shapes).
+  CHECK(korthikanti_eq8_hardware_flops_per_sequence(s, l, h, V) -
+            (sel.matmul_forward + sel.matmul_backward + sel.matmul_recompute) ==
+        8 * s * s * l * h);
+  // Full recomputation re-runs each block's forward matmuls: 24sh² + 4s²h per layer.
+  CHECK(full.matmul_recompute == l * (24 * s * h * h + 4 * s * s * h));
+}
+
+TEST_CASE("activations per layer equal Korthikanti et al. (34sbh + 5as²b, 34sbh, 2sbh)") {
+  const std::int64_t l = 3, h = 64, a = 4, s = 32, b = 2, V = 100;
+  const auto c = gpt(l, h, a, s, V);
+  for (auto r : {RecomputePolicy::kNone, RecomputePolicy::kSelective, RecomputePolicy::kFull}) {
+    CAPTURE(recompute_policy_name(r));
+    const auto bytes = activation_bytes_per_layer(train(c, r, b));
+    REQUIRE(bytes.size() == static_cast<std::size_t>(l + 2));
+    // Blocks are layers 1..l; fp16 activations and 1-byte dropout masks, t = 1.
+    for (std::int64_t i = 1; i <= l; ++i) {
+      CHECK(bytes[static_cast<std::size_t>(i)] ==
+            korthikanti_activation_bytes_per_layer(s, b, h, a, 1, false, r));
+    }
+  }
+  CHECK(korthikanti_activation_bytes_per_layer(s, b, h, a, 1, false, RecomputePolicy::kNone) ==
+        34 * s * b * h + 5 * a * s * s * b);
+}
+
+// Alpa's benchmark logs a parameter count computed by a formula (benchmark/util.py
+// compute_gpt_parameter_count), not by counting the model: per layer 12H² + 11H (its
+// QKV bias term is H instead of 3H, fc1's H instead of 4H, fc2's 4H instead of H: net
+// -2H against the real 13H), plus V·(H + 1) for the tied embedding and an output bias,
+// and no position embeddings.
+std::int64_t alpa_logged_gpt_params(std::int64_t L, std::int64_t H, std::int64_t V) {
+  return L * (H * (3 * H + 1) + H * (H + 1) + H * (4 * H + 1) + H * 4 * (H + 1) + H * 4) +
+         V * (H + 1);
+}
+
+// benchmark/util.py compute_moe_parameter_count (mlp_factor 8, tied embedding).
+std::int64_t alpa_logged_moe_params(std::int64_t L, std::int64_t H, std::int64_t V, std::int64_t E) {
+  const std::int64_t f = 8;
+  const std::int64_t dense = H * (3 * H + 1) + H * (H + 1) + H * (f * H + 1) + H * f * (H + 1) + H * 4;
+  const std::int64_t moe = H * (3 * H + 1) + H * (H + 1) +
+                           E * (H * (f * H + 1) + H * f * (H + 1)) + H * 4;
+  return L / 2 * dense + L / 2 * moe + V * (H + 1);
+}
+
+core::JsonDocument alpa_models() {
+  auto doc = core::read_json_file(testing::reference_file("alpa_models.json"));
+  REQUIRE(doc.ok());
+  return std::move(doc).value();
+}
+
+TEST_CASE("Alpa table 6 (GPT-3) builds; parameters within 0.31% of the logged counts") {
+  const auto doc = alpa_models();
+  for (const auto& row : doc.root.at("table6_gpt3")) {
+    CAPTURE(row.at("model").get<std::string>());
+    const std::int64_t L = row.at("num_layers"), H = row.at("hidden_size");
+    const std::int64_t S = row.at("seq_len"), V = row.at("vocab_size");
+    const double logged = row.at("param_count_billion_logged").get<double>() * 1e9;
+    const Graph g = train(gpt(L, H, row.at("num_heads"), S, V), RecomputePolicy::kFull);
+    const std::int64_t ours = parameter_count(g);
+    // The logged number is Alpa's formula, to the printed 4 decimals of a billion...
+    CHECK(std::fabs(static_cast<double>(alpa_logged_gpt_params(L, H, V)) - logged) <= 0.5e5);
+    // ...and the real GPT differs from that formula by exactly: position embeddings
+    // (S·H), the 2H of biases per layer the formula misses, the final layer-norm (2H),
+    // minus the output bias (V) our Megatron-style head does not have.
+    CHECK(ours - alpa_logged_gpt_params(L, H, V) == S * H + 2 * L * H + 2 * H - V);
+    CHECK(std::fabs(static_cast<double>(ours) / logged - 1) < 0.0031);
+  }
+}
+
+TEST_CASE("Alpa table 7 (GShard MoE) builds; parameters within 0.31% of the logged counts") {
+  const auto doc = alpa_models();
+  for (const auto& row : doc.root.at("table7_moe")) {
+    CAPTURE(row.at("model").get<std::string>());
+    TransformerConfig c;
+    c.builtin = "moe";
+    c.num_layers = row.at("num_layers");
+    c.hidden_size = row.at("hidden_size");
+    c.num_heads = row.at("num_heads");
+    c.num_kv_heads = c.num_heads;
+    c.seq_len = row.at("seq_len");
+    c.vocab_size = row.at("vocab_size");
+    c.ffn_hidden_size = row.at("expert_ffn_intermediate");
+    c.num_experts = row.at("num_experts");
+    c.top_k = 2;
+    c.moe_layer_interval = 2;
+    c.expert_group_size = row.at("expert_group_size");
+    c.capacity_factor = 2.0;
+    set_architecture_defaults(c);
+    const std::int64_t L = c.num_layers, H = c.hidden_size, V = c.vocab_size, E = c.num_experts;
+    const double logged = row.at("param_count_billion_logged").get<double>() * 1e9;
+    const Graph g = train(c, RecomputePolicy::kNone);
+    const std::int64_t ours = parameter_count(g);
+    CHECK(std::fabs(static_cast<double>(alpa_logged_moe_params(L, H, V, E)) - logged) <= 0.5e5);
+    // As for GPT, plus the router weights (H·E per MoE layer) the formula leaves out.
+    CHECK(ours - alpa_logged_moe_params(L, H, V, E) ==
+          c.seq_len * H + 2 * L * H + (L / 2) * H * E + 2 * H - V);
+    CHECK(std::fabs(static_cast<double>(ours) / logged - 1) < 0.0031);
+  }
+}
+
+TEST_CASE("Alpa table 8 (Wide-ResNet) builds; 6 of 7 counts match to the printed digits") {
+  const auto doc = alpa_models();
+  for (const auto& row : doc.root.at("table8_wide_resnet")) {
+    const std::string name = row.at("model");
+    CAPTURE(name);
+    WideResNetConfig w;
+    w.num_layers = row.at("num_layers");
+    w.base_channels = row.at("base_channels");
+    w.width_factor = row.at("width_factor");
+    w.image_size = row.at("image_size");
+    w.num_classes = 1024;  // benchmark_one_case_wresnet.py: num_classes = 1024
+    BuildOptions b;
+    b.dtype = core::DType::kFp32;
+    const Graph g = derive_training_graph(build_wide_resnet(w, b, name), {OptimizerKind::kSgd});
+    const double ours = static_cast<double>(parameter_count(g));
+    const double logged = row.at("param_count_billion_logged").get<double>() * 1e9;
+    if (name != "Wide-ResNet 13B") {
+      // Printed with 4 decimals of a billion: |difference| <= 0.5e5.
+      CHECK(std::fabs(ours - logged) <= 0.5e5);
+    } else {
+      // The 13B row cannot match: Alpa's wide_resnet.py with 101 layers (3-4-23-3),
+      // 320 channels and width 16 has 12.6334 B parameters, and no stage layout near
+      // 3-4-23-3 gives 13.2671 B. The logged 13.2671 B is exactly the 50-layer model with
+      // width factor 32 (13.267137984 B, checked below), so the artifact most likely
+      // logged that configuration. Bound: ours is 4.8% below the logged count.
+      CHECK(std::fabs(ours / logged - 1) < 0.048);
+      WideResNetConfig alt = w;
+      alt.num_layers = 50;
+      alt.width_factor = 32;
+      const double alt_params = static_cast<double>(parameter_count(build_wide_resnet(alt, b, "alt")));
+      CHECK(std::fabs(alt_params - logged) <= 0.5e5);
+    }
+  }
+}
+
+TEST_CASE("training state bytes: Adam mixed precision is 16 bytes per parameter") {
+  const StateBytes adam = training_state_bytes(1000, core::DType::kBf16, OptimizerKind::kAdam);
+  CHECK(adam.parameters.value() == 2000);
+  CHECK(adam.gradients.value() == 2000);
+  CHECK(adam.optimizer_states.value() == 12000);  // fp32 master + m + v
+  const StateBytes sgd = training_state_bytes(1000, core::DType::kFp32, OptimizerKind::kSgd);
+  CHECK(sgd.optimizer_states.value() == 4000);  // one fp32 momentum, no master copy
+}
+
+}  // namespace
+}  // namespace alpasim::ir
