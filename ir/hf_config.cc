@@ -1,6 +1,9 @@
 #include "ir/hf_config.h"
 
+#include <algorithm>
 #include <vector>
+
+#include "core/text.h"
 
 namespace alpasim::ir {
 namespace {
@@ -90,7 +93,14 @@ Result<TransformerConfig> parse_hf_config(const JsonValue& root, std::int64_t se
     }
   }
   for (const std::string& k : ignored_keys()) obj.has(k);
-  ALPASIM_RETURN_IF_ERROR(obj.finish());
+  // Not JsonObject::finish(): its message lists every known key, ~60 here.
+  const std::vector<std::string> known = obj.known_keys();
+  for (const auto& [key, value] : root.raw().items()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    std::string message = "unknown key (neither mapped to the model nor known to be irrelevant)";
+    if (auto m = core::closest_match(key, known)) message += "; did you mean \"" + *m + "\"?";
+    return root.child(key, value).error(message);
+  }
   if (c.hidden_size % c.num_heads != 0) {
     return root.error("expected a hidden size divisible by the number of heads, got " +
                       std::to_string(c.hidden_size) + " and " + std::to_string(c.num_heads));

@@ -1,0 +1,148 @@
+// Hugging Face config.json and JSON graph importers.
+#include <doctest/doctest.h>
+
+#include "core/text.h"
+#include "ir/accounting.h"
+#include "ir/autodiff.h"
+#include "ir/builders.h"
+#include "ir/graph_json.h"
+#include "ir/hf_config.h"
+#include "tests/unit/ir/reference_data.h"
+
+namespace alpasim::ir {
+namespace {
+
+std::int64_t hf_params(const std::string& file) {
+  auto c = read_hf_config(testing::data_file(file), file);
+  REQUIRE_MESSAGE(c.ok(), c.status().to_string());
+  return parameter_count(build_transformer(*c, {}, file));
+}
+
+TEST_CASE("LLaMA-2-7B config.json imports to 6.74 B parameters") {
+  // 32·(4·4096² + 3·4096·11008 + 2·4096) + 2·32000·4096 + 4096 = 6,738,415,616 (untied
+  // embedding and LM head, RMSNorm scales only, no biases).
+  const std::int64_t p = hf_params("llama2_7b_config.json");
+  CHECK(p == 6738415616);
+  CHECK(core::format_fixed(static_cast<double>(p) / 1e9, 2) == "6.74");
+}
+
+TEST_CASE("Mixtral-8x7B config.json imports to 46.7 B parameters") {
+  // Per layer: q, o 4096² each, k, v 4096·1024 each (8 kv heads), router 4096·8,
+  // 8 experts x 3·4096·14336, 2 norms: 32 layers + 2·32000·4096 + 4096 = 46,702,792,704.
+  const std::int64_t p = hf_params("mixtral_8x7b_config.json");
+  CHECK(p == 46702792704);
+  CHECK(core::format_fixed(static_cast<double>(p) / 1e9, 1) == "46.7");
+}
+
+TEST_CASE("GPT-2 and Qwen2 configs import with their published sizes") {
+  // GPT-2 small: 124,439,808 parameters (tied wte, wpe 1024x768, biases, final LN).
+  CHECK(hf_params("gpt2_config.json") == 124439808);
+  // Qwen2-0.5B: tied embeddings, GQA (2 kv heads), q/k/v biases: 494,032,768.
+  CHECK(hf_params("qwen2_0_5b_config.json") == 494032768);
+  auto c = read_hf_config(testing::data_file("qwen2_0_5b_config.json"), "q.json", 2048);
+  REQUIRE(c.ok());
+  CHECK(c->seq_len == 2048);
+  CHECK(c->num_kv_heads == 2);
+  CHECK(c->qkv_bias);
+  CHECK_FALSE(c->dense_bias);
+}
+
+core::Status hf_error(std::string_view text) {
+  auto doc = core::parse_json_text(text, "c.json");
+  REQUIRE(doc.ok());
+  return parse_hf_config(core::JsonValue::root(*doc)).status();
+}
+
+TEST_CASE("config.json errors name the key") {
+  CHECK(hf_error(R"({"model_type": "bert"})").message() ==
+        "c.json: /model_type: expected one of \"gpt2\", \"llama\", \"mistral\", \"mixtral\", or "
+        "\"qwen2\", got \"bert\"");
+  CHECK(hf_error(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
+      "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 10,
+      "max_position_embeddings": 8, "num_key_value_head": 2})").message() ==
+        "c.json: /num_key_value_head: unknown key (neither mapped to the model nor known to be "
+        "irrelevant); did you mean \"num_key_value_heads\"?");
+  CHECK(hf_error(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
+      "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 10,
+      "max_position_embeddings": 8, "mlp_bias": true})").message() ==
+        "c.json: /mlp_bias: expected false (biases on MLP linears are not supported)");
+  CHECK(hf_error(R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4,
+      "vocab_size": 10})").message() ==
+        "c.json: /n_positions: missing required key (expected a positive integer)");
+}
+
+TEST_CASE("a builtin graph written as JSON reads back to the same graph") {
+  TransformerConfig c;
+  c.builtin = "mixtral";
+  c.num_layers = 2;
+  c.hidden_size = 64;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.seq_len = 16;
+  c.vocab_size = 50;
+  c.ffn_hidden_size = 96;
+  c.num_experts = 4;
+  c.top_k = 2;
+  c.moe_layer_interval = 1;
+  c.capacity_factor = 1.0;
+  set_architecture_defaults(c);
+  const Graph g = build_transformer(c, {}, "tiny");
+  const std::string text = core::dump_json(graph_to_json(g));
+  auto doc = core::parse_json_text(text, "tiny.json");
+  REQUIRE(doc.ok());
+  auto back = parse_graph_json(core::JsonValue::root(*doc), {});
+  REQUIRE_MESSAGE(back.ok(), back.status().to_string());
+  REQUIRE(back->size() == g.size());
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const Op& a = g.op(static_cast<OpId>(i));
+    const Op& b = back->op(static_cast<OpId>(i));
+    CAPTURE(a.name);
+    CHECK(a.kind == b.kind);
+    CHECK(a.inputs == b.inputs);
+    CHECK(a.out == b.out);
+    CHECK(a.flops == b.flops);
+    CHECK(a.layer == b.layer);
+    CHECK(a.no_grad_inputs == b.no_grad_inputs);
+    CHECK(a.selective_recompute == b.selective_recompute);
+  }
+  CHECK(back->meta.loss == g.meta.loss);
+  // Text is stable: writing the read-back graph gives the same bytes.
+  CHECK(core::dump_json(graph_to_json(*back)) == text);
+  const Graph t1 = derive_training_graph(g, {OptimizerKind::kAdam, RecomputePolicy::kSelective});
+  const Graph t2 = derive_training_graph(*back, {OptimizerKind::kAdam, RecomputePolicy::kSelective});
+  CHECK(phase_flops(t1).matmul_recompute == phase_flops(t2).matmul_recompute);
+  CHECK(activation_bytes_per_layer(t1) == activation_bytes_per_layer(t2));
+}
+
+core::Status graph_error(std::string_view text) {
+  auto doc = core::parse_json_text(text, "g.json");
+  REQUIRE(doc.ok());
+  return parse_graph_json(core::JsonValue::root(*doc), {}).status();
+}
+
+TEST_CASE("JSON graph errors name the file, the pointer, what was expected and found") {
+  const std::string head = R"({"format": "alpa-sim-graph", "version": 1, "ops": [
+      {"name": "x", "op": "input", "shape": [4, 8]},
+      {"name": "w", "op": "parameter", "shape": [8, 16]},)";
+  CHECK(graph_error(head + R"({"name": "h", "op": "dot", "einsum": "bh,hf->bf", "inputs": ["x", "w2"]}]})")
+            .message() == "g.json: /ops/2/inputs/1: expected the name of an earlier op, got the string \"w2\"");
+  CHECK(graph_error(head + R"({"name": "h", "op": "dot", "einsum": "bh,kf->bf", "inputs": ["x", "w"]}]})")
+            .message() ==
+        "g.json: /ops/2/einsum: expected an einsum of two operands with one letter per "
+        "dimension, each letter in at least two terms, got the string \"bh,kf->bf\"");
+  CHECK(graph_error(head + R"({"name": "h", "op": "dot", "einsum": "bh,fh->bf", "inputs": ["x", "w"]}]})")
+            .message() == "g.json: /ops/2/einsum: expected dimension 'h' to agree, got 8 and 16");
+  CHECK(graph_error(head + R"({"name": "h", "op": "matmul", "inputs": ["x", "w"]}]})").message() ==
+        "g.json: /ops/2/op: expected one of \"parameter\", \"input\", \"dot\", \"moe_dispatch\", "
+        "\"moe_combine\", \"conv2d\", \"elementwise\", \"reduce\", \"softmax\", \"layer_norm\", "
+        "\"rms_norm\", \"batch_norm\", \"embedding\", \"max_pool\", \"moe_gate\", \"reshape\", or "
+        "\"cross_entropy\", got \"matmul\"");
+  CHECK(graph_error(head + R"({"name": "h", "op": "dot", "einsum": "bh,hf->bf", "inputs": ["x", "w"]}]})")
+            .message() == "g.json: /: expected a \"cross_entropy\" op or a top-level \"loss\" naming "
+                          "a scalar op (training needs a loss), got neither");
+  CHECK(graph_error(head + R"({"name": "x", "op": "softmax", "inputs": ["x"]}]})").message() ==
+        "g.json: /ops/2/name: duplicate op name \"x\"");
+}
+
+}  // namespace
+}  // namespace alpasim::ir
