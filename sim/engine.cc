@@ -79,6 +79,7 @@ class Engine {
       m.peak_by_component.assign(current_.begin() + static_cast<std::ptrdiff_t>(d * num_components),
                                  current_.begin() + static_cast<std::ptrdiff_t>((d + 1) * num_components));
       m.series.push_back(MemorySample{0, total_[d]});
+      m.component_series = m.peak_by_component;
     }
     // Links.
     for (const auto& [name, capacity] : g_.links()) links_.add_link(name, core::BytesPerSecond(capacity));
@@ -205,10 +206,15 @@ class Engine {
     }
     if (!changed) return;
     auto& m = tl_->memory[d];
+    const auto row = current_.begin() + static_cast<std::ptrdiff_t>(d * num_components_);
     if (!m.series.empty() && m.series.back().time == now_) {
       m.series.back().bytes = total_[d];
+      std::copy(row, row + static_cast<std::ptrdiff_t>(num_components_),
+                m.component_series.end() - static_cast<std::ptrdiff_t>(num_components_));
     } else {
       m.series.push_back(MemorySample{now_, total_[d]});
+      m.component_series.insert(m.component_series.end(), row,
+                                row + static_cast<std::ptrdiff_t>(num_components_));
     }
     if (total_[d] > m.peak_bytes) {
       m.peak_bytes = total_[d];

@@ -24,6 +24,9 @@ struct DeviceMemoryTrace {
   /// The total after each change, one sample per distinct time (last value at that time),
   /// starting with the static memory at time 0.
   std::vector<MemorySample> series;
+  /// Bytes per component after each sample: row i (components() entries) belongs to
+  /// series[i]. Row-major, series.size() × number of components.
+  std::vector<std::int64_t> component_series;
 };
 
 /// What simulate() computes: when each task ran, and memory over time.

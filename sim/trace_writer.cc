@@ -119,11 +119,22 @@ std::string chrome_trace_json(const TaskGraph& g, const Timeline& tl, const Trac
   if (options.memory_counters) {
     for (std::size_t d = 0; d < devices.size() && d < tl.memory.size(); ++d) {
       const std::string pid = std::to_string(d);
-      for (const auto& sample : tl.memory[d].series) {
+      const auto& mem = tl.memory[d];
+      const auto& names = g.memory_components();
+      for (std::size_t i = 0; i < mem.series.size(); ++i) {
         begin_event();
         out += "{\"name\":\"memory\",\"ph\":\"C\",\"pid\":" + pid + ",\"tid\":0,\"ts\":";
-        append_us(out, sample.time);
-        out += ",\"args\":{\"bytes\":" + std::to_string(sample.bytes) + "}}";
+        append_us(out, mem.series[i].time);
+        // One key per component: Perfetto stacks them, so the chart shows what the
+        // memory is made of; the keys sum to the device total.
+        out += ",\"args\":{";
+        for (std::size_t c = 0; c < names.size(); ++c) {
+          if (c > 0) out += ',';
+          append_escaped(out, names[c]);
+          out += ':';
+          out += std::to_string(mem.component_series[i * names.size() + c]);
+        }
+        out += "}}";
       }
     }
   }

@@ -10,7 +10,7 @@ namespace alpasim::sim {
 
 /// What write_chrome_trace includes.
 struct TraceOptions {
-  bool memory_counters = true;  ///< a "memory" counter track per device (bytes)
+  bool memory_counters = true;  ///< a "memory" counter per device: bytes per component
 };
 
 /// The timeline as Chrome trace-event JSON (the "JSON Object Format" that

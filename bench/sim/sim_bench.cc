@@ -89,7 +89,11 @@ BENCHMARK(BM_EngineWithSharedLinks)->Arg(8)->Arg(64)->Unit(benchmark::kMilliseco
 
 // GPT-3 175B (96 layers, hidden 12288, sequence 2048) on 1,024 GPUs: tp 8, pp 16, dp 8,
 // 64 microbatches of 1 sequence, interleave 2, full recomputation, bucketed gradient
-// all-reduce over a 25 GB/s per-GPU NIC link. SYNTHETIC, UNIFORM stage costs: the cost
+// all-reduce. Network: every GPU has a 25 GB/s NIC (DGX A100: 8 × 200 Gb/s HDR per node),
+// modelled as a transmit and a receive link per mesh representative; cross-stage sends
+// use the sender's tx and the receiver's rx, the data-parallel ring its own tx and rx, so
+// sends and gradient all-reduces contend where they would on the real NICs.
+// SYNTHETIC, UNIFORM stage costs: the cost
 // model does not exist yet, so times below are round numbers of the right magnitude
 // (forward ≈ 6 layers × 7.6 TFLOP / 8 GPUs at ~150 TFLOP/s ≈ 38 ms), not predictions.
 PipelineProblem gpt3_175b_problem() {
@@ -101,8 +105,6 @@ PipelineProblem gpt3_175b_problem() {
   u.data_parallel = 8;
   u.gpus_per_stage = 8;
   u.grad_sync_buckets = 4;
-  u.p2p_bandwidth = core::gbyte_per_s(25);
-  u.p2p_latency = core::microseconds(10);
   u.memory_limit = core::gib(80);
   // 6 layers per stage; per layer forward 24·s·h²(1 + s/6h) ≈ 7.63e12 FLOP over 8 GPUs.
   const double layer_fwd_flops_per_gpu = 24.0 * 2048 * 12288.0 * 12288.0 * (1 + 2048.0 / (6 * 12288)) / 8;
@@ -122,8 +124,19 @@ PipelineProblem gpt3_175b_problem() {
   u.stage.grad_sync_bytes = core::Bytes(2 * params_per_gpu);
   u.stage.optimizer_step_s = core::milliseconds(20);
   PipelineProblem pb = make_uniform_problem(u);
-  pb.links.push_back(LinkSpec{"nic", core::gbyte_per_s(25)});
-  for (auto& mesh : pb.meshes) mesh.grad_sync.links = {static_cast<LinkId>(pb.links.size() - 1)};
+  const int p = u.num_stages;
+  for (int s = 0; s < p; ++s) {
+    pb.links.push_back(LinkSpec{"nic" + std::to_string(s) + ".tx", core::gbyte_per_s(25)});
+    pb.links.push_back(LinkSpec{"nic" + std::to_string(s) + ".rx", core::gbyte_per_s(25)});
+  }
+  auto tx = [](int s) { return static_cast<LinkId>(2 * s); };
+  auto rx = [](int s) { return static_cast<LinkId>(2 * s + 1); };
+  for (int s = 0; s < p; ++s) {
+    auto& mesh = pb.meshes[static_cast<std::size_t>(s)];
+    mesh.send_next = Route{{tx(s), rx((s + 1) % p)}, core::microseconds(10)};
+    mesh.send_prev = Route{{tx(s), rx((s + p - 1) % p)}, core::microseconds(10)};
+    mesh.grad_sync = Route{{tx(s), rx(s)}, core::microseconds(10)};
+  }
   return pb;
 }
 

@@ -79,6 +79,7 @@ TEST_CASE("transfers pay latency, then share links; overlap and memory are measu
   CHECK(mem.series[0].bytes == 1100);
   CHECK(mem.series[1].time == 500);
   CHECK(mem.series[1].bytes == 1000);
+  CHECK(mem.component_series == std::vector<std::int64_t>{1000, 100, 1000, 0});
 }
 
 TEST_CASE("two simultaneous flows on one link each take twice as long") {

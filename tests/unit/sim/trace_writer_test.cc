@@ -30,7 +30,7 @@ TEST_CASE("trace JSON text is exact") {
       "\"dur\":1.500,\"args\":{\"task\":0,\"microbatch\":2,\"virtual_stage\":1}},\n"
       "{\"name\":\"send mb2 vs1\",\"cat\":\"send\",\"ph\":\"X\",\"pid\":0,\"tid\":3,\"ts\":1.500,"
       "\"dur\":0.250,\"args\":{\"task\":1,\"microbatch\":2,\"virtual_stage\":1,\"bytes\":64}},\n"
-      "{\"name\":\"memory\",\"ph\":\"C\",\"pid\":0,\"tid\":0,\"ts\":0.000,\"args\":{\"bytes\":4096}}\n"
+      "{\"name\":\"memory\",\"ph\":\"C\",\"pid\":0,\"tid\":0,\"ts\":0.000,\"args\":{\"memory\":4096}}\n"
       "]}\n";
   CHECK(chrome_trace_json(g, *r) == expected);
 }
