@@ -1,0 +1,87 @@
+#include "ir/onnx_import.h"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "ir/accounting.h"
+#include "ir/autodiff.h"
+#include "tests/unit/ir/onnx_fixtures.h"
+#include "tests/unit/ir/reference_data.h"
+
+namespace alpasim::ir {
+namespace {
+
+std::filesystem::path write(const std::string& name, const std::string& bytes) {
+  const auto dir = std::filesystem::path(ALPASIM_BINARY_DIR) / "ir_onnx_test";
+  std::filesystem::create_directories(dir);
+  const auto p = dir / name;
+  std::ofstream(p, std::ios::binary) << bytes;
+  return p;
+}
+
+core::Result<Graph> import_bytes(const std::string& name, const std::string& bytes) {
+  return import_onnx(write(name, bytes), name, {});
+}
+
+TEST_CASE("a small ONNX MLP imports with its parameters and matmul FLOPs") {
+  REQUIRE(onnx_import_available());
+  auto g = import_bytes("mlp.onnx", testing::tiny_mlp_onnx());
+  REQUIRE_MESSAGE(g.ok(), g.status().to_string());
+  CHECK(parameter_count(*g) == 32 * 64 + 64 + 64 * 10);
+  CHECK(g->meta.samples_per_microbatch == 8);
+  const Graph t = derive_training_graph(*g, {});
+  const PhaseFlops p = phase_flops(t);
+  // Forward: 2·8·32·64 + 2·8·64·10. Backward: dW1, dW2 and dX of fc2 (x needs none).
+  CHECK(p.matmul_forward == 2 * 8 * 32 * 64 + 2 * 8 * 64 * 10);
+  CHECK(p.matmul_backward == 2 * 8 * 32 * 64 + 2 * (2 * 8 * 64 * 10));
+}
+
+TEST_CASE("a small ONNX CNN imports: NCHW convolutions become NHWC conv2d ops") {
+  auto g = import_bytes("cnn.onnx", testing::tiny_cnn_onnx());
+  REQUIRE_MESSAGE(g.ok(), g.status().to_string());
+  // conv1 8·3·3·3 + 8, batch-norm scale and shift 2·8 (running stats are not
+  // parameters), conv2 16·8·3·3, fc 16·10 + 10.
+  CHECK(parameter_count(*g) == 216 + 8 + 16 + 1152 + 170);
+  std::vector<std::int64_t> conv_flops;
+  for (const Op& o : g->ops()) {
+    if (o.kind == OpKind::kConv2d) conv_flops.push_back(o.flops);
+  }
+  // conv1: M = 2·16·16, N = 8, K = 27; conv2 (stride 2): M = 2·4·4, N = 16, K = 72.
+  CHECK(conv_flops == std::vector<std::int64_t>{2 * 512 * 8 * 27, 2 * 32 * 16 * 72});
+  const Graph t = derive_training_graph(*g, {OptimizerKind::kSgd});
+  int grad_input = 0, grad_filter = 0;
+  for (const Op& o : t.ops()) {
+    if (o.kind != OpKind::kConv2d || o.phase != Phase::kBackward) continue;
+    (o.conv.variant == ConvSpec::Variant::kGradFilter ? grad_filter : grad_input)++;
+  }
+  CHECK(grad_filter == 2);
+  CHECK(grad_input == 1);  // the image needs no gradient
+}
+
+TEST_CASE("ONNX errors name the node and the unsupported operator or dynamic dim") {
+  const std::string unsupported = import_bytes("bad.onnx", testing::unsupported_op_onnx()).status().message();
+  CHECK(unsupported.rfind("bad.onnx: node 1 (\"norm\", op LRN): unsupported operator LRN (supported: Add, "
+                          "BatchNormalization, ", 0) == 0);
+  CHECK(import_bytes("dyn.onnx", testing::dynamic_shape_onnx()).status().message() ==
+        "dyn.onnx: input \"x\" has a dynamic dimension 0 (\"batch\"); alpa-sim needs static shapes");
+  CHECK(import_bytes("junk.onnx", "not a protobuf").status().message() ==
+        "junk.onnx: not an ONNX model (protobuf parse failed)");
+}
+
+TEST_CASE("the checked-in tests/data/ir ONNX files are the generator's output") {
+  for (auto [file, bytes] : {std::pair{"mlp.onnx", testing::tiny_mlp_onnx()},
+                             std::pair{"cnn.onnx", testing::tiny_cnn_onnx()}}) {
+    CAPTURE(file);
+    std::ifstream in(testing::data_file(file), std::ios::binary);
+    REQUIRE(in.good());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    CHECK(ss.str() == bytes);
+  }
+}
+
+}  // namespace
+}  // namespace alpasim::ir
