@@ -1,0 +1,301 @@
+#include "schema/profile.h"
+
+namespace alpasim::schema {
+namespace {
+
+using core::JsonObject;
+using core::JsonValue;
+using core::Result;
+using core::Status;
+
+const std::vector<std::string>& source_names() {
+  static const std::vector<std::string> k = {"measured", "derived"};
+  return k;
+}
+const std::vector<std::string>& role_names() {
+  static const std::vector<std::string> k = {"fit", "check"};
+  return k;
+}
+const std::vector<std::string>& collective_names() {
+  static const std::vector<std::string> k = {"all_reduce", "all_gather", "reduce_scatter",
+                                             "all_to_all", "broadcast",  "send_recv"};
+  return k;
+}
+const std::vector<std::string>& algorithm_names() {
+  static const std::vector<std::string> k = {"default", "ring", "tree", "nvls"};
+  return k;
+}
+const std::vector<std::string>& protocol_names() {
+  static const std::vector<std::string> k = {"default", "ll", "ll128", "simple"};
+  return k;
+}
+const std::vector<std::string>& link_class_names() {
+  static const std::vector<std::string> k = {"nvlink",     "nvswitch", "pcie",
+                                             "infiniband", "ethernet", "efa"};
+  return k;
+}
+
+const std::vector<std::string>& measurement_names() {
+  static const std::vector<std::string> k = {"p2p", "collective"};
+  return k;
+}
+
+Result<std::string> non_empty_string(JsonObject& obj, std::string_view key) {
+  ALPASIM_ASSIGN_OR_RETURN(JsonValue v, obj.required(key, "a non-empty string"));
+  ALPASIM_ASSIGN_OR_RETURN(std::string s, v.as_string());
+  if (s.empty()) return v.type_error("a non-empty string");
+  return s;
+}
+
+Result<core::DType> get_dtype(JsonObject& obj) {
+  ALPASIM_ASSIGN_OR_RETURN(std::string name, obj.get_enum("dtype", core::dtype_names()));
+  return *core::parse_dtype(name);
+}
+
+Result<ProfileEntryMeta> parse_meta(JsonObject& obj, ProfileSource default_source) {
+  ProfileEntryMeta meta;
+  ALPASIM_ASSIGN_OR_RETURN(std::string role, obj.get_enum("role", role_names()));
+  meta.role = role == "fit" ? ProfileRole::kFit : ProfileRole::kCheck;
+  ALPASIM_ASSIGN_OR_RETURN(std::string source,
+                           obj.get_enum_or("source", source_names(),
+                                           profile_source_name(default_source)));
+  meta.source = source == "measured" ? ProfileSource::kMeasured : ProfileSource::kDerived;
+  ALPASIM_ASSIGN_OR_RETURN(meta.citation, non_empty_string(obj, "citation"));
+  return meta;
+}
+
+Result<double> positive(JsonObject& obj, std::string_view key) {
+  ALPASIM_ASSIGN_OR_RETURN(JsonValue v, obj.required(key, "a positive number"));
+  return v.as_positive_number();
+}
+
+Result<ProfileProvenance> parse_provenance(JsonObject obj) {
+  ProfileProvenance p;
+  ALPASIM_ASSIGN_OR_RETURN(p.machine, non_empty_string(obj, "machine"));
+  ALPASIM_ASSIGN_OR_RETURN(p.gpu, non_empty_string(obj, "gpu"));
+  ALPASIM_ASSIGN_OR_RETURN(p.driver_version, non_empty_string(obj, "driver_version"));
+  ALPASIM_ASSIGN_OR_RETURN(p.cuda_version, non_empty_string(obj, "cuda_version"));
+  ALPASIM_ASSIGN_OR_RETURN(p.cublas_version, non_empty_string(obj, "cublas_version"));
+  ALPASIM_ASSIGN_OR_RETURN(p.cudnn_version, non_empty_string(obj, "cudnn_version"));
+  ALPASIM_ASSIGN_OR_RETURN(p.nccl_version, non_empty_string(obj, "nccl_version"));
+  ALPASIM_ASSIGN_OR_RETURN(p.date, non_empty_string(obj, "date"));
+  ALPASIM_ASSIGN_OR_RETURN(p.measured_by, non_empty_string(obj, "measured_by"));
+  ALPASIM_ASSIGN_OR_RETURN(std::string source, obj.get_enum("source", source_names()));
+  p.source = source == "measured" ? ProfileSource::kMeasured : ProfileSource::kDerived;
+  if (p.source == ProfileSource::kDerived) {
+    ALPASIM_ASSIGN_OR_RETURN(p.citation, non_empty_string(obj, "citation"));
+  } else {
+    ALPASIM_ASSIGN_OR_RETURN(p.citation, obj.get_string_or("citation", ""));
+  }
+  ALPASIM_RETURN_IF_ERROR(obj.finish());
+  return p;
+}
+
+Result<GemmEntry> parse_gemm(JsonObject obj, ProfileSource src) {
+  GemmEntry e;
+  ALPASIM_ASSIGN_OR_RETURN(e.m, obj.get_positive_int("m"));
+  ALPASIM_ASSIGN_OR_RETURN(e.n, obj.get_positive_int("n"));
+  ALPASIM_ASSIGN_OR_RETURN(e.k, obj.get_positive_int("k"));
+  ALPASIM_ASSIGN_OR_RETURN(e.batch, obj.get_positive_int_or("batch", 1));
+  ALPASIM_ASSIGN_OR_RETURN(e.dtype, get_dtype(obj));
+  const double flops = 2.0 * static_cast<double>(e.m) * static_cast<double>(e.n) *
+                       static_cast<double>(e.k) * static_cast<double>(e.batch);
+  auto time = obj.optional("time_us");
+  auto rate = obj.optional("tflops_per_s");
+  if (time.has_value() == rate.has_value()) {
+    return obj.value().error("expected exactly one of \"time_us\" and \"tflops_per_s\"");
+  }
+  if (time) {
+    ALPASIM_ASSIGN_OR_RETURN(e.time_us, time->as_positive_number());
+    e.tflops_per_s = flops / (e.time_us * 1e-6) / 1e12;
+  } else {
+    ALPASIM_ASSIGN_OR_RETURN(e.tflops_per_s, rate->as_positive_number());
+    e.time_us = flops / (e.tflops_per_s * 1e12) * 1e6;
+  }
+  ALPASIM_ASSIGN_OR_RETURN(e.meta, parse_meta(obj, src));
+  ALPASIM_RETURN_IF_ERROR(obj.finish());
+  return e;
+}
+
+Result<ConvEntry> parse_conv(JsonObject obj, ProfileSource src) {
+  ConvEntry e;
+  ALPASIM_ASSIGN_OR_RETURN(e.batch, obj.get_positive_int("batch"));
+  ALPASIM_ASSIGN_OR_RETURN(e.in_channels, obj.get_positive_int("in_channels"));
+  ALPASIM_ASSIGN_OR_RETURN(e.out_channels, obj.get_positive_int("out_channels"));
+  ALPASIM_ASSIGN_OR_RETURN(e.height, obj.get_positive_int("height"));
+  ALPASIM_ASSIGN_OR_RETURN(e.width, obj.get_positive_int("width"));
+  ALPASIM_ASSIGN_OR_RETURN(e.kernel_h, obj.get_positive_int("kernel_h"));
+  ALPASIM_ASSIGN_OR_RETURN(e.kernel_w, obj.get_positive_int("kernel_w"));
+  ALPASIM_ASSIGN_OR_RETURN(e.stride, obj.get_positive_int_or("stride", 1));
+  ALPASIM_ASSIGN_OR_RETURN(e.padding, obj.get_non_negative_int_or("padding", 0));
+  ALPASIM_ASSIGN_OR_RETURN(e.dtype, get_dtype(obj));
+  ALPASIM_ASSIGN_OR_RETURN(e.time_us, positive(obj, "time_us"));
+  ALPASIM_ASSIGN_OR_RETURN(e.meta, parse_meta(obj, src));
+  ALPASIM_RETURN_IF_ERROR(obj.finish());
+  return e;
+}
+
+Result<CollectiveEntry> parse_collective(JsonObject obj, ProfileSource src) {
+  CollectiveEntry e;
+  ALPASIM_ASSIGN_OR_RETURN(e.collective, obj.get_enum("collective", collective_names()));
+  ALPASIM_ASSIGN_OR_RETURN(e.algorithm, obj.get_enum_or("algorithm", algorithm_names(), "default"));
+  ALPASIM_ASSIGN_OR_RETURN(e.protocol, obj.get_enum_or("protocol", protocol_names(), "default"));
+  ALPASIM_ASSIGN_OR_RETURN(e.channels, obj.get_non_negative_int_or("channels", 0));
+  ALPASIM_ASSIGN_OR_RETURN(e.num_gpus, obj.get_int_in("num_gpus", 2, 1 << 20,
+                                                      "an integer in [2, 1048576]"));
+  ALPASIM_ASSIGN_OR_RETURN(e.num_nodes, obj.get_positive_int("num_nodes"));
+  ALPASIM_ASSIGN_OR_RETURN(e.message_bytes, obj.get_non_negative_int_or("message_bytes", 0));
+  if (auto t = obj.optional("time_us")) {
+    ALPASIM_ASSIGN_OR_RETURN(double v, t->as_positive_number());
+    e.time_us = v;
+  }
+  if (auto b = obj.optional("busbw_gbyte_per_s")) {
+    ALPASIM_ASSIGN_OR_RETURN(double v, b->as_positive_number());
+    e.busbw_gbyte_per_s = v;
+  }
+  if (!e.time_us && !e.busbw_gbyte_per_s) {
+    return obj.value().error("expected \"time_us\" or \"busbw_gbyte_per_s\" (or both)");
+  }
+  if (e.message_bytes == 0 && !e.busbw_gbyte_per_s) {
+    return obj.value().error(
+        "an entry without \"message_bytes\" (a large-message asymptote) needs "
+        "\"busbw_gbyte_per_s\"");
+  }
+  ALPASIM_ASSIGN_OR_RETURN(e.meta, parse_meta(obj, src));
+  ALPASIM_RETURN_IF_ERROR(obj.finish());
+  return e;
+}
+
+Result<LinkEntry> parse_link(JsonObject obj, ProfileSource src) {
+  LinkEntry e;
+  ALPASIM_ASSIGN_OR_RETURN(e.link_class, obj.get_enum("link_class", link_class_names()));
+  ALPASIM_ASSIGN_OR_RETURN(e.measurement, obj.get_enum("measurement", measurement_names()));
+  ALPASIM_ASSIGN_OR_RETURN(e.spec_gbyte_per_s, positive(obj, "spec_gbyte_per_s"));
+  ALPASIM_ASSIGN_OR_RETURN(e.achieved_gbyte_per_s, positive(obj, "achieved_gbyte_per_s"));
+  ALPASIM_ASSIGN_OR_RETURN(e.meta, parse_meta(obj, src));
+  ALPASIM_RETURN_IF_ERROR(obj.finish());
+  return e;
+}
+
+template <class T, class Fn>
+Status parse_list(JsonObject& obj, std::string_view key, std::vector<T>& out, Fn fn) {
+  auto v = obj.optional(key);
+  if (!v) return core::ok_status();
+  ALPASIM_ASSIGN_OR_RETURN(std::vector<JsonValue> items, v->as_array());
+  for (const JsonValue& item : items) {
+    ALPASIM_ASSIGN_OR_RETURN(JsonObject o, item.as_object());
+    ALPASIM_ASSIGN_OR_RETURN(T entry, fn(std::move(o)));
+    out.push_back(std::move(entry));
+  }
+  return core::ok_status();
+}
+
+core::Json meta_json(core::Json j, const ProfileEntryMeta& m) {
+  j["role"] = profile_role_name(m.role);
+  j["source"] = profile_source_name(m.source);
+  j["citation"] = m.citation;
+  return j;
+}
+
+}  // namespace
+
+const char* profile_source_name(ProfileSource s) {
+  return s == ProfileSource::kMeasured ? "measured" : "derived";
+}
+const char* profile_role_name(ProfileRole r) { return r == ProfileRole::kFit ? "fit" : "check"; }
+
+Result<Profile> parse_profile(const JsonValue& root) {
+  ALPASIM_ASSIGN_OR_RETURN(JsonObject obj, root.as_object());
+  Profile p;
+  ALPASIM_ASSIGN_OR_RETURN(JsonValue version, obj.required("schema_version", "an integer"));
+  ALPASIM_ASSIGN_OR_RETURN(p.schema_version,
+                           version.as_int(kProfileSchemaVersion, kProfileSchemaVersion,
+                                          "schema_version " +
+                                              std::to_string(kProfileSchemaVersion)));
+  ALPASIM_ASSIGN_OR_RETURN(JsonObject prov, obj.get_object("provenance"));
+  ALPASIM_ASSIGN_OR_RETURN(p.provenance, parse_provenance(std::move(prov)));
+  const ProfileSource src = p.provenance.source;
+  ALPASIM_RETURN_IF_ERROR(parse_list(obj, "gemm", p.gemm,
+                                     [&](JsonObject o) { return parse_gemm(std::move(o), src); }));
+  ALPASIM_RETURN_IF_ERROR(parse_list(obj, "conv", p.conv,
+                                     [&](JsonObject o) { return parse_conv(std::move(o), src); }));
+  ALPASIM_RETURN_IF_ERROR(parse_list(obj, "collectives", p.collectives, [&](JsonObject o) {
+    return parse_collective(std::move(o), src);
+  }));
+  ALPASIM_RETURN_IF_ERROR(parse_list(obj, "links", p.links,
+                                     [&](JsonObject o) { return parse_link(std::move(o), src); }));
+  ALPASIM_RETURN_IF_ERROR(obj.finish());
+  return p;
+}
+
+Result<Profile> read_profile_file(const std::filesystem::path& path) {
+  ALPASIM_ASSIGN_OR_RETURN(core::JsonDocument doc, core::read_json_file(path));
+  return parse_profile(JsonValue::root(doc));
+}
+
+core::Json profile_to_json(const Profile& p) {
+  core::Json j;
+  j["schema_version"] = p.schema_version;
+  const auto& v = p.provenance;
+  j["provenance"] = {{"machine", v.machine},
+                     {"gpu", v.gpu},
+                     {"driver_version", v.driver_version},
+                     {"cuda_version", v.cuda_version},
+                     {"cublas_version", v.cublas_version},
+                     {"cudnn_version", v.cudnn_version},
+                     {"nccl_version", v.nccl_version},
+                     {"date", v.date},
+                     {"measured_by", v.measured_by},
+                     {"source", profile_source_name(v.source)},
+                     {"citation", v.citation}};
+  core::Json gemm = core::Json::array();
+  for (const auto& e : p.gemm) {
+    gemm.push_back(meta_json({{"m", e.m},
+                              {"n", e.n},
+                              {"k", e.k},
+                              {"batch", e.batch},
+                              {"dtype", std::string(core::dtype_name(e.dtype))},
+                              {"time_us", e.time_us}},
+                             e.meta));
+  }
+  j["gemm"] = gemm;
+  core::Json conv = core::Json::array();
+  for (const auto& e : p.conv) {
+    conv.push_back(meta_json({{"batch", e.batch},
+                              {"in_channels", e.in_channels},
+                              {"out_channels", e.out_channels},
+                              {"height", e.height},
+                              {"width", e.width},
+                              {"kernel_h", e.kernel_h},
+                              {"kernel_w", e.kernel_w},
+                              {"stride", e.stride},
+                              {"padding", e.padding},
+                              {"dtype", std::string(core::dtype_name(e.dtype))},
+                              {"time_us", e.time_us}},
+                             e.meta));
+  }
+  j["conv"] = conv;
+  core::Json coll = core::Json::array();
+  for (const auto& e : p.collectives) {
+    core::Json c = {{"collective", e.collective}, {"algorithm", e.algorithm},
+                    {"protocol", e.protocol},     {"channels", e.channels},
+                    {"num_gpus", e.num_gpus},     {"num_nodes", e.num_nodes},
+                    {"message_bytes", e.message_bytes}};
+    if (e.time_us) c["time_us"] = *e.time_us;
+    if (e.busbw_gbyte_per_s) c["busbw_gbyte_per_s"] = *e.busbw_gbyte_per_s;
+    coll.push_back(meta_json(c, e.meta));
+  }
+  j["collectives"] = coll;
+  core::Json links = core::Json::array();
+  for (const auto& e : p.links) {
+    links.push_back(meta_json({{"link_class", e.link_class},
+                               {"measurement", e.measurement},
+                               {"spec_gbyte_per_s", e.spec_gbyte_per_s},
+                               {"achieved_gbyte_per_s", e.achieved_gbyte_per_s}},
+                              e.meta));
+  }
+  j["links"] = links;
+  return j;
+}
+
+}  // namespace alpasim::schema

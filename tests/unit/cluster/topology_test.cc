@@ -1,0 +1,135 @@
+#include "cluster/topology.h"
+
+#include <doctest/doctest.h>
+
+namespace alpasim::cluster {
+namespace {
+
+constexpr double kRel = 1e-9;  // closed-form expectations; only rounding separates them
+
+Topology preset(const std::string& name, std::int64_t nodes) {
+  return Topology::build(make_preset_cluster(name, nodes).value()).value();
+}
+
+double gbs(core::BytesPerSecond bw) { return core::to_gbyte_per_s(bw); }
+
+TEST_CASE("NVSwitch node: every pair at the GPU's full NVLink bandwidth") {
+  Topology t = preset("dgx-a100-80gb", 1);
+  // GPU -> NVSwitch -> GPU: 300 GB/s per direction, two half-hops of latency_us/2 = 1 us.
+  PathInfo p = t.point_to_point(0, 7);
+  CHECK(gbs(p.bandwidth) == doctest::Approx(300).epsilon(kRel));
+  CHECK(core::to_us(p.latency) == doctest::Approx(2.0).epsilon(kRel));
+  CHECK(p.hops == 2);
+  CHECK(p.bottleneck_class == LinkClass::kNvswitch);
+  CHECK_FALSE(p.inter_node);
+  // One ring through the crossbar uses each GPU's uplink once and downlink once, so it gets
+  // the whole 300 GB/s and nothing is left for a second ring.
+  const std::vector<std::int64_t> all = {0, 1, 2, 3, 4, 5, 6, 7};
+  GroupInfo g = t.group(all).value();
+  CHECK(g.num_ranks == 8);
+  CHECK(g.num_nodes == 1);
+  CHECK(gbs(g.intra_ring_bandwidth) == doctest::Approx(300).epsilon(kRel));
+  CHECK(g.intra_class == LinkClass::kNvswitch);
+  CHECK_FALSE(g.nvls_capable);  // A100's NVSwitch has no SHARP
+  CHECK(preset("dgx-h100", 1).submesh_group(1, 8).value().nvls_capable);
+}
+
+TEST_CASE("V100 hybrid cube-mesh: NV1/NV2 pairs, PCIe pairs and six links per GPU") {
+  Topology t = preset("aws-p3.16xlarge", 1);
+  CHECK(gbs(t.point_to_point(0, 3).bandwidth) == doctest::Approx(50).epsilon(kRel));  // NV2
+  CHECK(gbs(t.point_to_point(0, 1).bandwidth) == doctest::Approx(25).epsilon(kRel));  // NV1
+  // GPU0 and GPU5 share no NVLink: GPU0 -> PCIe sw0 -> CPU0 -> CPU1 -> PCIe sw2 -> GPU5, at
+  // the 16 GB/s PCIe bandwidth (GPUs never forward traffic, so no NVLink detour).
+  PathInfo p = t.point_to_point(0, 5);
+  CHECK(gbs(p.bandwidth) == doctest::Approx(16).epsilon(kRel));
+  CHECK(p.bottleneck_class == LinkClass::kPcie);
+  CHECK(p.hops == 5);
+  // Ring packing over all 8 GPUs: the NV2 Hamiltonian cycle 0-3-2-1-5-6-7-4 in both
+  // directions (2 x 50 GB/s) and the NV1 cycle 0-1-3-7-5-4-6-2 in both (2 x 25 GB/s):
+  // 150 GB/s = 6 links x 25 GB/s, with no PCIe ring mixed in.
+  GroupInfo g = t.submesh_group(1, 8).value();
+  CHECK(gbs(g.intra_ring_bandwidth) == doctest::Approx(150).epsilon(kRel));
+  CHECK(g.intra_class == LinkClass::kNvlink);
+  // GPUs {0, 5}: no NVLink, so the pair rings over PCIe: 16 GB/s.
+  const std::vector<std::int64_t> pair = {0, 5};
+  CHECK(gbs(t.group(pair).value().intra_ring_bandwidth) == doctest::Approx(16).epsilon(kRel));
+}
+
+TEST_CASE("two DGX A100 nodes: eight rail channels of one HDR NIC each") {
+  Topology t = preset("dgx-a100-80gb", 2);
+  GroupInfo g = t.submesh_group(2, 8).value();
+  CHECK(g.num_nodes == 2);
+  CHECK(g.ranks_per_node == 8);
+  CHECK(g.inter_channels == 8);
+  // Each channel: GPU -> PCIe (32 GB/s) -> NIC -> rail leaf (200 Gb/s = 25 GB/s) -> NIC ->
+  // PCIe -> GPU, no link shared between channels: 8 x 25 GB/s.
+  CHECK(gbs(g.inter_ring_bandwidth) == doctest::Approx(200).epsilon(kRel));
+  CHECK(is_network(g.inter_class));
+  // All-to-all: one GPU per NIC, so each rank gets a whole NIC.
+  CHECK(gbs(g.inter_rank_bandwidth) == doctest::Approx(25).epsilon(kRel));
+  // p2p across nodes: GPU 0 -> NIC 0 -> rail-0 leaf -> NIC 0 -> GPU 8, bottleneck the NIC.
+  PathInfo p = t.point_to_point(0, 8);
+  CHECK(p.inter_node);
+  CHECK(gbs(p.bandwidth) == doctest::Approx(25).epsilon(kRel));
+  CHECK(p.bottleneck_class == LinkClass::kInfiniband);
+  // 1 us (GPU->PCIe) + 1 us (PCIe->NIC) + 5 us (NIC->leaf->NIC) + 2 us back down.
+  CHECK(core::to_us(p.latency) == doctest::Approx(9.0).epsilon(kRel));
+}
+
+TEST_CASE("an oversubscribed fat tree shares the leaf uplinks") {
+  ClusterSpec spec = make_preset_cluster("dgx-a100-80gb", 8).value();
+  spec.inter_node.topology = "fat_tree";
+  spec.inter_node.oversubscription = 2;
+  Topology t = Topology::build(spec).value();
+  // 32 ports per leaf / 8 NICs = 4 nodes per leaf: 2 leaves; each leaf uplink carries
+  // 4 x 8 x 25 GB/s / 2 = 400 GB/s. An 8-node ring crosses each uplink once per direction
+  // with all 8 channels: 400 / 8 = 50 GB/s per channel > 25 GB/s NIC, so rings keep 200.
+  GroupInfo ring = t.submesh_group(8, 8).value();
+  CHECK(gbs(ring.inter_ring_bandwidth) == doctest::Approx(200).epsilon(kRel));
+  // All-to-all: 32 ranks under each leaf share its 400 GB/s uplink: 12.5 GB/s per rank.
+  CHECK(gbs(ring.inter_rank_bandwidth) == doctest::Approx(12.5).epsilon(kRel));
+}
+
+TEST_CASE("a PCIe node with one Ethernet NIC") {
+  ClusterSpec spec = make_preset_cluster("dgx-a100-80gb", 2).value();
+  spec.intra_node = {"pcie", 32, 32, 32, 2.0};
+  spec.inter_node = {"ethernet", 1, 100, 10.0, "single_switch", 1};
+  Topology t = Topology::build(spec).value();
+  GroupInfo g = t.submesh_group(2, 8).value();
+  // One channel through the only NIC: 100 Gb/s = 12.5 GB/s.
+  CHECK(g.inter_channels == 1);
+  CHECK(gbs(g.inter_ring_bandwidth) == doctest::Approx(12.5).epsilon(kRel));
+  CHECK(g.inter_class == LinkClass::kEthernet);
+  // The intra-node ring 0..7 over the PCIe tree: each switch uplink carries one flow each
+  // way, so the ring gets the full 32 GB/s; the next ring would be left with nothing.
+  CHECK(gbs(g.intra_ring_bandwidth) == doctest::Approx(32).epsilon(kRel));
+  CHECK(g.intra_class == LinkClass::kPcie);
+  // All 8 ranks of a node share its one NIC for all-to-all.
+  CHECK(gbs(g.inter_rank_bandwidth) == doctest::Approx(12.5 / 8).epsilon(kRel));
+}
+
+TEST_CASE("bad groups and clusters give exact errors") {
+  Topology t = preset("dgx-h100", 1);
+  const std::vector<std::int64_t> out = {0, 8};
+  CHECK(t.group(out).status().message() == "device id 8 is outside [0, 8)");
+  const std::vector<std::int64_t> twice = {1, 1};
+  CHECK(t.group(twice).status().message() == "device id 1 appears twice in a group");
+  CHECK(t.submesh_group(2, 8).status().message() ==
+        "submesh 2 x 8 does not fit a cluster of 1 x 8");
+  ClusterSpec spec = make_preset_cluster("aws-p3.16xlarge", 1).value();
+  spec.gpus_per_node = 16;
+  CHECK(Topology::build(spec).status().message() ==
+        "an NVLink hybrid cube-mesh node has at most 8 GPUs, got gpus_per_node = 16");
+}
+
+TEST_CASE("the graph dump lists every vertex and both directions of every link") {
+  Topology t = preset("dgx-a100-80gb", 2);
+  core::Json j = t.to_json();
+  CHECK(static_cast<std::int64_t>(j["vertices"].size()) == t.num_vertices());
+  CHECK(static_cast<std::int64_t>(j["links"].size()) == t.num_links());
+  CHECK(t.num_links() % 2 == 0);
+  CHECK(j["vertices"][0]["kind"] == "gpu");
+}
+
+}  // namespace
+}  // namespace alpasim::cluster

@@ -1,0 +1,415 @@
+// Validation of the calibrated cost model against shared/reference/collectives.csv and
+// gemm.csv (docs/cost_model.md, "Validation"). Every in-scope CSV row is predicted and
+// printed with its error; rows are gated by rules fixed before the model was run:
+//   * busbw at >= 64 MiB (or a "large message" asymptote): |error| <= 10 %;
+//   * small-message latency (<= 64 KiB, compared on time): |error| <= 30 %;
+//   * large GEMM (max-achievable rows, or m*n*k >= 4096^3): |error| <= 10 %;
+//   * rows whose `kind` is plain "measured(user)" (unreviewed user reports) are printed but
+//     not gated; rows between 64 KiB and 64 MiB are printed but not gated (no criterion).
+// Each row also shows its role in the shipped profiles: "fit" rows were used to fit
+// parameters (they measure the model's form, not prediction), "check" rows were not.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "cluster/cluster_spec.h"
+#include "core/text.h"
+#include "cost_model/calibration.h"
+
+namespace alpasim::cost_model {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kReferenceDir = fs::path(ALPASIM_SOURCE_DIR "/../shared/reference");
+const fs::path kProfilesDir = fs::path(ALPASIM_SOURCE_DIR "/profiles");
+constexpr double kBusbwTolerance = 0.10;
+constexpr double kLatencyTolerance = 0.30;
+constexpr double kGemmTolerance = 0.10;
+constexpr std::int64_t kLargeMessageBytes = std::int64_t{64} << 20;
+constexpr std::int64_t kSmallMessageBytes = std::int64_t{64} << 10;
+
+using Row = std::map<std::string, std::string>;
+
+// RFC 4180 CSV: quoted fields may hold commas and doubled quotes. Returns line -> row.
+std::map<int, Row> read_csv(const fs::path& path) {
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(in.good(), "cannot read " << path.string()
+                                            << " (shared/reference must sit next to the "
+                                               "repository: ALPASIM_SOURCE_DIR/../shared)");
+  auto split = [](const std::string& line) {
+    std::vector<std::string> out;
+    std::string cur;
+    bool quoted = false;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      const char c = line[i];
+      if (quoted) {
+        if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+          cur += '"';
+          ++i;
+        } else if (c == '"') {
+          quoted = false;
+        } else {
+          cur += c;
+        }
+      } else if (c == '"') {
+        quoted = true;
+      } else if (c == ',') {
+        out.push_back(cur);
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+    out.push_back(cur);
+    return out;
+  };
+  std::string line;
+  std::getline(in, line);
+  if (line.rfind("\xEF\xBB\xBF", 0) == 0) line = line.substr(3);
+  const std::vector<std::string> header = split(line);
+  std::map<int, Row> rows;
+  int number = 1;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty()) continue;
+    const auto fields = split(line);
+    Row r;
+    for (std::size_t i = 0; i < header.size() && i < fields.size(); ++i) r[header[i]] = fields[i];
+    rows[number] = r;
+  }
+  return rows;
+}
+
+bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+std::optional<double> number(const std::string& s) {
+  std::string t = s;
+  if (!t.empty() && t[0] == '~') t = t.substr(1);
+  if (t.empty()) return std::nullopt;
+  // Ranges "46-48" -> midpoint.
+  const auto dash = t.find('-', 1);
+  try {
+    if (dash != std::string::npos) return (std::stod(t.substr(0, dash)) + std::stod(t.substr(dash + 1))) / 2;
+    return std::stod(t);
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+// Role of a CSV line in the shipped profiles (from the citations "<file> line N:").
+std::map<std::string, std::string> profile_roles() {
+  std::map<std::string, std::string> roles;
+  for (const char* machine : {"dgx-a100-80gb", "hgx-h200", "dgx-h100", "aws-p3.16xlarge"}) {
+    auto p = schema::read_profile_file(kProfilesDir / machine / "2026-08-22-derived.json");
+    REQUIRE_MESSAGE(p.ok(), p.status().to_string());
+    auto note = [&](const schema::ProfileEntryMeta& m) {
+      const auto pos = m.citation.find(" line ");
+      if (pos == std::string::npos) return;
+      const std::string file = m.citation.substr(0, pos);
+      const std::string line = m.citation.substr(pos + 6, m.citation.find(':', pos) - pos - 6);
+      const std::string key = fs::path(file).filename().string() + ":" + line;
+      const std::string role = schema::profile_role_name(m.role);
+      auto [it, inserted] = roles.emplace(key, role);
+      if (!inserted && it->second != role) it->second = "fit+check";
+    };
+    for (const auto& e : p->gemm) note(e.meta);
+    for (const auto& e : p->collectives) note(e.meta);
+    for (const auto& e : p->links) note(e.meta);
+  }
+  return roles;
+}
+
+struct Shipped {
+  std::map<std::string, Calibration> cal;
+  const CalibratedParams& params(const std::string& machine) const { return cal.at(machine).params; }
+};
+
+const Shipped& shipped() {
+  static const Shipped s = [] {
+    auto r = calibrate_shipped_profiles(kProfilesDir);
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+    return Shipped{std::move(r).value()};
+  }();
+  return s;
+}
+
+cluster::ClusterSpec preset(const std::string& name, std::int64_t nodes) {
+  return cluster::make_preset_cluster(name, nodes).value();
+}
+
+struct Outcome {
+  int line = 0;
+  std::string system, what, role, quantity, verdict;
+  double published = 0, predicted = 0, error = 0;
+  bool gated = false, pass = true;
+};
+
+void print(const std::vector<Outcome>& rows, const std::string& title) {
+  std::cout << "\n" << title << "\n";
+  std::cout << "line  role       quantity           published   predicted   error%  gate  system / what\n";
+  for (const auto& o : rows) {
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "%4d  %-9s  %-17s %10s  %10s  %7s  %-4s  %s / %s", o.line,
+                  o.role.c_str(), o.quantity.c_str(), core::format_fixed(o.published, 2).c_str(),
+                  core::format_fixed(o.predicted, 2).c_str(),
+                  core::format_fixed(100 * o.error, 1).c_str(),
+                  o.gated ? (o.pass ? "PASS" : "FAIL") : "-", o.system.c_str(),
+                  (o.what + (o.verdict.empty() ? "" : " [" + o.verdict + "]")).c_str());
+    std::cout << buf << "\n";
+  }
+}
+
+TEST_CASE("NCCL bus bandwidth and latency against collectives.csv") {
+  REQUIRE_MESSAGE(fs::exists(kReferenceDir / "collectives.csv"),
+                  "missing " << (kReferenceDir / "collectives.csv").string()
+                             << ": validation needs shared/reference next to the repository");
+  const auto csv = read_csv(kReferenceDir / "collectives.csv");
+  const auto roles = profile_roles();
+  const Shipped& S = shipped();
+  std::vector<Outcome> out;
+  std::vector<std::string> skipped;
+  for (const auto& [line, r] : csv) {
+    const std::string& system = r.at("system");
+    const std::string& gpu = r.at("gpu");
+    const std::string& coll = r.at("collective");
+    const std::string& algo = r.at("algorithm");
+    const std::string& kind = r.at("kind");
+    auto skip = [&](const std::string& why) {
+      skipped.push_back("line " + std::to_string(line) + " (" + system + "): " + why);
+    };
+    if (has(system, "b200") || has(gpu, "B200")) { skip("no B200 GPU kind"); continue; }
+    if (has(coll, "effective bisection")) { skip("training-run aggregate, not a collective benchmark"); continue; }
+    if (has(system, "NVLink bridge")) { skip("NVLink bridge pairs are not a modelled fabric"); continue; }
+    if (coll == "(link spec)" && kind == "spec") { skip("datasheet figure, used by the presets"); continue; }
+
+    Outcome o;
+    o.line = line;
+    o.system = system;
+    auto role = roles.find("collectives.csv:" + std::to_string(line));
+    o.role = role == roles.end() ? "-" : role->second;
+    const bool user_row = kind == "measured(user)";
+
+    // Link-level rows: a per-NIC or p2p figure against efficiency x line rate.
+    if (coll == "(link spec)" || system == "any") {
+      schema::LinkEntry l;
+      std::string machine = "dgx-a100-80gb";
+      if (has(system, "Dell")) {
+        l = {"nvlink", "p2p", 50.0, 47.9, {}};
+        machine = "aws-p3.16xlarge";
+      } else if (has(system, "H200")) {
+        l = {"nvswitch", "p2p", 450.0, 396.40, {}};
+        machine = "hgx-h200";
+      } else if (has(r.at("inter_node_fabric"), "HDR")) {
+        l = {"infiniband", "collective", 25.0, *number(r.at("busbw_GBps")), {}};
+      } else if (has(r.at("inter_node_fabric"), "EDR")) {
+        l = {"infiniband", "collective", 12.5, *number(r.at("busbw_GBps")), {}};
+      } else {  // NDR: all-reduce per NIC, or all-to-all per NIC
+        const auto v = number(r.at("busbw_GBps")).value_or(*number("48-49"));
+        l = {"infiniband", "collective", 50.0, v, {}};
+        machine = "dgx-h100";
+      }
+      o.what = l.link_class + " " + l.measurement + " (" + coll + ")";
+      o.quantity = "gbyte_per_s";
+      o.published = l.achieved_gbyte_per_s;
+      o.predicted = predict_link_row_gbyte_per_s(l, S.params(machine));
+      o.error = (o.predicted - o.published) / o.published;
+      o.gated = !user_row;
+      o.pass = !o.gated || std::abs(o.error) <= kBusbwTolerance;
+      out.push_back(o);
+      continue;
+    }
+
+    // A collective benchmark: its machine, calibration and entry.
+    std::string machine;
+    cluster::ClusterSpec spec;
+    std::int64_t nodes = number(r.at("num_nodes")).has_value()
+                             ? static_cast<std::int64_t>(*number(r.at("num_nodes")))
+                             : 2;  // ">=2"
+    if (has(gpu, "A100")) {
+      machine = "dgx-a100-80gb";
+      spec = preset(machine, nodes);
+      if (has(r.at("inter_node_fabric"), "4x 200Gb")) spec.inter_node.nics_per_node = 4;
+    } else if (has(gpu, "H200") || has(system, "H200")) {
+      machine = "hgx-h200";
+      spec = preset(machine, nodes);
+      if (has(r.at("inter_node_fabric"), "EFA")) {
+        // p5en.48xlarge: 16 x 200 Gb/s EFA (3200 Gb/s per instance), AWS's Clos network.
+        spec.inter_node = {"efa", 16, 200, 15.0, "fat_tree", 1};
+      }
+    } else if (has(gpu, "H800")) {
+      machine = "dgx-h100";
+      spec = preset(machine, nodes);
+      spec.intra_node.gpu_bandwidth_gbyte_per_s = 200;  // the row: 200 GB/s unidirectional
+    } else if (has(gpu, "H100") || has(gpu, "H20")) {
+      machine = "dgx-h100";  // H20: same NVLink4 node, 8 x NDR per node
+      spec = preset(machine, nodes);
+    } else {
+      skip("GPU not modelled");
+      continue;
+    }
+    const CalibratedParams& params = S.params(machine);
+    schema::CollectiveEntry e;
+    e.num_nodes = nodes;
+    e.num_gpus = number(r.at("num_gpus")).has_value()
+                     ? static_cast<std::int64_t>(*number(r.at("num_gpus")))
+                     : nodes * 8;
+    // "8-128" and "128-65536" ranges: the upper end (the latency is flat across them).
+    const std::string mb = r.at("message_bytes");
+    const auto dash = mb.find('-');
+    e.message_bytes = mb.empty() ? 0 : std::stoll(dash == std::string::npos ? mb : mb.substr(dash + 1));
+    e.algorithm = "default";
+    if (has(algo, "NVLS (") || algo == "NVLS") e.algorithm = "nvls";
+    if (has(algo, "Ring (NCCL_NVLS_ENABLE=0)") || algo == "Ring" || algo == "ring" ||
+        has(algo, "Ring, NCCL_MAX") || has(algo, "ring (multi-node)") || algo == "Ring/LL") {
+      e.algorithm = "ring";
+    }
+    e.protocol = algo == "Ring/LL" ? "ll" : "default";
+    const auto busbw = number(r.at("busbw_GBps"));
+    const auto time_us = number(r.at("time_us"));
+    std::vector<std::string> collectives = {coll};
+    if (has(coll, "all_gather/reduce_scatter")) collectives = {"all_gather", "reduce_scatter"};
+    if (has(coll, "all_reduce (")) collectives = {"all_reduce"};
+    for (const std::string& c : collectives) {
+      e.collective = c;
+      Outcome oc = o;
+      auto est = predict_collective_row(e, spec, params);
+      REQUIRE_MESSAGE(est.ok(), "line " << line << ": " << est.status().to_string());
+      const bool small = e.message_bytes > 0 && e.message_bytes <= kSmallMessageBytes;
+      std::ostringstream what;
+      what << c << ", " << e.num_gpus << " GPUs/" << nodes << " node(s), "
+           << (e.message_bytes ? core::format_bytes(e.message_bytes) : std::string("large")) << ", "
+           << e.algorithm << " -> " << algorithm_name(est->algorithm) << "/"
+           << protocol_name(est->protocol);
+      oc.what = what.str();
+      if (time_us && (small || !busbw)) {
+        oc.quantity = "time_us";
+        oc.published = *time_us;
+        oc.predicted = core::to_us(est->time);
+        oc.gated = small && !user_row;
+        oc.error = (oc.predicted - oc.published) / oc.published;
+        oc.pass = !oc.gated || std::abs(oc.error) <= kLatencyTolerance;
+      } else if (busbw) {
+        oc.quantity = "busbw_gbyte_per_s";
+        oc.published = *busbw;
+        oc.predicted = core::to_gbyte_per_s(est->bus_bandwidth);
+        oc.gated = (e.message_bytes == 0 || e.message_bytes >= kLargeMessageBytes) && !user_row;
+        oc.error = (oc.predicted - oc.published) / oc.published;
+        oc.pass = !oc.gated || std::abs(oc.error) <= kBusbwTolerance;
+      } else {
+        skip("no number");
+        continue;
+      }
+      if (user_row) oc.verdict = "user report: not gated";
+      out.push_back(oc);
+    }
+  }
+  print(out, "collectives.csv: predicted vs published (error = predicted/published - 1)");
+  std::cout << "skipped rows:\n";
+  for (const auto& s : skipped) std::cout << "  " << s << "\n";
+  int gated = 0, failed = 0;
+  double worst_check = 0;
+  for (const auto& o : out) {
+    if (!o.gated) continue;
+    ++gated;
+    if (o.role != "fit") worst_check = std::max(worst_check, std::abs(o.error));
+    if (!o.pass) ++failed;
+    CHECK_MESSAGE(o.pass, "collectives.csv line " << o.line << " (" << o.system << ", " << o.what
+                                                  << "): published " << o.published
+                                                  << ", predicted " << o.predicted);
+  }
+  std::cout << "gated rows: " << gated << ", failed: " << failed
+            << ", worst |error| of gated non-fit rows: " << core::format_fixed(100 * worst_check, 1)
+            << "%\n";
+  CHECK(gated > 0);
+}
+
+TEST_CASE("large-GEMM throughput against gemm.csv") {
+  REQUIRE_MESSAGE(fs::exists(kReferenceDir / "gemm.csv"),
+                  "missing " << (kReferenceDir / "gemm.csv").string());
+  const auto csv = read_csv(kReferenceDir / "gemm.csv");
+  const auto roles = profile_roles();
+  const Shipped& S = shipped();
+  std::vector<Outcome> out;
+  for (const auto& [line, r] : csv) {
+    const std::string& gpu = r.at("gpu");
+    const std::string& kind = r.at("kind");
+    const std::string& shape = r.at("shape_MxNxK");
+    if (shape.empty() || has(gpu, "B200")) continue;  // peaks, end-to-end rows, no-data rows
+    std::string machine, gpu_kind;
+    if (has(gpu, "A100 PCIe")) {
+      machine = "dgx-a100-80gb";
+      gpu_kind = "a100-40gb";  // same peaks as SXM; the row's lower clocks are the check
+    } else if (has(gpu, "A100")) {
+      machine = "dgx-a100-80gb";
+      gpu_kind = "a100-80gb";
+    } else if (has(gpu, "GH200") || has(gpu, "H200")) {
+      machine = "hgx-h200";
+      gpu_kind = "h200";
+    } else if (has(gpu, "H100")) {
+      machine = "dgx-h100";
+      gpu_kind = "h100-sxm";
+    } else {
+      continue;
+    }
+    GemmShape s;
+    std::sscanf(shape.c_str(), "%ldx%ldx%ld", &s.m, &s.n, &s.k);
+    s.dtype = has(r.at("dtype"), "fp8") ? core::DType::kFp8 : core::DType::kBf16;
+    ComputeCostModel model(*cluster::find_gpu_spec(gpu_kind), S.params(machine).compute);
+    Outcome o;
+    o.line = line;
+    o.system = gpu;
+    auto role = roles.find("gemm.csv:" + std::to_string(line));
+    o.role = role == roles.end() ? "-" : role->second;
+    o.what = shape + " " + std::string(core::dtype_name(s.dtype)) + " (calibration of " + machine + ")";
+    o.quantity = "tflops_per_s";
+    o.published = *number(r.at("tflops"));
+    o.predicted = core::to_tflops_per_s(model.gemm_model(s).achieved);
+    o.error = (o.predicted - o.published) / o.published;
+    const bool large = has(kind, "max achievable") ||
+                       static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) >=
+                           4096.0 * 4096.0 * 4096.0;
+    o.gated = large;
+    o.pass = !o.gated || std::abs(o.error) <= kGemmTolerance;
+    if (!large) o.verdict = "not a large GEMM: not gated";
+    out.push_back(o);
+  }
+  // V100: gemm.csv has no published large-GEMM figure (its last row); the prediction is
+  // printed so a measured profile can be compared when one exists.
+  {
+    ComputeCostModel v100(*cluster::find_gpu_spec("v100-16gb"), S.params("aws-p3.16xlarge").compute);
+    GemmShape s{8192, 8192, 8192, 1, core::DType::kFp16};
+    std::cout << "\nV100 fp16 8192^3 predicted "
+              << core::format_fixed(core::to_tflops_per_s(v100.gemm_model(s).achieved), 1)
+              << " TFLOP/s (no published figure to compare: gemm.csv line 31)\n";
+  }
+  print(out, "gemm.csv: predicted vs published achieved TFLOP/s");
+  int gated = 0;
+  for (const auto& o : out) {
+    if (!o.gated) continue;
+    ++gated;
+    CHECK_MESSAGE(o.pass, "gemm.csv line " << o.line << " (" << o.system << " " << o.what
+                                           << "): published " << o.published << ", predicted "
+                                           << o.predicted);
+  }
+  CHECK(gated > 0);
+}
+
+TEST_CASE("calibration reports of the shipped profiles") {
+  for (const auto& [machine, cal] : shipped().cal) {
+    std::cout << "\n" << cal.report.to_text(cal.params);
+    CHECK_FALSE(cal.report.rows.empty());
+  }
+}
+
+}  // namespace
+}  // namespace alpasim::cost_model
