@@ -1,0 +1,51 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "planner/intra_op/cost_problem.h"
+
+namespace alpasim::planner::intra_op {
+
+/// An elimination order for the exact dynamic programme (variable elimination, i.e. the
+/// DP over chains, trees and series-parallel graphs generalised to bounded treewidth).
+/// Eliminating a node sums all tables that mention it and minimises it out, leaving a table
+/// over its remaining neighbours: a chain leaf leaves a vector, a series node (degree 2) an
+/// edge matrix, a node of degree d a d-dimensional table. The order is greedy (smallest
+/// new table first, ties by node id), and planning fails when some step would need a table
+/// of more than `max_table_entries`.
+struct EliminationOrder {
+  std::vector<int> order;                 ///< every node once
+  std::int64_t largest_table = 0;         ///< entries of the largest intermediate table
+  int largest_scope = 0;                  ///< neighbours of the widest eliminated node
+};
+
+/// The order, or nullopt when the graph is too wide for `max_table_entries`.
+std::optional<EliminationOrder> plan_elimination(const CostProblem& problem,
+                                                 std::int64_t max_table_entries);
+
+/// Exact minimum of sum_v (cost_v + lambda · memory_v) + edge costs, by elimination in
+/// `order`. lambda is seconds per byte (0: plain cost). Ties keep the smallest index.
+/// The returned objective and memory are the true (lambda-free) values of the choice.
+Assignment eliminate(const CostProblem& problem, const EliminationOrder& order, double lambda);
+
+/// Result of the Lagrangian treatment of the memory limit.
+struct LagrangianResult {
+  std::optional<Assignment> best;  ///< best assignment that fits, if any was found
+  /// Proven lower bound on the constrained optimum (max over tried lambda of the dual).
+  double lower_bound = 0.0;
+  bool proven_optimal = false;     ///< best->objective <= lower_bound + tolerance
+  int iterations = 0;              ///< eliminations run
+};
+
+/// Minimises the objective subject to memory <= `memory_limit_bytes` by relaxing the limit
+/// with a multiplier lambda >= 0: lambda = 0 first (optimal if it fits), then a geometric
+/// search for a fitting lambda and a bisection between the last misfit and the first fit.
+/// Each solution that fits is feasible; max over lambda of min(cost + lambda(mem - limit))
+/// is a lower bound, so a zero gap proves optimality. A remaining duality gap is reported,
+/// not hidden (the ILP closes it).
+LagrangianResult lagrangian_solve(const CostProblem& problem, const EliminationOrder& order,
+                                  std::int64_t memory_limit_bytes, int max_iterations = 60);
+
+}  // namespace alpasim::planner::intra_op

@@ -1,0 +1,222 @@
+#include "planner/intra_op/intra_op_pass.h"
+
+#include <chrono>
+#include <cmath>
+#include <sstream>
+
+#include "core/text.h"
+#include "planner/ilp/glpk_solver.h"
+#include "planner/intra_op/resharding.h"
+
+namespace alpasim::planner::intra_op {
+
+bool is_cheap(OpKind kind) {
+  switch (kind) {
+    case OpKind::kElementwise:
+    case OpKind::kReduce:
+    case OpKind::kSoftmax:
+    case OpKind::kLayerNorm:
+    case OpKind::kUpdate:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string describe_memory(const IntraOpPlan& plan, std::optional<core::Bytes> limit) {
+  const std::string limit_text =
+      limit ? core::format_bytes(limit->value()) : std::string("unlimited");
+  if (plan.feasibility == Feasibility::kOutOfMemory) {
+    const std::int64_t needed = (limit ? limit->value() : 0) + plan.missing.value();
+    return "does not fit: the smallest plan needs " + core::format_bytes(needed) +
+           " per device, " + core::format_bytes(plan.missing.value()) + " (" +
+           std::to_string(plan.missing.value()) + " bytes) more than the limit of " +
+           limit_text;
+  }
+  if (plan.feasibility == Feasibility::kTimedOut) {
+    return "no plan found before the deadline (limit " + limit_text + ")";
+  }
+  return "fits: " + core::format_bytes(plan.memory.value()) + " per device (limit " +
+         limit_text + ")";
+}
+
+IntraOpPass::IntraOpPass() : default_solver_(std::make_unique<ilp::GlpkSolver>()) {}
+IntraOpPass::~IntraOpPass() = default;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string options_key(const LogicalMesh& mesh, const IntraOpOptions& o,
+                        const std::string& fingerprint) {
+  std::ostringstream os;
+  os << mesh.to_string() << '|' << algorithm_name(o.algorithm) << '|'
+     << (o.memory_limit ? o.memory_limit->value() : -1) << '|' << o.simplify.drop_dominated
+     << o.simplify.fold_single_strategy << o.simplify.merge_cheap_operators << '|'
+     << o.weight_update_sharding << '|' << o.max_table_entries << '|' << fingerprint << '|';
+  return os.str();
+}
+
+// Alpa §4.2 post-ILP rewrite: a gradient all-reduced over mesh axes A that only feeds an
+// optimizer update replicated along A becomes reduce-scatter (gradient shards) + update of
+// the shard + all-gather of the new weight. Communication volume is unchanged (ring:
+// RS + AG = AR); optimizer states shrink by the group size.
+void rewrite_weight_updates(const IntraOpGraph& g, const LogicalMesh& mesh,
+                            const CostHooks& hooks, const std::vector<std::vector<Strategy>>& st,
+                            IntraOpPlan* plan) {
+  std::vector<int> users(g.nodes.size(), 0);
+  for (const IntraOpNode& n : g.nodes) {
+    for (int o : n.operands) ++users[static_cast<std::size_t>(o)];
+  }
+  for (std::size_t u = 0; u < g.nodes.size(); ++u) {
+    const IntraOpNode& upd = g.nodes[u];
+    if (upd.kind != OpKind::kUpdate) continue;
+    const auto grad = static_cast<std::size_t>(upd.operands[1]);
+    if (users[grad] != 1) continue;  // the gradient is needed whole elsewhere
+    const Strategy& gs = st[grad][static_cast<std::size_t>(plan->choice[grad])];
+    const Strategy& us = st[u][static_cast<std::size_t>(plan->choice[u])];
+    if (gs.all_reduce_axes == 0) continue;
+    MeshAxes axes = 0;
+    for (int m = 0; m < 2; ++m) {
+      const MeshAxes bit = m == 0 ? kAxis0 : kAxis1;
+      if ((gs.all_reduce_axes & bit) != 0 && !us.output.uses_mesh_axis(m)) axes |= bit;
+    }
+    if (axes != gs.all_reduce_axes) continue;
+    // The update's layout must leave some axis that the group size divides.
+    const std::int64_t group = group_size(mesh, axes);
+    bool divisible = false;
+    for (int a = 0; a < us.output.rank() && !divisible; ++a) {
+      std::int64_t parts = group;
+      for (int m : us.output.mesh_axes(a)) parts *= mesh.axis_size(m);
+      divisible = upd.shape[static_cast<std::size_t>(a)] % parts == 0;
+    }
+    if (!divisible) continue;
+    WeightUpdateSharding w;
+    w.update = upd.name;
+    w.gradient = g.nodes[grad].name;
+    w.axes = axes;
+    w.state_bytes_before = us.memory;
+    w.state_bytes_after = core::bytes(us.memory.value() / group);
+    w.all_reduce = hooks.collective(Collective::kAllReduce, gs.all_reduce_bytes, axes);
+    // The updated weight is all-gathered in its own dtype; same element count as the grad.
+    const core::Bytes weight_bytes = core::bytes(
+        gs.all_reduce_bytes.value() / g.nodes[grad].element_bytes * upd.element_bytes);
+    w.reduce_scatter_plus_all_gather =
+        hooks.collective(Collective::kReduceScatter, gs.all_reduce_bytes, axes) +
+        hooks.collective(Collective::kAllGather, weight_bytes, axes);
+    plan->cost += w.reduce_scatter_plus_all_gather - w.all_reduce;
+    plan->memory_after_rewrite -= w.state_bytes_before - w.state_bytes_after;
+    plan->weight_update_sharding.push_back(std::move(w));
+  }
+}
+
+}  // namespace
+
+core::Result<IntraOpPlan> IntraOpPass::run(const IntraOpGraph& graph, const LogicalMesh& mesh,
+                                           const CostHooks& hooks, const IntraOpOptions& options,
+                                           const std::string& cost_fingerprint) {
+  const auto start = Clock::now();
+  if (mesh.rows < 1 || mesh.cols < 1) {
+    return core::invalid_argument("logical mesh " + mesh.to_string() +
+                                  ": expected positive rows and cols");
+  }
+  if (!hooks.collective) return core::invalid_argument("CostHooks::collective is not set");
+  ALPASIM_RETURN_IF_ERROR(graph.validate());
+  std::string key;
+  if (!cost_fingerprint.empty()) {
+    key = options_key(mesh, options, cost_fingerprint) + graph.structural_key();
+    auto it = cache_.find(key);
+    if (it != cache_.end()) {
+      ++cache_hits_;
+      IntraOpPlan plan = it->second;
+      // Same structure, maybe other names: report this graph's names.
+      for (std::size_t v = 0; v < plan.shardings.size(); ++v) {
+        plan.shardings[v].op = graph.nodes[v].name;
+      }
+      plan.weight_update_sharding.clear();
+      plan.from_cache = true;
+      plan.wall_time = core::seconds(std::chrono::duration<double>(Clock::now() - start).count());
+      // Recompute the rewrite records with this graph's names (cheap, deterministic).
+      if (options.weight_update_sharding && plan.feasibility == Feasibility::kFeasible) {
+        std::vector<std::vector<Strategy>> st;
+        for (std::size_t v = 0; v < graph.nodes.size(); ++v) {
+          st.push_back(enumerate_strategies(graph, static_cast<int>(v), mesh, hooks));
+        }
+        IntraOpPlan scratch = plan;
+        scratch.cost = core::seconds(0.0);
+        scratch.memory_after_rewrite = core::bytes(0);
+        rewrite_weight_updates(graph, mesh, hooks, st, &scratch);
+        plan.weight_update_sharding = std::move(scratch.weight_update_sharding);
+      }
+      return plan;
+    }
+  }
+  ++solves_;
+  IntraOpPlan plan;
+  plan.nodes = static_cast<int>(graph.nodes.size());
+  BuiltProblem built = build_problem(graph, mesh, hooks);
+  for (const auto& s : built.strategies) plan.strategies += static_cast<std::int64_t>(s.size());
+  std::optional<std::int64_t> limit;
+  if (options.memory_limit) limit = options.memory_limit->value();
+  if (limit && built.problem.min_memory() > *limit) {
+    plan.feasibility = Feasibility::kOutOfMemory;
+    plan.missing = core::bytes(built.problem.min_memory() - *limit);
+    plan.method = "memory bound";
+  } else {
+    std::vector<std::vector<int>> operands;
+    std::vector<bool> cheap;
+    for (const IntraOpNode& n : graph.nodes) {
+      operands.push_back(n.operands);
+      cheap.push_back(is_cheap(n.kind));
+    }
+    SimplifyOptions simplify_options = options.simplify;
+    SimplifiedProblem simple = simplify(built.problem, operands, cheap, simplify_options);
+    if (limit && simple.reduced.min_memory() > *limit) {
+      // The heuristic merge made every plan too big although one fits: plan exactly.
+      simplify_options.merge_cheap_operators = false;
+      simple = simplify(built.problem, operands, cheap, simplify_options);
+    }
+    plan.simplify_stats = simple.stats;
+    plan.reduced_nodes = static_cast<int>(simple.reduced.nodes.size());
+    SolveOptions so;
+    so.algorithm = options.algorithm;
+    so.memory_limit_bytes = limit;
+    so.time_limit = core::seconds(std::max(
+        0.001, options.time_limit.value() -
+                   std::chrono::duration<double>(Clock::now() - start).count()));
+    so.ilp_solver = options.ilp_solver != nullptr ? options.ilp_solver : default_solver_.get();
+    so.max_table_entries = options.max_table_entries;
+    ALPASIM_ASSIGN_OR_RETURN(SolveOutcome outcome, solve_problem(simple.reduced, so));
+    plan.feasibility = outcome.feasibility;
+    plan.method = outcome.method;
+    plan.proven_optimal = outcome.proven_optimal && !options.simplify.merge_cheap_operators;
+    plan.missing = core::bytes(outcome.missing_bytes);
+    if (outcome.best) {
+      plan.choice = simple.expand(outcome.best->choice);
+      const double objective = built.problem.objective(plan.choice);
+      ALPASIM_CHECK(std::abs(objective - outcome.best->objective) <=
+                    1e-9 + 1e-6 * std::abs(objective))
+          << "simplification changed the objective: " << objective << " vs "
+          << outcome.best->objective;
+      plan.cost = core::seconds(objective);
+      // With the heuristic merge the solver's bound is one of the merged problem only; 0 is
+      // always valid (every cost is >= 0).
+      plan.lower_bound = core::seconds(
+          options.simplify.merge_cheap_operators ? 0.0 : outcome.lower_bound);
+      plan.memory = core::bytes(built.problem.memory(plan.choice));
+      plan.memory_after_rewrite = plan.memory;
+      for (std::size_t v = 0; v < graph.nodes.size(); ++v) {
+        const Strategy& s = built.strategies[v][static_cast<std::size_t>(plan.choice[v])];
+        plan.shardings.push_back({graph.nodes[v].name, s.name, s.inputs, s.output});
+      }
+      if (options.weight_update_sharding) {
+        rewrite_weight_updates(graph, mesh, hooks, built.strategies, &plan);
+      }
+    }
+  }
+  plan.wall_time = core::seconds(std::chrono::duration<double>(Clock::now() - start).count());
+  if (!key.empty()) cache_.emplace(key, plan);
+  return plan;
+}
+
+}  // namespace alpasim::planner::intra_op

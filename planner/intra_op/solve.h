@@ -1,0 +1,65 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+#include "core/units.h"
+#include "planner/ilp/ilp_model.h"
+#include "planner/intra_op/cost_problem.h"
+#include "planner/intra_op/dp_solver.h"
+
+namespace alpasim::planner::intra_op {
+
+/// Which exact method solves a CostProblem.
+enum class Algorithm {
+  kAuto,  ///< DP (+ Lagrangian); the ILP only where the DP cannot prove optimality
+  kDp,    ///< DP (+ Lagrangian) only; may end with a reported duality gap
+  kIlp,   ///< the ILP only (the exact reference), warm-started by a greedy assignment
+};
+/// "auto", "dp", "ilp".
+const char* algorithm_name(Algorithm a);
+
+/// Options of solve_problem().
+struct SolveOptions {
+  Algorithm algorithm = Algorithm::kAuto;
+  /// Per-device memory limit on CostProblem::memory() (none: unconstrained).
+  std::optional<std::int64_t> memory_limit_bytes;
+  /// Wall-clock limit of the whole solve; the ILP gets what the DP left.
+  core::Seconds time_limit = core::seconds(60.0);
+  /// MILP backend for kIlp and the kAuto fallback (not owned); nullptr: no ILP available.
+  ilp::IlpSolver* ilp_solver = nullptr;
+  /// Largest intermediate DP table (entries) before the DP gives up on a graph.
+  std::int64_t max_table_entries = std::int64_t{1} << 22;
+  /// Hand the ILP the best known assignment as its starting incumbent.
+  bool ilp_warm_start = true;
+};
+
+/// How a solve ended: a value, since an out-of-memory stage is a normal answer during
+/// search (house rule 5); errors are reserved for bad input and backend failures.
+enum class Feasibility {
+  kFeasible,     ///< `best` holds an assignment within the memory limit
+  kOutOfMemory,  ///< no assignment fits: see missing_bytes
+  kTimedOut,     ///< the deadline passed before any fitting assignment was found
+};
+
+/// The answer of solve_problem().
+struct SolveOutcome {
+  Feasibility feasibility = Feasibility::kFeasible;
+  std::optional<Assignment> best;
+  bool proven_optimal = false;
+  double lower_bound = 0.0;        ///< seconds; equals best->objective when proven
+  std::int64_t missing_bytes = 0;  ///< kOutOfMemory: min memory of any assignment - limit
+  std::string method;              ///< "dp", "dp+lagrangian", "ilp", "dp+lagrangian+ilp", ...
+  int dp_iterations = 0;           ///< eliminations run
+  std::optional<ilp::IlpStatus> ilp_status;
+  core::Seconds wall_time = core::seconds(0.0);
+};
+
+/// Minimises `problem` under options.memory_limit_bytes. Errors: kFailedPrecondition when
+/// kDp meets a graph too wide for max_table_entries or an ILP is needed without a solver,
+/// and the backend's own errors.
+core::Result<SolveOutcome> solve_problem(const CostProblem& problem, const SolveOptions& options);
+
+}  // namespace alpasim::planner::intra_op

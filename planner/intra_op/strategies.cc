@@ -1,0 +1,319 @@
+#include "planner/intra_op/strategies.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "planner/intra_op/resharding.h"
+
+namespace alpasim::planner::intra_op {
+namespace {
+
+using schema::ShardingSpec;
+
+core::Bytes tile_bytes(const IntraOpNode& n, const ShardingSpec& spec, const LogicalMesh& mesh) {
+  return core::bytes(tile_elements(n.shape, spec, mesh) * n.element_bytes);
+}
+
+std::string strategy_name(const std::vector<ShardingSpec>& inputs, const ShardingSpec& out) {
+  std::string s;
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    if (k > 0) s += " x ";
+    s += inputs[k].to_string();
+  }
+  return s + " -> " + out.to_string();
+}
+
+std::string axes_text(MeshAxes axes) {
+  return axes == kBothAxes ? "01" : axes == kAxis0 ? "0" : "1";
+}
+
+// Spec of a tensor whose axis a carries loop loops[a], given the mesh axes of every loop.
+ShardingSpec spec_from_loops(const std::vector<int>& loops,
+                             const std::vector<std::vector<int>>& loop_mesh_axes) {
+  std::vector<std::vector<int>> axes;
+  for (int l : loops) axes.push_back(loop_mesh_axes[static_cast<std::size_t>(l)]);
+  return ShardingSpec(std::move(axes));
+}
+
+void einsum_strategies(const IntraOpGraph& g, int v, const LogicalMesh& mesh,
+                       const CostHooks& hooks, std::vector<Strategy>* out) {
+  const IntraOpNode& n = g.nodes[static_cast<std::size_t>(v)];
+  const std::vector<std::int64_t> sizes = g.loop_sizes(v);
+  const int num_loops = static_cast<int>(sizes.size());
+  std::vector<bool> in_output(sizes.size(), false);
+  for (int l : n.output_loops) in_output[static_cast<std::size_t>(l)] = true;
+  double flops = n.flops;
+  if (flops <= 0.0) {
+    flops = 2.0;
+    for (std::int64_t s : sizes) flops *= static_cast<double>(s);
+  }
+  for (int l0 = -1; l0 < num_loops; ++l0) {
+    if (l0 >= 0 && mesh.rows <= 1) continue;
+    for (int l1 = -1; l1 < num_loops; ++l1) {
+      if (l1 >= 0 && mesh.cols <= 1) continue;
+      std::vector<std::vector<int>> loop_axes(sizes.size());
+      if (l0 >= 0) loop_axes[static_cast<std::size_t>(l0)].push_back(0);
+      if (l1 >= 0) loop_axes[static_cast<std::size_t>(l1)].push_back(1);
+      bool even = true;
+      std::int64_t parallel = 1;
+      MeshAxes reduce_axes = 0;
+      for (std::size_t l = 0; l < sizes.size(); ++l) {
+        std::int64_t parts = 1;
+        for (int a : loop_axes[l]) {
+          parts *= mesh.axis_size(a);
+          if (!in_output[l]) reduce_axes |= a == 0 ? kAxis0 : kAxis1;
+        }
+        if (sizes[l] % parts != 0) even = false;
+        parallel *= parts;
+      }
+      if (!even) continue;
+      std::vector<ShardingSpec> inputs;
+      for (const auto& loops : n.operand_loops) inputs.push_back(spec_from_loops(loops, loop_axes));
+      ShardingSpec result = spec_from_loops(n.output_loops, loop_axes);
+      Strategy base;
+      base.inputs = inputs;
+      base.parallel_devices = parallel;
+      base.compute = hooks.device_flops_per_s > 0.0
+                         ? core::seconds(flops / static_cast<double>(parallel) /
+                                         hooks.device_flops_per_s)
+                         : core::seconds(0.0);
+      if (reduce_axes == 0) {
+        base.output = result;
+        base.name = strategy_name(inputs, result);
+        base.memory = tile_bytes(n, result, mesh);
+        out->push_back(std::move(base));
+        continue;
+      }
+      // Partial sums over reduce_axes: all-reduce them ...
+      const core::Bytes partial = tile_bytes(n, result, mesh);
+      Strategy ar = base;
+      ar.output = result;
+      ar.communication = hooks.collective(Collective::kAllReduce, partial, reduce_axes);
+      ar.name = strategy_name(inputs, result) + " (all-reduce " + axes_text(reduce_axes) + ")";
+      ar.memory = partial;
+      ar.all_reduce_axes = reduce_axes;
+      ar.all_reduce_bytes = partial;
+      out->push_back(std::move(ar));
+      // ... or reduce-scatter them onto an output axis that is still whole.
+      const std::int64_t group = group_size(mesh, reduce_axes);
+      for (int a = 0; a < result.rank(); ++a) {
+        if (!result.mesh_axes(a).empty()) continue;
+        if (n.shape[static_cast<std::size_t>(a)] % group != 0) continue;
+        std::vector<std::vector<int>> axes;
+        for (int b = 0; b < result.rank(); ++b) axes.push_back(result.mesh_axes(b));
+        if ((reduce_axes & kAxis0) != 0) axes[static_cast<std::size_t>(a)].push_back(0);
+        if ((reduce_axes & kAxis1) != 0) axes[static_cast<std::size_t>(a)].push_back(1);
+        Strategy rs = base;
+        rs.output = ShardingSpec(std::move(axes));
+        rs.communication = hooks.collective(Collective::kReduceScatter, partial, reduce_axes);
+        rs.name = strategy_name(inputs, rs.output) + " (reduce-scatter " +
+                  axes_text(reduce_axes) + ")";
+        rs.memory = tile_bytes(n, rs.output, mesh);
+        out->push_back(std::move(rs));
+      }
+    }
+  }
+}
+
+// Expert parallelism (GShard): dispatch computes its token group's slice for every expert,
+// then one all-to-all along mesh axis m moves slices to the experts' devices; combine is the
+// mirror image.
+void moe_strategies(const IntraOpGraph& g, int v, const LogicalMesh& mesh,
+                    std::vector<Strategy>* out) {
+  const IntraOpNode& n = g.nodes[static_cast<std::size_t>(v)];
+  const std::vector<std::int64_t> sizes = g.loop_sizes(v);
+  // Loop ids fixed by the builder's equations: dispatch "gsec,gsm->egcm": g=0 e=2;
+  // combine "egcm,gsec->gsm": e=0 g=1.
+  const bool dispatch = n.kind == OpKind::kMoeDispatch;
+  const int g_loop = dispatch ? 0 : 1;
+  const int e_loop = dispatch ? 2 : 0;
+  for (int m = 0; m < 2; ++m) {
+    const std::int64_t parts = mesh.axis_size(m);
+    if (parts <= 1) continue;
+    if (sizes[static_cast<std::size_t>(g_loop)] % parts != 0 ||
+        sizes[static_cast<std::size_t>(e_loop)] % parts != 0) {
+      continue;
+    }
+    auto spec_for = [&](const std::vector<int>& loops, int split_loop) {
+      std::vector<std::vector<int>> axes(loops.size());
+      for (std::size_t a = 0; a < loops.size(); ++a) {
+        if (loops[a] == split_loop) axes[a].push_back(m);
+      }
+      return ShardingSpec(std::move(axes));
+    };
+    Strategy s;  // communication and compute are priced by enumerate_strategies()
+    s.parallel_devices = parts;
+    const MeshAxes axes = m == 0 ? kAxis0 : kAxis1;
+    if (dispatch) {
+      s.inputs = {spec_for(n.operand_loops[0], g_loop), spec_for(n.operand_loops[1], g_loop)};
+      s.output = spec_for(n.output_loops, e_loop);
+      s.memory = tile_bytes(n, s.output, mesh);
+      s.name = strategy_name(s.inputs, s.output) + " (expert-parallel all-to-all " +
+               axes_text(axes) + ")";
+      out->push_back(s);
+    } else {
+      s.inputs = {spec_for(n.operand_loops[0], e_loop), spec_for(n.operand_loops[1], g_loop)};
+      s.output = spec_for(n.output_loops, g_loop);
+      s.memory = tile_bytes(n, s.output, mesh);
+      s.name = strategy_name(s.inputs, s.output) + " (expert-parallel all-to-all " +
+               axes_text(axes) + ")";
+      out->push_back(s);
+    }
+  }
+}
+
+void follow_strategies(const IntraOpGraph& g, int v, const LogicalMesh& mesh,
+                       const CostHooks& hooks, std::vector<Strategy>* out) {
+  const IntraOpNode& n = g.nodes[static_cast<std::size_t>(v)];
+  for (const ShardingSpec& spec : enumerate_specs(n.shape, mesh, n.splittable)) {
+    Strategy s;
+    s.output = spec;
+    bool ok = true;
+    for (std::size_t k = 0; k < n.operands.size() && ok; ++k) {
+      const auto& oshape = g.nodes[static_cast<std::size_t>(n.operands[k])].shape;
+      std::vector<std::vector<int>> axes(oshape.size());
+      for (std::size_t a = 0; a < oshape.size(); ++a) {
+        const int o = n.operand_axis_map[k][a];
+        if (o < 0 || oshape[a] != n.shape[static_cast<std::size_t>(o)]) continue;  // broadcast
+        axes[a] = spec.mesh_axes(o);
+      }
+      ShardingSpec in(std::move(axes));
+      if (!spec_fits(oshape, in, mesh)) ok = false;
+      s.inputs.push_back(std::move(in));
+    }
+    if (!ok) continue;
+    if (n.kind == OpKind::kUpdate) {
+      s.memory = core::bytes(tile_elements(n.shape, spec, mesh) * n.state_bytes_per_element);
+    } else {
+      s.memory = tile_bytes(n, spec, mesh);
+    }
+    s.name = strategy_name(s.inputs, spec);
+    if ((n.kind == OpKind::kSoftmax || n.kind == OpKind::kLayerNorm) &&
+        !spec.mesh_axes(n.norm_axis).empty()) {
+      MeshAxes axes = 0;
+      for (int a : spec.mesh_axes(n.norm_axis)) axes |= a == 0 ? kAxis0 : kAxis1;
+      const std::int64_t row_len =
+          n.shape[static_cast<std::size_t>(n.norm_axis)] / group_size(mesh, axes);
+      const std::int64_t rows = tile_elements(n.shape, spec, mesh) / row_len;
+      // Two fp32 statistics per row (max and sum, or mean and variance).
+      s.communication = hooks.collective(Collective::kAllReduce, core::bytes(rows * 8), axes);
+      s.name += " (all-reduce " + axes_text(axes) + " of row statistics)";
+    }
+    out->push_back(std::move(s));
+  }
+}
+
+void reduce_strategies(const IntraOpGraph& g, int v, const LogicalMesh& mesh,
+                       const CostHooks& hooks, std::vector<Strategy>* out) {
+  const IntraOpNode& n = g.nodes[static_cast<std::size_t>(v)];
+  const auto& ishape = g.nodes[static_cast<std::size_t>(n.operands[0])].shape;
+  for (const ShardingSpec& in : enumerate_specs(ishape, mesh)) {
+    std::vector<std::vector<int>> axes;
+    MeshAxes reduced = 0;
+    for (int a = 0; a < in.rank(); ++a) {
+      const bool summed =
+          std::find(n.reduce_axes.begin(), n.reduce_axes.end(), a) != n.reduce_axes.end();
+      if (summed) {
+        for (int m : in.mesh_axes(a)) reduced |= m == 0 ? kAxis0 : kAxis1;
+      } else {
+        axes.push_back(in.mesh_axes(a));
+      }
+    }
+    Strategy s;
+    s.inputs = {in};
+    s.output = ShardingSpec(std::move(axes));
+    s.memory = tile_bytes(n, s.output, mesh);
+    s.name = strategy_name(s.inputs, s.output);
+    if (reduced != 0) {
+      s.communication = hooks.collective(Collective::kAllReduce, s.memory, reduced);
+      s.all_reduce_axes = reduced;
+      s.all_reduce_bytes = s.memory;
+      s.name += " (all-reduce " + axes_text(reduced) + ")";
+    }
+    out->push_back(std::move(s));
+  }
+}
+
+// Alpa §4.2: "for heavy operators such as matmul, we do not allow replicated computation";
+// that is what makes ignoring compute sound. When compute is priced (device_flops_per_s > 0)
+// replicated strategies stay and pay for it. Kept when no strategy uses every device.
+void keep_fully_parallel(const LogicalMesh& mesh, const CostHooks& hooks,
+                         std::vector<Strategy>* out) {
+  if (hooks.device_flops_per_s > 0.0) return;
+  std::vector<Strategy> full;
+  for (Strategy& s : *out) {
+    if (s.parallel_devices == mesh.num_devices()) full.push_back(std::move(s));
+  }
+  if (!full.empty()) {
+    *out = std::move(full);
+  }
+}
+
+}  // namespace
+
+std::vector<Strategy> enumerate_strategies(const IntraOpGraph& graph, int v,
+                                           const LogicalMesh& mesh, const CostHooks& hooks) {
+  ALPASIM_CHECK(hooks.collective) << "CostHooks::collective is required";
+  const IntraOpNode& n = graph.nodes.at(static_cast<std::size_t>(v));
+  std::vector<Strategy> out;
+  switch (n.kind) {
+    case OpKind::kInput:
+    case OpKind::kParameter:
+      for (const ShardingSpec& spec : enumerate_specs(n.shape, mesh, n.splittable)) {
+        Strategy s;
+        s.output = spec;
+        s.memory = tile_bytes(n, spec, mesh);
+        s.name = spec.to_string();
+        out.push_back(std::move(s));
+      }
+      break;
+    case OpKind::kEinsum:
+      einsum_strategies(graph, v, mesh, hooks, &out);
+      keep_fully_parallel(mesh, hooks, &out);
+      break;
+    case OpKind::kMoeDispatch:
+    case OpKind::kMoeCombine: {
+      einsum_strategies(graph, v, mesh, hooks, &out);
+      const std::size_t first = out.size();
+      moe_strategies(graph, v, mesh, &out);
+      for (std::size_t i = first; i < out.size(); ++i) {
+        Strategy& s = out[i];
+        const MeshAxes axes = s.output.uses_mesh_axis(0) ? kAxis0 : kAxis1;
+        // Dispatch exchanges its output tile, combine its expert-output operand tile.
+        const core::Bytes moved =
+            n.kind == OpKind::kMoeDispatch
+                ? s.memory
+                : core::bytes(tile_elements(graph.nodes[static_cast<std::size_t>(n.operands[0])]
+                                                .shape,
+                                            s.inputs[0], mesh) *
+                              graph.nodes[static_cast<std::size_t>(n.operands[0])].element_bytes);
+        s.communication = hooks.collective(Collective::kAllToAll, moved, axes);
+        double flops = n.flops;
+        if (flops <= 0.0) {
+          flops = 2.0;
+          for (std::int64_t sz : graph.loop_sizes(v)) flops *= static_cast<double>(sz);
+        }
+        s.compute = hooks.device_flops_per_s > 0.0
+                        ? core::seconds(flops / static_cast<double>(mesh.axis_size(
+                                                    axes == kAxis0 ? 0 : 1)) /
+                                        hooks.device_flops_per_s)
+                        : core::seconds(0.0);
+      }
+      keep_fully_parallel(mesh, hooks, &out);
+      break;
+    }
+    case OpKind::kElementwise:
+    case OpKind::kSoftmax:
+    case OpKind::kLayerNorm:
+    case OpKind::kUpdate:
+      follow_strategies(graph, v, mesh, hooks, &out);
+      break;
+    case OpKind::kReduce:
+      reduce_strategies(graph, v, mesh, hooks, &out);
+      break;
+  }
+  ALPASIM_CHECK(!out.empty()) << "node " << v << " (\"" << n.name << "\") has no strategy";
+  return out;
+}
+
+}  // namespace alpasim::planner::intra_op

@@ -1,0 +1,213 @@
+// Exactness of the DP, the ILP and the graph reductions against exhaustive search.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+
+#include "planner/ilp/glpk_solver.h"
+#include "planner/intra_op/cost_problem.h"
+#include "planner/intra_op/dp_solver.h"
+#include "planner/intra_op/intra_op_pass.h"
+#include "planner/intra_op/simplify.h"
+#include "planner/intra_op/solve.h"
+#include "planner/intra_op/synthetic_graphs.h"
+#include "tests/unit/planner/fake_ilp_solver.h"
+
+namespace alpasim::planner::intra_op {
+namespace {
+
+// Objectives are sums of a few dozen doubles: equal up to rounding.
+bool same(double a, double b) { return std::abs(a - b) <= 1e-12 + 1e-9 * std::abs(b); }
+
+CostHooks hooks_for(const LogicalMesh& mesh) {
+  AlphaBetaCollectives ab;
+  ab.mesh = mesh;
+  ab.bandwidth = {core::gbyte_per_s(10.0), core::gbyte_per_s(100.0)};
+  ab.latency = {core::microseconds(2.0), core::microseconds(1.0)};
+  return {ab, 1e9};  // a slow device so replicated compute matters in the objective
+}
+
+double product_of_strategy_counts(const CostProblem& p) {
+  double n = 1.0;
+  for (std::size_t v = 0; v < p.nodes.size(); ++v) n *= p.num_strategies(static_cast<int>(v));
+  return n;
+}
+
+TEST_CASE("200 random small graphs: DP, ILP and the pass equal exhaustive search") {
+  const LogicalMesh meshes[] = {{1, 2}, {2, 1}, {2, 2}};
+  ilp::GlpkSolver glpk;
+  int graphs = 0;
+  int constrained = 0;
+  for (std::uint64_t seed = 1; graphs < 200; ++seed) {
+    ALPASIM_CHECK(seed < 5000) << "generator produced too few small graphs";
+    const LogicalMesh mesh = meshes[seed % 3];
+    const IntraOpGraph g = random_small_graph(seed, 3 + static_cast<int>(seed % 4));
+    REQUIRE(g.validate().ok());
+    const CostHooks hooks = hooks_for(mesh);
+    const BuiltProblem built = build_problem(g, mesh, hooks);
+    if (product_of_strategy_counts(built.problem) > 2e5) continue;  // keep exhaustive fast
+    ++graphs;
+    CAPTURE(seed);
+    const auto truth = exhaustive_solve(built.problem, std::nullopt);
+    REQUIRE(truth.has_value());
+
+    SolveOptions dp;
+    dp.algorithm = Algorithm::kDp;
+    auto by_dp = solve_problem(built.problem, dp);
+    REQUIRE(by_dp.ok());
+    REQUIRE(by_dp->best.has_value());
+    CHECK(by_dp->proven_optimal);
+    CHECK(same(by_dp->best->objective, truth->objective));
+
+    SolveOptions ilp;
+    ilp.algorithm = Algorithm::kIlp;
+    ilp.ilp_solver = &glpk;
+    auto by_ilp = solve_problem(built.problem, ilp);
+    REQUIRE(by_ilp.ok());
+    REQUIRE(by_ilp->best.has_value());
+    CHECK(by_ilp->ilp_status == ilp::IlpStatus::kOptimal);
+    CHECK(same(by_ilp->best->objective, truth->objective));
+
+    // The whole pass: exact reductions, solve, expansion back to every operator.
+    IntraOpPass pass;
+    auto plan = pass.run(g, mesh, hooks, {});
+    REQUIRE(plan.ok());
+    CHECK(same(plan->cost.value() -
+                   [&] {
+                     double d = 0.0;  // the weight-update rewrite's own cost change
+                     for (const auto& w : plan->weight_update_sharding) {
+                       d += (w.reduce_scatter_plus_all_gather - w.all_reduce).value();
+                     }
+                     return d;
+                   }(),
+               truth->objective));
+
+    // A memory limit halfway between the smallest footprint and the unconstrained optimum's
+    // footprint binds whenever the two differ.
+    const std::int64_t lo = built.problem.min_memory();
+    if (truth->memory > lo) {
+      ++constrained;
+      const std::int64_t limit = lo + (truth->memory - lo) / 2;
+      const auto bound = exhaustive_solve(built.problem, limit);
+      REQUIRE(bound.has_value());
+      SolveOptions autom;
+      autom.memory_limit_bytes = limit;
+      autom.ilp_solver = &glpk;
+      auto by_auto = solve_problem(built.problem, autom);
+      REQUIRE(by_auto.ok());
+      REQUIRE(by_auto->best.has_value());
+      CHECK(by_auto->proven_optimal);
+      CHECK(by_auto->best->memory <= limit);
+      CHECK(same(by_auto->best->objective, bound->objective));
+      ilp.memory_limit_bytes = limit;
+      auto by_ilp_mem = solve_problem(built.problem, ilp);
+      REQUIRE(by_ilp_mem.ok());
+      REQUIRE(by_ilp_mem->best.has_value());
+      CHECK(by_ilp_mem->best->memory <= limit);
+      CHECK(same(by_ilp_mem->best->objective, bound->objective));
+    }
+  }
+  CHECK(graphs == 200);
+  CHECK(constrained > 50);  // the memory-limited comparison ran on a good share of them
+}
+
+// Random dense problems (not series-parallel: treewidth up to 6) with random costs.
+CostProblem random_problem(std::mt19937_64& rng, int n, int k) {
+  auto uniform = [&] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };
+  CostProblem p;
+  for (int v = 0; v < n; ++v) {
+    CostProblem::Node node;
+    for (int i = 0; i < k; ++i) {
+      node.cost.push_back(std::floor(uniform() * 10.0));
+      node.memory.push_back(static_cast<std::int64_t>(uniform() * 100.0));
+    }
+    p.nodes.push_back(std::move(node));
+  }
+  for (int u = 0; u < n; ++u) {
+    for (int v = u + 1; v < n; ++v) {
+      if (uniform() < 0.5) continue;
+      CostProblem::Edge e{u, v, {}};
+      for (int i = 0; i < k * k; ++i) e.cost.push_back(std::floor(uniform() * 10.0));
+      p.edges.push_back(std::move(e));
+    }
+  }
+  return p;
+}
+
+TEST_CASE("DP (any treewidth), ILP and reductions on random dense problems equal exhaustive") {
+  std::mt19937_64 rng(42);
+  ilp::GlpkSolver glpk;
+  for (int t = 0; t < 60; ++t) {
+    CAPTURE(t);
+    const CostProblem p = random_problem(rng, 7, 3);
+    const auto truth = exhaustive_solve(p, std::nullopt);
+    const auto order = plan_elimination(p, 1 << 20);
+    REQUIRE(order.has_value());
+    const Assignment a = eliminate(p, *order, 0.0);
+    CHECK(same(a.objective, truth->objective));
+    // Exact reductions keep the optimum.
+    const SimplifiedProblem s = simplify(p, {}, {}, {});
+    const auto reduced_truth = exhaustive_solve(s.reduced, std::nullopt);
+    CHECK(same(reduced_truth->objective, truth->objective));
+    CHECK(same(p.objective(s.expand(reduced_truth->choice)), truth->objective));
+    // Memory-limited: Lagrangian DP is feasible and its bound is valid; auto and ILP exact.
+    const std::int64_t limit = p.min_memory() + (truth->memory - p.min_memory()) / 2;
+    const auto bound = exhaustive_solve(p, limit);
+    REQUIRE(bound.has_value());
+    const LagrangianResult lr = lagrangian_solve(p, *order, limit);
+    REQUIRE(lr.best.has_value());
+    CHECK(lr.best->memory <= limit);
+    CHECK(lr.lower_bound <= bound->objective + 1e-9);
+    CHECK(lr.best->objective >= bound->objective - 1e-9);
+    SolveOptions o;
+    o.memory_limit_bytes = limit;
+    o.ilp_solver = &glpk;
+    for (Algorithm alg : {Algorithm::kAuto, Algorithm::kIlp}) {
+      o.algorithm = alg;
+      auto r = solve_problem(p, o);
+      REQUIRE(r.ok());
+      CHECK(r->proven_optimal);
+      CHECK(same(r->best->objective, bound->objective));
+    }
+  }
+}
+
+TEST_CASE("too wide for the DP: kDp says so, kAuto falls back to the ILP") {
+  std::mt19937_64 rng(7);
+  const CostProblem p = random_problem(rng, 6, 3);
+  SolveOptions o;
+  o.algorithm = Algorithm::kDp;
+  o.max_table_entries = 1;
+  auto r = solve_problem(p, o);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message() ==
+        "the DP needs a table of more than 1 entries for this graph; use the ILP");
+  // A solver that hits its deadline without an incumbent of its own: the warm start
+  // (greedy) comes back, marked as not proven optimal.
+  ilp::testing::FakeIlpSolver fake(ilp::IlpStatus::kNoSolutionFound);
+  o.algorithm = Algorithm::kAuto;
+  o.ilp_solver = &fake;
+  auto f = solve_problem(p, o);
+  REQUIRE(f.ok());
+  REQUIRE(f->best.has_value());
+  CHECK_FALSE(f->proven_optimal);
+  CHECK(f->method == "ilp");
+  REQUIRE(fake.models.size() == 1);
+  CHECK(fake.warm_starts[0].size() == fake.models[0].vars.size());
+  CHECK(fake.models[0].validate().ok());
+}
+
+TEST_CASE("an impossible memory limit is a value with the missing bytes") {
+  std::mt19937_64 rng(3);
+  const CostProblem p = random_problem(rng, 5, 3);
+  SolveOptions o;
+  o.memory_limit_bytes = p.min_memory() - 17;
+  auto r = solve_problem(p, o);
+  REQUIRE(r.ok());
+  CHECK(r->feasibility == Feasibility::kOutOfMemory);
+  CHECK(r->missing_bytes == 17);
+  CHECK_FALSE(r->best.has_value());
+}
+
+}  // namespace
+}  // namespace alpasim::planner::intra_op
