@@ -127,6 +127,9 @@ core::Status validate(const PipelineProblem& pb) {
       ALPASIM_RETURN_IF_ERROR(check_seconds(path + ".reshard_all_gather_s", *s.reshard_all_gather_s));
     }
     if (s.grad_sync_s) ALPASIM_RETURN_IF_ERROR(check_seconds(path + ".grad_sync_s", *s.grad_sync_s));
+    if (s.param_all_gather_s) {
+      ALPASIM_RETURN_IF_ERROR(check_seconds(path + ".param_all_gather_s", *s.param_all_gather_s));
+    }
     const bool last = i + 1 == pb.stages.size();
     if (!last && s.output_reshard == ReshardMode::kLocalAllGather && s.reshard_group > 1 &&
         !s.reshard_all_gather_s && !pb.collective_cost) {
@@ -145,6 +148,53 @@ core::Status validate(const PipelineProblem& pb) {
     }
   }
   return core::ok_status();
+}
+
+core::Result<PipelineProblem> resolve_collectives(const PipelineProblem& problem) {
+  PipelineProblem out = problem;
+  if (!problem.collective_cost) return out;
+  const std::size_t p = problem.meshes.size();
+  const int buckets = problem.grad_sync_buckets;
+  const bool rs_ag = problem.grad_sync_mode == GradSyncMode::kReduceScatterAllGather;
+  auto ask = [&](const CollectiveCall& call, const std::string& what) -> core::Result<core::Seconds> {
+    core::Seconds t = problem.collective_cost(call);
+    if (!std::isfinite(t.value()) || t.value() < 0) {
+      return core::internal_error(what + ": collective_cost returned " + num(t.value()) +
+                                  " s, expected a finite number >= 0");
+    }
+    return t;
+  };
+  for (std::size_t vs = 0; vs < out.stages.size(); ++vs) {
+    StageCosts& st = out.stages[vs];
+    const int mesh = static_cast<int>(vs % p);
+    const std::string path = "stages[" + std::to_string(vs) + "]";
+    if (problem.data_parallel > 1 && st.grad_sync_bytes.value() > 0) {
+      if (!st.grad_sync_s) {
+        ALPASIM_ASSIGN_OR_RETURN(
+            core::Seconds t,
+            ask(CollectiveCall{rs_ag ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
+                               st.grad_sync_bytes / buckets, problem.data_parallel, mesh},
+                path + " gradient synchronisation"));
+        st.grad_sync_s = t * static_cast<double>(buckets);
+      }
+      if (rs_ag && !st.param_all_gather_s) {
+        ALPASIM_ASSIGN_OR_RETURN(
+            st.param_all_gather_s,
+            ask(CollectiveCall{CollectiveKind::kAllGather, st.grad_sync_bytes, problem.data_parallel, mesh},
+                path + " parameter all-gather"));
+      }
+    }
+    if (vs + 1 < out.stages.size() && st.output_reshard == ReshardMode::kLocalAllGather &&
+        st.reshard_group > 1 && !st.reshard_all_gather_s) {
+      ALPASIM_ASSIGN_OR_RETURN(
+          st.reshard_all_gather_s,
+          ask(CollectiveCall{CollectiveKind::kAllGather, st.output_activation_bytes, st.reshard_group,
+                             static_cast<int>((vs + 1) % p)},
+              path + " local all-gather"));
+    }
+  }
+  out.collective_cost = nullptr;
+  return out;
 }
 
 PipelineProblem make_uniform_problem(const UniformPipelineSpec& spec) {

@@ -93,6 +93,10 @@ struct StageCosts {
   /// of the reduce-scatter; the parameter all-gather takes as long, as in a ring). Unset =
   /// ask collective_cost, else move ring bytes over the mesh's grad_sync route.
   std::optional<core::Seconds> grad_sync_s;
+  /// Duration of the parameter all-gather in kReduceScatterAllGather mode. Unset = ask
+  /// collective_cost, else grad_sync_s when given (a ring all-gather moves what the
+  /// reduce-scatter moved), else ring bytes over the grad_sync route.
+  std::optional<core::Seconds> param_all_gather_s;
   core::Seconds optimizer_step_s{0};  ///< as run on each GPU (already divided when sharded)
 };
 
@@ -133,6 +137,18 @@ struct PipelineProblem {
 /// INVALID_ARGUMENT with the field path, e.g. "stages[3].forward_s: expected a finite
 /// number >= 0, got -1".
 core::Status validate(const PipelineProblem& problem);
+
+/// Replaces every duration the lowering would ask problem.collective_cost for by the
+/// hook's answer, and drops the hook. The result simulates the same and can be written
+/// to JSON (dump and replay). Calls: per virtual stage that syncs gradients (dp > 1 and
+/// grad_sync_bytes > 0) without grad_sync_s, one all-reduce (or reduce-scatter) of
+/// grad_sync_bytes / grad_sync_buckets, whose time × buckets becomes grad_sync_s; with
+/// weight-update sharding and no param_all_gather_s, one all-gather of grad_sync_bytes;
+/// per stage boundary with a local all-gather and no reshard_all_gather_s, one all-gather
+/// of output_activation_bytes over reshard_group GPUs of the next stage's mesh (the
+/// gradient's all-gather on the way back is assumed to cost the same). INTERNAL when the
+/// hook returns a negative or non-finite time. Precondition: validate(problem) is OK.
+core::Result<PipelineProblem> resolve_collectives(const PipelineProblem& problem);
 
 /// Parameters of make_uniform_problem: every virtual stage costs the same.
 struct UniformPipelineSpec {

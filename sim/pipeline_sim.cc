@@ -102,23 +102,11 @@ class Lowering {
     return pb_.data_parallel > 1 && st.grad_sync_bytes.value() > 0;
   }
 
-  // A collective on `stream`: a fixed duration (given, or from the cost hook) or a
-  // transfer of its ring bytes over the mesh's route.
-  core::Result<TaskId> add_collective(StreamId stream, CollectiveKind kind, core::Bytes bytes,
-                                      int group, int mesh, std::optional<core::Seconds> given,
-                                      const Route& route, TaskLabel label,
-                                      const std::string& what) {
+  // A collective on `stream`: a fixed duration (given, or resolved from the cost hook by
+  // resolve_collectives) or a transfer of its ring bytes over the mesh's route.
+  TaskId add_collective(StreamId stream, CollectiveKind kind, core::Bytes bytes, int group,
+                        std::optional<core::Seconds> given, const Route& route, TaskLabel label) {
     if (given) return g_.add_compute(stream, to_time(*given), label);
-    if (pb_.collective_cost) {
-      core::Seconds t = pb_.collective_cost(CollectiveCall{kind, bytes, group, mesh});
-      if (!std::isfinite(t.value()) || t.value() < 0) {
-        std::ostringstream msg;
-        msg << what << ": collective_cost returned " << t.value()
-            << " s, expected a finite number >= 0";
-        return core::internal_error(msg.str());
-      }
-      return g_.add_compute(stream, to_time(t), label);
-    }
     const double wire = ring_wire_bytes(kind, static_cast<double>(bytes.value()), group);
     return g_.add_transfer(stream, route.links, core::Bytes(std::llround(wire)),
                            to_time(route.latency), label);
@@ -166,15 +154,11 @@ class Lowering {
                               TaskLabel{TaskKind::kBackward, op.microbatch, vs, parts > 1 ? part : -1});
         if (first < 0) first = last;
         if (sync) {
-          ALPASIM_ASSIGN_OR_RETURN(
-              TaskId gs,
-              add_collective(s.grad_sync,
-                             rs_ag ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
-                             st.grad_sync_bytes / buckets, pb_.data_parallel, d,
-                             st.grad_sync_s ? std::optional<core::Seconds>(*st.grad_sync_s / buckets)
-                                            : std::nullopt,
-                             mesh.grad_sync, TaskLabel{TaskKind::kGradSync, -1, vs, part},
-                             "stages[" + std::to_string(vs) + "] gradient synchronisation"));
+          TaskId gs = add_collective(
+              s.grad_sync, rs_ag ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
+              st.grad_sync_bytes / buckets, pb_.data_parallel,
+              st.grad_sync_s ? std::optional<core::Seconds>(*st.grad_sync_s / buckets) : std::nullopt,
+              mesh.grad_sync, TaskLabel{TaskKind::kGradSync, -1, vs, part});
           g_.add_dependency(last, gs);
           syncs.push_back(gs);
         }
@@ -198,11 +182,12 @@ class Lowering {
           const int vs = c * p_ + d;
           const StageCosts& st = stage(vs);
           if (!syncs_gradients(st)) continue;
-          ALPASIM_ASSIGN_OR_RETURN(
-              TaskId ag, add_collective(s.grad_sync, CollectiveKind::kAllGather, st.grad_sync_bytes,
-                                        pb_.data_parallel, d, st.grad_sync_s, mesh.grad_sync,
-                                        TaskLabel{TaskKind::kParamAllGather, -1, vs, -1},
-                                        "stages[" + std::to_string(vs) + "] parameter all-gather"));
+          // Precedence documented at StageCosts::param_all_gather_s (the hook, if any, has
+          // already filled param_all_gather_s).
+          std::optional<core::Seconds> given = st.param_all_gather_s ? st.param_all_gather_s : st.grad_sync_s;
+          TaskId ag = add_collective(s.grad_sync, CollectiveKind::kAllGather, st.grad_sync_bytes,
+                                     pb_.data_parallel, given, mesh.grad_sync,
+                                     TaskLabel{TaskKind::kParamAllGather, -1, vs, -1});
           g_.add_dependency(opt, ag);
         }
       }
@@ -257,12 +242,10 @@ class Lowering {
   core::Result<TaskId> receive(int d, int boundary_stage, TaskId arrival, int mb, int vs) {
     const StageCosts& st = stage(boundary_stage);
     if (st.output_reshard != ReshardMode::kLocalAllGather || st.reshard_group <= 1) return arrival;
-    ALPASIM_ASSIGN_OR_RETURN(
-        TaskId ag,
-        add_collective(streams_[static_cast<std::size_t>(d)].reshard, CollectiveKind::kAllGather,
-                       st.output_activation_bytes, st.reshard_group, d, st.reshard_all_gather_s,
-                       Route{}, TaskLabel{TaskKind::kReshardAllGather, mb, vs, -1},
-                       "stages[" + std::to_string(boundary_stage) + "] local all-gather"));
+    ALPASIM_CHECK(st.reshard_all_gather_s) << "validate/resolve_collectives left no duration";
+    TaskId ag = add_collective(streams_[static_cast<std::size_t>(d)].reshard, CollectiveKind::kAllGather,
+                               st.output_activation_bytes, st.reshard_group, st.reshard_all_gather_s,
+                               Route{}, TaskLabel{TaskKind::kReshardAllGather, mb, vs, -1});
     g_.add_dependency(arrival, ag);
     return ag;
   }
@@ -299,7 +282,8 @@ std::string seconds_text(core::Seconds s) { return core::format_fixed(s.value(),
 
 core::Result<TaskGraph> lower_pipeline(const PipelineProblem& problem) {
   ALPASIM_RETURN_IF_ERROR(validate(problem));
-  return Lowering(problem).run();
+  ALPASIM_ASSIGN_OR_RETURN(PipelineProblem resolved, resolve_collectives(problem));
+  return Lowering(resolved).run();
 }
 
 core::Status PipelineReport::memory_status() const {
@@ -341,6 +325,7 @@ core::Result<PipelineSimulation> simulate_pipeline(const PipelineProblem& proble
   }
   const auto stats = device_stats(graph, timeline);
   double idle_sum = 0;
+  double idle_total_s = 0, busy_total_s = 0;
   Time worst_exposed = -1;
   for (int d = 0; d < p; ++d) {
     const auto& st = stats[static_cast<std::size_t>(d)];
@@ -367,6 +352,8 @@ core::Result<PipelineSimulation> simulate_pipeline(const PipelineProblem& proble
       }
     }
     dr.tensor_parallel_communication = core::Seconds(tp_s);
+    idle_total_s += dr.compute_idle.value();
+    busy_total_s += dr.compute_busy.value();
     if (timeline.makespan > 0) {
       idle_sum += static_cast<double>(timeline.makespan - st.compute_busy) /
                   static_cast<double>(timeline.makespan);
@@ -412,6 +399,7 @@ core::Result<PipelineSimulation> simulate_pipeline(const PipelineProblem& proble
     r.devices.push_back(std::move(dr));
   }
   r.bubble_fraction = p > 0 ? idle_sum / p : 0.0;
+  r.bubble_to_compute_ratio = busy_total_s > 0 ? idle_total_s / busy_total_s : 0.0;
   return PipelineSimulation{std::move(graph), std::move(timeline), std::move(r)};
 }
 
@@ -425,6 +413,8 @@ std::string format_report(const PipelineReport& r) {
       << core::format_fixed(core::to_tflops_per_s(r.hardware_flops_per_gpu), 2) << "\n";
   out << "bubble fraction (mean compute idle / iteration): " << core::format_fixed(r.bubble_fraction, 4)
       << "\n";
+  out << "bubble / compute time (Megatron's bubble time fraction): "
+      << core::format_fixed(r.bubble_to_compute_ratio, 4) << "\n";
   out << "peak memory per GPU (max over devices): " << core::format_bytes(r.peak_memory_bytes) << " ("
       << r.peak_memory_bytes << " bytes)\n";
   out << "communication exposed / overlapped (worst device): " << seconds_text(r.communication_exposed)
@@ -453,6 +443,7 @@ std::string report_json(const PipelineReport& r) {
   j["model_tflops_per_gpu"] = core::to_tflops_per_s(r.model_flops_per_gpu);
   j["hardware_tflops_per_gpu"] = core::to_tflops_per_s(r.hardware_flops_per_gpu);
   j["bubble_fraction"] = r.bubble_fraction;
+  j["bubble_to_compute_ratio"] = r.bubble_to_compute_ratio;
   j["peak_memory_bytes"] = r.peak_memory_bytes;
   j["communication_exposed_s"] = r.communication_exposed.value();
   j["communication_overlapped_s"] = r.communication_overlapped.value();

@@ -71,6 +71,9 @@ struct PipelineReport {
   /// Mean over devices of compute idle / iteration time: pipeline fill and drain plus any
   /// exposed communication and optimizer imbalance.
   double bubble_fraction = 0;
+  /// Σ compute idle / Σ compute busy over devices: Megatron-LM's "bubble time fraction"
+  /// (p-1)/m, or (p-1)/(v·m) interleaved, when stages are uniform and nothing else idles.
+  double bubble_to_compute_ratio = 0;
   std::int64_t peak_memory_bytes = 0;  ///< max over devices
   core::Seconds communication_exposed{0};     ///< max over devices
   core::Seconds communication_overlapped{0};  ///< on the device with the most exposed

@@ -40,6 +40,8 @@ TEST_CASE("uniform GPipe gives Alpa's Eq. 2 exactly") {
   CHECK(iteration_ns(sim) == 33 * kMs);
   // Each device computes B·3 = 24 ms: bubble = 9/33 = (p-1)/(B+p-1).
   CHECK(sim.report.bubble_fraction == doctest::Approx(3.0 / 11.0));
+  // Megatron's bubble time fraction (p-1)/m = 3/8.
+  CHECK(sim.report.bubble_to_compute_ratio == doctest::Approx(3.0 / 8.0));
   for (const auto& d : sim.report.devices) CHECK(d.compute_busy.value() == doctest::Approx(0.024));
 }
 
@@ -99,6 +101,8 @@ TEST_CASE("interleaving by v divides the bubble by v") {
   for (int v : {2, 4}) {
     auto sim = run(make_uniform_problem(base(PipelineSchedule::kInterleaved1F1B, 4, 8, v)));
     CHECK(iteration_ns(sim) == 24 * kMs + 9 * kMs / v);
+    // Megatron's interleaved bubble time fraction (p-1)/(v·m).
+    CHECK(sim.report.bubble_to_compute_ratio == doctest::Approx(3.0 / (v * 8.0)));
     for (const auto& d : sim.report.devices) {
       CHECK(d.compute_idle.value() == doctest::Approx(0.009 / v).epsilon(1e-9));
     }
@@ -174,7 +178,8 @@ TEST_CASE("gradient sync over links moves ring all-reduce bytes") {
 
 TEST_CASE("the collective_cost hook supplies durations") {
   // dp = 8, two buckets of 0.5 GiB each costing 4 ms: B0 parts 1-2 and 2-3; syncs 2-6
-  // and 6-10; optimizer (0 s) at 10. T = 10 ms.
+  // and 6-10; optimizer (0 s) at 10. T = 10 ms. The hook is asked once per stage, for
+  // one bucket.
   auto u = base(PipelineSchedule::kOneFOneB, 1, 1);
   u.data_parallel = 8;
   u.grad_sync_buckets = 2;
@@ -187,11 +192,42 @@ TEST_CASE("the collective_cost hook supplies durations") {
   };
   auto sim = run(pb);
   CHECK(iteration_ns(sim) == 10 * kMs);
-  REQUIRE(calls.size() == 2);
+  REQUIRE(calls.size() == 1);
   CHECK(calls[0].kind == CollectiveKind::kAllReduce);
   CHECK(calls[0].bytes == core::mib(512));
   CHECK(calls[0].group_size == 8);
   CHECK(calls[0].mesh == 0);
+  // resolve_collectives turns the answer into data: 2 buckets × 4 ms.
+  auto resolved = resolve_collectives(pb);
+  REQUIRE(resolved.ok());
+  CHECK_FALSE(resolved->collective_cost);
+  CHECK(resolved->stages[0].grad_sync_s->value() == doctest::Approx(0.008));
+  CHECK(iteration_ns(run(*resolved)) == 10 * kMs);
+}
+
+TEST_CASE("the hook prices reduce-scatter, parameter all-gather and local all-gather") {
+  // p = 2, GPipe, B = 1, dp = 2, weight-update sharding, local all-gather k = 4 between
+  // the stages. Hook: reduce-scatter 3 ms, all-gather over the dp group 5 ms, all-gather
+  // over the mesh 0.5 ms. Stage 0: F 0-1; ag 1-1.5; stage 1: F 1.5-2.5, B 2.5-4.5,
+  // RS 4.5-7.5, optimizer 7.5, param AG 7.5-12.5. Gradient ag 4.5-5; stage 0 B 5-7,
+  // RS 7-10, param AG 10-15. T = 15 ms.
+  auto u = base(PipelineSchedule::kGPipe, 2, 1);
+  u.data_parallel = 2;
+  u.grad_sync_mode = GradSyncMode::kReduceScatterAllGather;
+  u.stage.grad_sync_bytes = core::mib(64);
+  u.stage.output_activation_bytes = core::mib(8);
+  auto pb = make_uniform_problem(u);
+  pb.stages[0].output_reshard = ReshardMode::kLocalAllGather;
+  pb.stages[0].reshard_group = 4;
+  pb.collective_cost = [](const CollectiveCall& c) {
+    if (c.kind == CollectiveKind::kReduceScatter) return core::milliseconds(3);
+    return c.group_size == 2 ? core::milliseconds(5) : core::microseconds(500);
+  };
+  CHECK(iteration_ns(run(pb)) == 15 * kMs);
+  pb.collective_cost = [](const CollectiveCall&) { return core::Seconds(-1); };
+  CHECK(simulate_pipeline(pb).status().message() ==
+        "stages[0] gradient synchronisation: collective_cost returned -1 s, expected a finite "
+        "number >= 0");
 }
 
 TEST_CASE("model and hardware TFLOP/s per GPU follow Megatron's definitions") {
