@@ -124,8 +124,9 @@ Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
   }
 
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
+    // Alpa's GShard model (alpa/model/moe.py) puts the experts in layers 0, 2, 4, ...
     const bool moe = c.num_experts > 0 && c.moe_layer_interval > 0 &&
-                     (l + 1) % c.moe_layer_interval == 0;
+                     l % c.moe_layer_interval == 0;
     b.layer = static_cast<std::int32_t>(l + 1);
     b.prefix = "block" + std::to_string(l) + "/";
     g.layers.push_back({"block" + std::to_string(l), moe ? "moe_transformer" : "transformer"});
@@ -194,16 +195,12 @@ Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
         expert_out = b.dot("moe/expert_down", "excf,efh->exch", prod,
                            b.param("moe/expert_down_weight", {E, F, H}));
       } else {
+        // GShard experts (Alpa's FlaxPositionWiseMoELayer: wi, wo) have no biases.
         OpId f1 = b.dot("moe/expert_fc1", "exch,ehf->excf", dispatched,
                         b.param("moe/expert_fc1_weight", {E, H, F}));
-        if (c.dense_bias) f1 = b.add("moe/expert_fc1_bias_add", f1, b.param("moe/expert_fc1_bias", {E, 1, 1, F}));
         OpId act = b.ew("moe/expert_gelu", "gelu", {f1}, kGeluFlops);
         expert_out = b.dot("moe/expert_fc2", "excf,efh->exch", act,
                            b.param("moe/expert_fc2_weight", {E, F, H}));
-        if (c.dense_bias) {
-          expert_out = b.add("moe/expert_fc2_bias_add", expert_out,
-                             b.param("moe/expert_fc2_bias", {E, 1, 1, H}));
-        }
       }
       OpId combined = g.add_einsum(b.n("moe/combine"), OpKind::kMoeCombine, "xyec,exch->xyh",
                                    combine, expert_out, kNoOp, b.layer);

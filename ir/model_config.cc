@@ -50,7 +50,7 @@ Result<TransformerConfig> parse_transformer(JsonObject& obj, const std::string& 
     ALPASIM_ASSIGN_OR_RETURN(c.capacity_factor,
                              obj.get_number_in_or("capacity_factor", 0.1, 64,
                                                   "a capacity factor in [0.1, 64]",
-                                                  builtin == "moe" ? 2.0 : 1.0));
+                                                  1.0));
     if (c.top_k > c.num_experts) {
       return obj.value().child("top_k", obj.value().raw()["top_k"])
           .error("expected at most num_experts (" + std::to_string(c.num_experts) + "), got " +

@@ -28,7 +28,9 @@ struct TransformerConfig {
   std::int64_t top_k = 0;              ///< experts per token
   std::int64_t moe_layer_interval = 0; ///< every k-th layer is MoE (GShard 2, Mixtral 1)
   std::int64_t expert_group_size = 0;  ///< tokens per gating group (GShard); 0 = whole batch
-  double capacity_factor = 0;          ///< expert capacity = factor · tokens · top_k / experts
+  /// Expert capacity C = ceil(factor · group tokens · top_k / experts). The default 1.0
+  /// gives GShard's and Alpa's C = 2·S/E for top-2 (alpa/model/moe.py top2_gating).
+  double capacity_factor = 0;
 
   // Architecture details that the scenario JSON does not spell: set from `builtin` by
   // set_architecture_defaults() (which parse_model_config calls), or by the Hugging Face

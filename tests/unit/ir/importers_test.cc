@@ -146,3 +146,23 @@ TEST_CASE("JSON graph errors name the file, the pointer, what was expected and f
 
 }  // namespace
 }  // namespace alpasim::ir
+
+namespace alpasim::ir {
+namespace {
+
+TEST_CASE("the example of docs/model_graph.md loads through a scenario model block") {
+  ModelConfig m;
+  m.name = "mlp";
+  m.spec = ModelFileConfig{"graph_json", testing::data_file("mlp_graph.json"), "mlp_graph.json"};
+  auto g = build_forward_graph(m, {});
+  REQUIRE_MESSAGE(g.ok(), g.status().to_string());
+  CHECK(parameter_count(*g) == 1024 * 4096 + 4096 + 4096 * 10);
+  CHECK(g->meta.samples_per_microbatch == 8);
+  CHECK(g->layers.size() == 2);
+  const Graph t = derive_training_graph(*g, {OptimizerKind::kAdam, RecomputePolicy::kFull});
+  // Full recompute re-runs both "block" layers' forward dots (2·8·1024·4096 + 2·8·4096·10).
+  CHECK(phase_flops(t).matmul_recompute == 2 * 8 * 1024 * 4096 + 2 * 8 * 4096 * 10);
+}
+
+}  // namespace
+}  // namespace alpasim::ir
