@@ -70,8 +70,8 @@ struct ConvEntry {
 /// busbw = algbw · factor, README of shared/reference).
 struct CollectiveEntry {
   std::string collective;  ///< all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv
-  std::string algorithm;   ///< "default" (NCCL's choice), "ring", "tree", "nvls"
-  std::string protocol;    ///< "default", "ll", "ll128", "simple"
+  std::string algorithm = "default";  ///< "default" (NCCL's choice), "ring", "tree", "nvls"
+  std::string protocol = "default";   ///< "default", "ll", "ll128", "simple"
   std::int64_t channels = 0;  ///< NCCL_MAX_NCHANNELS when forced; 0 = NCCL's choice
   std::int64_t num_gpus = 0;
   std::int64_t num_nodes = 0;

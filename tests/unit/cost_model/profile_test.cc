@@ -1,0 +1,76 @@
+#include "schema/profile.h"
+
+#include <doctest/doctest.h>
+
+namespace alpasim::schema {
+namespace {
+
+core::Result<Profile> parse(std::string_view text) {
+  auto doc = core::parse_json_text(text, "p.json");
+  REQUIRE(doc.ok());
+  return parse_profile(core::JsonValue::root(*doc));
+}
+
+constexpr const char* kProvenance = R"("provenance": {"machine": "dgx-a100-80gb",
+  "gpu": "a100-80gb", "driver_version": "535", "cuda_version": "12.2", "cublas_version": "12.2",
+  "cudnn_version": "9", "nccl_version": "2.18", "date": "2026-01-01", "measured_by": "me",
+  "source": "measured"})";
+
+std::string with(const std::string& body) {
+  return std::string("{\"schema_version\": 1, ") + kProvenance + (body.empty() ? "" : ", ") + body + "}";
+}
+
+TEST_CASE("a profile round-trips through JSON") {
+  Profile p = parse(with(R"("gemm": [{"m": 1024, "n": 1024, "k": 1024, "dtype": "bf16",
+      "tflops_per_s": 100, "role": "fit", "citation": "bench run 1"}],
+      "collectives": [{"collective": "all_reduce", "num_gpus": 8, "num_nodes": 1,
+      "message_bytes": 1048576, "time_us": 50, "role": "check", "citation": "nccl-tests"}],
+      "links": [{"link_class": "infiniband", "measurement": "collective",
+      "spec_gbyte_per_s": 25, "achieved_gbyte_per_s": 24, "role": "fit", "citation": "x"}])")).value();
+  REQUIRE(p.gemm.size() == 1);
+  // time = 2 * 1024^3 FLOPs / 100 TFLOP/s = 21.47 us.
+  CHECK(p.gemm[0].time_us == doctest::Approx(2.0 * 1024 * 1024 * 1024 / 100e12 * 1e6));
+  CHECK(p.gemm[0].meta.source == ProfileSource::kMeasured);  // inherited from provenance
+  CHECK(p.collectives[0].algorithm == "default");
+  CHECK(p.collectives[0].meta.role == ProfileRole::kCheck);
+  auto doc = core::parse_json_text(profile_to_json(p).dump(), "again.json").value();
+  Profile again = parse_profile(core::JsonValue::root(doc)).value();
+  CHECK(profile_to_json(again) == profile_to_json(p));
+}
+
+TEST_CASE("bad profiles give exact errors") {
+  CHECK(parse(R"({"schema_version": 2})").status().message() ==
+        "p.json: /schema_version: expected schema_version 1, got 2");
+  CHECK(parse(with(R"("gemm": [{"m": 1, "n": 1, "k": 1, "dtype": "bf16", "time_us": 1,
+      "tflops_per_s": 1, "role": "fit", "citation": "x"}])")).status().message() ==
+        "p.json: /gemm/0: expected exactly one of \"time_us\" and \"tflops_per_s\"");
+  CHECK(parse(with(R"("gemm": [{"m": 1, "n": 1, "k": 1, "dtype": "bf16", "time_us": 1,
+      "role": "fit"}])")).status().message() ==
+        "p.json: /gemm/0/citation: missing required key (expected a non-empty string)");
+  CHECK(parse(with(R"("collectives": [{"collective": "all_reduce", "num_gpus": 8,
+      "num_nodes": 1, "busbw_gbyte_per_s": 100, "role": "fitt", "citation": "x"}])"))
+            .status().message() ==
+        "p.json: /collectives/0/role: expected one of \"fit\" or \"check\", got \"fitt\"; did "
+        "you mean \"fit\"?");
+  CHECK(parse(with(R"("collectives": [{"collective": "all_reduce", "num_gpus": 8,
+      "num_nodes": 1, "time_us": 5, "role": "fit", "citation": "x"}])")).status().message() ==
+        "p.json: /collectives/0: an entry without \"message_bytes\" (a large-message asymptote) "
+        "needs \"busbw_gbyte_per_s\"");
+  CHECK(parse(with(R"("gemms": [])")).status().message() ==
+        "p.json: /gemms: unknown key; did you mean \"gemm\"?");
+}
+
+TEST_CASE("the shipped profiles load") {
+  for (const char* machine : {"dgx-a100-80gb", "hgx-h200", "dgx-h100", "aws-p3.16xlarge"}) {
+    auto p = read_profile_file(std::string(ALPASIM_SOURCE_DIR "/profiles/") + machine +
+                               "/2026-08-22-derived.json");
+    CHECK_MESSAGE(p.ok(), p.status().to_string());
+    if (p.ok()) {
+      CHECK(p->provenance.machine == machine);
+      CHECK(p->provenance.source == ProfileSource::kDerived);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace alpasim::schema
