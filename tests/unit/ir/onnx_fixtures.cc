@@ -24,6 +24,14 @@ void add_input(onnx::GraphProto* g, const std::string& name, const std::vector<s
   }
 }
 
+void add_index_input(onnx::GraphProto* g, const std::string& name, const std::vector<std::int64_t>& dims) {
+  auto* in = g->add_input();
+  in->set_name(name);
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::INT64);
+  for (std::int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
 void add_output(onnx::GraphProto* g, const std::string& name) {
   auto* out = g->add_output();
   out->set_name(name);
@@ -108,6 +116,31 @@ onnx::ModelProto mlp(bool lrn, const std::string& symbolic) {
 std::string tiny_mlp_onnx() { return serialize(mlp(false, "")); }
 std::string unsupported_op_onnx() { return serialize(mlp(true, "")); }
 std::string dynamic_shape_onnx() { return serialize(mlp(false, "batch")); }
+
+std::string tiny_attention_onnx() {
+  onnx::ModelProto m = model("tiny_attention");
+  auto* g = m.mutable_graph();
+  add_index_input(g, "ids", {2, 4});
+  add_weight(g, "table", {50, 16});
+  add_weight(g, "ln_scale", {16});
+  add_weight(g, "ln_bias", {16});
+  for (const char* w : {"wq", "wk", "wv"}) add_weight(g, w, {16, 16});
+  add_weight(g, "w_out", {16, 50});
+  add_node(g, "Gather", "embed", {"table", "ids"}, "x");
+  add_node(g, "LayerNormalization", "ln", {"x", "ln_scale", "ln_bias"}, "xn");
+  add_node(g, "MatMul", "q", {"xn", "wq"}, "q");
+  add_node(g, "MatMul", "k", {"xn", "wk"}, "k");
+  add_node(g, "MatMul", "v", {"xn", "wv"}, "v");
+  auto* t = add_node(g, "Transpose", "kt", {"k"}, "kt");
+  set_ints(t, "perm", {0, 2, 1});
+  add_node(g, "MatMul", "scores", {"q", "kt"}, "s");
+  add_node(g, "Softmax", "softmax", {"s"}, "p");
+  add_node(g, "MatMul", "context", {"p", "v"}, "c");
+  add_node(g, "Add", "residual", {"x", "c"}, "r");
+  add_node(g, "MatMul", "logits", {"r", "w_out"}, "logits");
+  add_output(g, "logits");
+  return serialize(m);
+}
 
 std::string tiny_cnn_onnx() {
   onnx::ModelProto m = model("tiny_cnn");

@@ -17,6 +17,12 @@ std::string tiny_mlp_onnx();
 /// Gemm (transB, [10, 16] + bias). 216 + 8 + 16 + 1,152 + 170 = 1,562 parameters.
 std::string tiny_cnn_onnx();
 
+/// A one-block attention model: ids [2, 4] (int64) -> Gather table [50, 16] ->
+/// LayerNormalization -> q, k, v MatMuls [16, 16] -> Transpose k -> batched MatMul ->
+/// Softmax -> batched MatMul with v -> Add residual -> MatMul [16, 50].
+/// 800 + 32 + 3·256 + 800 = 2,400 parameters.
+std::string tiny_attention_onnx();
+
 /// The MLP with an LRN node (unsupported) after the first MatMul.
 std::string unsupported_op_onnx();
 

@@ -61,6 +61,26 @@ TEST_CASE("a small ONNX CNN imports: NCHW convolutions become NHWC conv2d ops") 
   CHECK(grad_input == 1);  // the image needs no gradient
 }
 
+TEST_CASE("a small ONNX attention block imports with batched matmuls") {
+  auto g = import_bytes("attn.onnx", testing::tiny_attention_onnx());
+  REQUIRE_MESSAGE(g.ok(), g.status().to_string());
+  CHECK(parameter_count(*g) == 50 * 16 + 2 * 16 + 3 * 16 * 16 + 16 * 50);
+  std::vector<DotDims> dims;
+  for (const Op& o : g->ops()) {
+    if (o.kind == OpKind::kDot) dims.push_back(o.dot_dims);
+  }
+  // q, k, v ([2,4,16] x a 2-D weight): the weight has no batch dims, so the leading dim
+  // is a free dim of the left operand: M = 2·4, N = 16, K = 16.
+  // Scores [2,4,16] x [2,16,4]: batch 2, M 4, N 4, K 16; context: batch 2, M 4, N 16, K 4.
+  REQUIRE(dims.size() == 6);
+  CHECK(dims[0] == DotDims{1, 8, 16, 16});
+  CHECK(dims[3] == DotDims{2, 4, 4, 16});
+  CHECK(dims[4] == DotDims{2, 4, 16, 4});
+  CHECK(dims[5] == DotDims{1, 8, 50, 16});
+  const Graph t = derive_training_graph(*g, {});
+  CHECK(phase_flops(t).matmul_backward > phase_flops(t).matmul_forward);
+}
+
 TEST_CASE("ONNX errors name the node and the unsupported operator or dynamic dim") {
   const std::string unsupported = import_bytes("bad.onnx", testing::unsupported_op_onnx()).status().message();
   CHECK(unsupported.rfind("bad.onnx: node 1 (\"norm\", op LRN): unsupported operator LRN (supported: Add, "
