@@ -69,6 +69,53 @@ std::vector<std::int64_t> activation_bytes_per_layer(const Graph& g) {
   return bytes;
 }
 
+std::vector<LayerStats> layer_stats(const Graph& g) {
+  const auto n = static_cast<std::size_t>(std::max(g.num_layers(), 1));
+  std::vector<LayerStats> out(n);
+  for (std::size_t i = 0; i < n && i < g.layers.size(); ++i) {
+    out[i].name = g.layers[i].name;
+    out[i].kind = g.layers[i].kind;
+  }
+  const std::vector<std::int64_t> kept = activation_bytes_per_layer(g);
+  for (std::size_t i = 0; i < n; ++i) out[i].activation_bytes = kept[i];
+  for (const Op& o : g.ops()) {
+    LayerStats& l = out[static_cast<std::size_t>(o.layer)];
+    const std::int64_t mm = o.is_matmul() ? o.flops : 0;
+    const std::int64_t bytes = o.bytes_read + o.bytes_written;
+    switch (o.phase) {
+      case Phase::kForward:
+        if (o.kind == OpKind::kParameter) {
+          l.parameters += o.out.num_elements();
+          break;
+        }
+        if (o.kind != OpKind::kInput) ++l.num_forward_ops;
+        l.flops.matmul_forward += mm;
+        l.flops.total_forward += o.flops;
+        l.forward_bytes_accessed += bytes;
+        for (OpId c : g.consumers(o.id)) {
+          const Op& user = g.op(c);
+          if (user.phase == Phase::kForward && user.layer > o.layer) {
+            l.boundary_bytes += o.out.bytes();
+            break;
+          }
+        }
+        break;
+      case Phase::kRecompute:
+        l.flops.matmul_recompute += mm;
+        l.flops.total_recompute += o.flops;
+        l.backward_bytes_accessed += bytes;
+        break;
+      case Phase::kBackward:
+        l.flops.matmul_backward += mm;
+        l.flops.total_backward += o.flops;
+        l.backward_bytes_accessed += bytes;
+        break;
+      case Phase::kOptimizer: l.flops.total_optimizer += o.flops; break;
+    }
+  }
+  return out;
+}
+
 StateBytes training_state_bytes(std::int64_t parameters, core::DType dtype, OptimizerKind opt) {
   StateBytes s;
   s.parameters = core::Bytes(parameters * core::dtype_bytes(dtype));

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/units.h"
@@ -48,6 +49,27 @@ IterationFlops flops_per_iteration(const Graph& training_graph, std::int64_t glo
 /// microbatch: the outputs of forward ops (inputs included, parameters excluded) read by
 /// a backward or recompute op, attributed to the producer's layer. Indexed by Op::layer.
 std::vector<std::int64_t> activation_bytes_per_layer(const Graph& training_graph);
+
+/// Per-layer totals of a training graph (one microbatch; optimizer once): what the
+/// simulator and the inter-op pass need to cost a stage made of whole layers.
+struct LayerStats {
+  std::string name;  ///< GraphMeta layers[i].name ("block3")
+  std::string kind;  ///< "prologue", "transformer", "moe_transformer", "resnet_block", ...
+  std::int64_t parameters = 0;
+  std::int64_t num_forward_ops = 0;
+  PhaseFlops flops;  ///< of this layer's ops only
+  std::int64_t forward_bytes_accessed = 0;   ///< Σ bytes read + written by forward ops
+  std::int64_t backward_bytes_accessed = 0;  ///< same for backward and recompute ops
+  /// Activations kept for backward by one microbatch (activation_bytes_per_layer).
+  std::int64_t activation_bytes = 0;
+  /// Bytes of forward tensors this layer produces that later layers read: what a
+  /// pipeline stage boundary after this layer sends per microbatch (and, as gradients,
+  /// receives back).
+  std::int64_t boundary_bytes = 0;
+};
+/// Indexed by Op::layer. Precondition: a derived training graph (or a forward graph:
+/// backward fields stay 0).
+std::vector<LayerStats> layer_stats(const Graph& graph);
 
 /// Persistent training state (whole model, unsharded).
 struct StateBytes {

@@ -253,6 +253,25 @@ TEST_CASE("Alpa table 8 (Wide-ResNet) builds; 6 of 7 counts match to the printed
   }
 }
 
+TEST_CASE("per-layer stats of a GPT block: parameters, FLOPs, boundary bytes") {
+  const std::int64_t l = 2, h = 64, a = 4, s = 32, b = 2, V = 100;
+  const Graph g = train(gpt(l, h, a, s, V), RecomputePolicy::kNone, b);
+  const auto stats = layer_stats(g);
+  REQUIRE(stats.size() == static_cast<std::size_t>(l + 2));
+  CHECK(stats[1].name == "block0");
+  CHECK(stats[1].kind == "transformer");
+  CHECK(stats[1].parameters == 12 * h * h + 13 * h);  // Megatron's per-layer count
+  // Forward matmuls of one block: 24·b·s·h² + 4·b·s²·h; backward twice that.
+  CHECK(stats[1].flops.matmul_forward == 24 * b * s * h * h + 4 * b * s * s * h);
+  CHECK(stats[1].flops.matmul_backward == 2 * stats[1].flops.matmul_forward);
+  // A block hands the next one its residual stream [b, s, h] in fp16.
+  CHECK(stats[1].boundary_bytes == 2 * b * s * h);
+  CHECK(stats[3].boundary_bytes == 0);  // the head feeds nothing
+  std::int64_t params = 0;
+  for (const auto& x : stats) params += x.parameters;
+  CHECK(params == parameter_count(g));
+}
+
 TEST_CASE("training state bytes: Adam mixed precision is 16 bytes per parameter") {
   const StateBytes adam = training_state_bytes(1000, core::DType::kBf16, OptimizerKind::kAdam);
   CHECK(adam.parameters.value() == 2000);
