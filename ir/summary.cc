@@ -127,8 +127,10 @@ std::string summary_to_text(const ModelSummary& s) {
                                          " FLOP (hardware FLOPs + pointwise, norms, optimizer)");
   line("parameter memory", core::format_bytes(s.parameter_bytes.value()) + " (" + s.dtype + ")");
   line("gradient memory", core::format_bytes(s.gradient_bytes.value()) + " (" + s.dtype + ")");
-  line("optimizer state memory", core::format_bytes(s.optimizer_state_bytes.value()) +
-                                     " (fp32 master + moments)");
+  const bool mixed = s.dtype != "fp32" && s.dtype != "tf32";
+  const std::string states = s.optimizer == "adam" ? "2 fp32 moments" : "fp32 momentum";
+  line("optimizer state memory", core::format_bytes(s.optimizer_state_bytes.value()) + " (" +
+                                     (mixed ? "fp32 master + " : "") + states + ")");
   line("activation memory per microbatch", core::format_bytes(s.activation_bytes_per_microbatch.value()) +
                                                " (all layers, kept for backward)");
   line("largest layer activations", core::format_bytes(s.max_layer_activation_bytes_per_microbatch.value()) +
