@@ -65,19 +65,23 @@ std::string chrome_trace_json(const TaskGraph& g, const Timeline& tl, const Trac
   const auto& devices = g.devices();
   const auto& streams = g.streams();
   // Metadata: names and sort order of processes (devices) and threads (streams).
+  // pid = device + 1 and tid = global stream id + 1: Perfetto treats pid/tid 0 specially
+  // (the Linux idle task) and keys threads by tid, so both stay non-zero and unique.
+  auto pid_of = [](std::size_t device) { return std::to_string(device + 1); };
+  auto tid_of = [](StreamId stream) { return std::to_string(stream + 1); };
   for (std::size_t d = 0; d < devices.size(); ++d) {
-    const std::string pid = std::to_string(d);
+    const std::string pid = pid_of(d);
     begin_event();
-    out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":0,\"args\":{\"name\":";
+    out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"args\":{\"name\":";
     append_escaped(out, devices[d].name);
     out += "}}";
     begin_event();
     out += "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" + pid +
-           ",\"tid\":0,\"args\":{\"sort_index\":" + pid + "}}";
+           ",\"args\":{\"sort_index\":" + std::to_string(d) + "}}";
     for (std::size_t i = 0; i < devices[d].streams.size(); ++i) {
       const auto& stream = streams[static_cast<std::size_t>(devices[d].streams[i])];
       if (stream.tasks.empty()) continue;
-      const std::string tid = std::to_string(i + 1);
+      const std::string tid = tid_of(devices[d].streams[i]);
       begin_event();
       out += "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":" + tid +
              ",\"args\":{\"name\":";
@@ -85,15 +89,15 @@ std::string chrome_trace_json(const TaskGraph& g, const Timeline& tl, const Trac
       out += "}}";
       begin_event();
       out += "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":" + tid +
-             ",\"args\":{\"sort_index\":" + tid + "}}";
+             ",\"args\":{\"sort_index\":" + std::to_string(i) + "}}";
     }
   }
   // Tasks, stream by stream in execution order.
   for (std::size_t d = 0; d < devices.size(); ++d) {
-    const std::string pid = std::to_string(d);
+    const std::string pid = pid_of(d);
     for (std::size_t i = 0; i < devices[d].streams.size(); ++i) {
       const auto& stream = streams[static_cast<std::size_t>(devices[d].streams[i])];
-      const std::string tid = std::to_string(i + 1);
+      const std::string tid = tid_of(devices[d].streams[i]);
       for (TaskId t : stream.tasks) {
         const auto& task = g.tasks()[static_cast<std::size_t>(t)];
         const Time a = tl.start[static_cast<std::size_t>(t)];
@@ -118,12 +122,12 @@ std::string chrome_trace_json(const TaskGraph& g, const Timeline& tl, const Trac
   }
   if (options.memory_counters) {
     for (std::size_t d = 0; d < devices.size() && d < tl.memory.size(); ++d) {
-      const std::string pid = std::to_string(d);
+      const std::string pid = pid_of(d);
       const auto& mem = tl.memory[d];
       const auto& names = g.memory_components();
       for (std::size_t i = 0; i < mem.series.size(); ++i) {
         begin_event();
-        out += "{\"name\":\"memory\",\"ph\":\"C\",\"pid\":" + pid + ",\"tid\":0,\"ts\":";
+        out += "{\"name\":\"memory\",\"ph\":\"C\",\"pid\":" + pid + ",\"ts\":";
         append_us(out, mem.series[i].time);
         // One key per component: Perfetto stacks them, so the chart shows what the
         // memory is made of; the keys sum to the device total.

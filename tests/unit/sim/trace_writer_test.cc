@@ -20,17 +20,17 @@ TEST_CASE("trace JSON text is exact") {
   const std::string expected =
       "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"alpa-sim simulator\",\"time_unit\":\"us\"},\n"
       "\"traceEvents\":[\n"
-      "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"stage \\\"0\\\"\"}},\n"
-      "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"sort_index\":0}},\n"
-      "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":1,\"args\":{\"name\":\"compute\"}},\n"
-      "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":1,\"args\":{\"sort_index\":1}},\n"
-      "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":3,\"args\":{\"name\":\"send\"}},\n"
-      "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":3,\"args\":{\"sort_index\":3}},\n"
-      "{\"name\":\"forward mb2 vs1\",\"cat\":\"forward\",\"ph\":\"X\",\"pid\":0,\"tid\":1,\"ts\":0.000,"
+      "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"stage \\\"0\\\"\"}},\n"
+      "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":1,\"args\":{\"sort_index\":0}},\n"
+      "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":\"compute\"}},\n"
+      "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"sort_index\":0}},\n"
+      "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":3,\"args\":{\"name\":\"send\"}},\n"
+      "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":3,\"args\":{\"sort_index\":2}},\n"
+      "{\"name\":\"forward mb2 vs1\",\"cat\":\"forward\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":0.000,"
       "\"dur\":1.500,\"args\":{\"task\":0,\"microbatch\":2,\"virtual_stage\":1}},\n"
-      "{\"name\":\"send mb2 vs1\",\"cat\":\"send\",\"ph\":\"X\",\"pid\":0,\"tid\":3,\"ts\":1.500,"
+      "{\"name\":\"send mb2 vs1\",\"cat\":\"send\",\"ph\":\"X\",\"pid\":1,\"tid\":3,\"ts\":1.500,"
       "\"dur\":0.250,\"args\":{\"task\":1,\"microbatch\":2,\"virtual_stage\":1,\"bytes\":64}},\n"
-      "{\"name\":\"memory\",\"ph\":\"C\",\"pid\":0,\"tid\":0,\"ts\":0.000,\"args\":{\"memory\":4096}}\n"
+      "{\"name\":\"memory\",\"ph\":\"C\",\"pid\":1,\"ts\":0.000,\"args\":{\"memory\":4096}}\n"
       "]}\n";
   CHECK(chrome_trace_json(g, *r) == expected);
 }
