@@ -189,6 +189,7 @@ core::Result<IntraOpPlan> IntraOpPass::run(const IntraOpGraph& graph, const Logi
     ALPASIM_ASSIGN_OR_RETURN(SolveOutcome outcome, solve_problem(simple.reduced, so));
     plan.feasibility = outcome.feasibility;
     plan.method = outcome.method;
+    plan.pruned_strategies = outcome.pruned_strategies;
     plan.proven_optimal = outcome.proven_optimal && !options.simplify.merge_cheap_operators;
     plan.missing = core::bytes(outcome.missing_bytes);
     if (outcome.best) {
@@ -199,6 +200,7 @@ core::Result<IntraOpPlan> IntraOpPass::run(const IntraOpGraph& graph, const Logi
           << "simplification changed the objective: " << objective << " vs "
           << outcome.best->objective;
       plan.cost = core::seconds(objective);
+      plan.objective = plan.cost;
       // With the heuristic merge the solver's bound is one of the merged problem only; 0 is
       // always valid (every cost is >= 0).
       plan.lower_bound = core::seconds(

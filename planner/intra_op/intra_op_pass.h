@@ -55,7 +55,10 @@ struct IntraOpPlan {
   /// Communication + resharding (+ compute when CostHooks::device_flops_per_s > 0), after
   /// the weight-update rewrite.
   core::Seconds cost = core::seconds(0.0);
-  core::Seconds lower_bound = core::seconds(0.0);  ///< proven bound on the optimum cost
+  /// The solver's objective (the cost before the weight-update rewrite) and a proven lower
+  /// bound on its optimum (equal when proven_optimal).
+  core::Seconds objective = core::seconds(0.0);
+  core::Seconds lower_bound = core::seconds(0.0);
   bool proven_optimal = false;
   /// Per-device memory the solver budgeted, and after the weight-update rewrite.
   core::Bytes memory = core::bytes(0);
@@ -69,6 +72,7 @@ struct IntraOpPlan {
   std::int64_t strategies = 0;  ///< strategies before simplification
   SimplifyStats simplify_stats;
   std::string method;           ///< how it was solved (SolveOutcome::method)
+  std::int64_t pruned_strategies = 0;  ///< strategies removed by the bound (exact)
   bool from_cache = false;
   core::Seconds wall_time = core::seconds(0.0);
 };

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "planner/intra_op/bound.h"
 #include "planner/intra_op/ilp_formulation.h"
 
 namespace alpasim::planner::intra_op {
@@ -72,8 +73,127 @@ Assignment greedy(const CostProblem& p, std::optional<std::int64_t> limit) {
 
 }  // namespace
 
-core::Result<SolveOutcome> solve_problem(const CostProblem& problem, const SolveOptions& options) {
-  const auto start = Clock::now();
+namespace {
+
+// Declared here, defined after prune_and_solve: the two recurse into each other once.
+core::Result<SolveOutcome> solve_impl(const CostProblem& problem, const SolveOptions& options,
+                                      Clock::time_point start, std::optional<Assignment> incumbent,
+                                      bool allow_prune);
+
+core::Result<SolveOutcome> prune_and_solve(const CostProblem& problem,
+                                           const SolveOptions& options, Clock::time_point start,
+                                           std::optional<Assignment> incumbent) {
+  const auto& limit = options.memory_limit_bytes;
+  // Too wide for the DP: bound the problem (min-sum diffusion), take the best of a few
+  // narrow restricted DPs and the greedy as the upper bound, prune every strategy whose
+  // bound exceeds it (exact), and solve what is left.
+  const Reparametrisation r = diffuse(problem, options.diffusion_sweeps);
+  Assignment ub = incumbent ? *incumbent : greedy(problem, limit);
+  for (int m = 1; m <= 4; ++m) {
+    auto a = restricted_solve(problem, r, m, options.max_table_entries);
+    if (a && (!limit || a->memory <= *limit) && a->objective < ub.objective) ub = *a;
+  }
+  Pruned pr = prune(problem, r, ub.objective);
+  if (limit && ub.memory > 0) {
+    // Memory-limited: the unconstrained bound is weak when the limit binds. For lambda >= 0
+    // every fitting assignment x has cost(x) >= cost(x) + lambda (mem(x) - limit), so the
+    // bound of the problem with costs + lambda·memory, minus lambda·limit, prunes too. A
+    // bisection on lambda (restricted DPs as the oracle) finds better fitting assignments
+    // and a multiplier where that bound is strong; each tried lambda prunes (intersection).
+    const CostProblem base = problem;
+    auto with_lambda = [&](double lambda) {
+      CostProblem q = base;
+      for (auto& n : q.nodes) {
+        for (std::size_t i = 0; i < n.cost.size(); ++i) {
+          n.cost[i] += lambda * static_cast<double>(n.memory[i]);
+        }
+      }
+      return q;
+    };
+    std::vector<std::vector<bool>> keep(problem.nodes.size());
+    for (std::size_t v = 0; v < keep.size(); ++v) {
+      keep[v].assign(static_cast<std::size_t>(problem.num_strategies(static_cast<int>(v))), false);
+      for (int i : pr.kept[v]) keep[v][static_cast<std::size_t>(i)] = true;
+    }
+    // Seconds per byte: the unconstrained bound's gap spread over the bytes to shed.
+    double lo = 0.0;
+    double hi = std::max(1e-18, (ub.objective - r.lower_bound) /
+                                    static_cast<double>(std::max<std::int64_t>(1, ub.memory)));
+    std::vector<std::pair<double, Reparametrisation>> tried;
+    for (int it = 0; it < options.lagrangian_prune_steps; ++it) {
+      const double lambda = lo == 0.0 && it == 0 ? hi : (lo + hi) / 2.0;
+      const CostProblem q = with_lambda(lambda);
+      Reparametrisation rq = diffuse(q, options.diffusion_sweeps);
+      bool fits = false;
+      for (int m = 1; m <= 4; ++m) {
+        auto a = restricted_solve(q, rq, m, options.max_table_entries);
+        if (!a) continue;
+        const std::int64_t mem = problem.memory(a->choice);
+        if (mem <= *limit) {
+          fits = true;
+          const double cost = problem.objective(a->choice);
+          if (cost < ub.objective) ub = Assignment{a->choice, cost, mem};
+        }
+      }
+      tried.emplace_back(lambda, std::move(rq));
+      if (fits) {
+        hi = lambda;
+      } else {
+        lo = lambda;
+        if (it == 0) hi *= 16.0;
+      }
+    }
+    const double cap = ub.objective + 1e-12 + 1e-9 * std::abs(ub.objective);
+    for (const auto& [lambda, rq] : tried) {
+      const double shift = lambda * static_cast<double>(*limit);
+      for (std::size_t v = 0; v < keep.size(); ++v) {
+        for (std::size_t i = 0; i < keep[v].size(); ++i) {
+          if (keep[v][i] && rq.bound_with(static_cast<int>(v), static_cast<int>(i)) - shift > cap) {
+            keep[v][i] = false;
+          }
+        }
+      }
+    }
+    // The final upper bound may prune more under the plain bound as well.
+    for (std::size_t v = 0; v < keep.size(); ++v) {
+      for (std::size_t i = 0; i < keep[v].size(); ++i) {
+        if (keep[v][i] && r.bound_with(static_cast<int>(v), static_cast<int>(i)) > cap) {
+          keep[v][i] = false;
+        }
+      }
+      // The upper-bound assignment always survives (its own bound is at most its cost).
+      keep[v][static_cast<std::size_t>(ub.choice[v])] = true;
+    }
+    pr = prune_to(problem, keep);
+  }
+  std::vector<int> ub_in_pruned(ub.choice.size(), 0);
+  for (std::size_t v = 0; v < ub.choice.size(); ++v) {
+    const auto& kept = pr.kept[v];
+    const auto it = std::find(kept.begin(), kept.end(), ub.choice[v]);
+    ALPASIM_CHECK(it != kept.end()) << "pruning removed the upper-bound assignment";
+    ub_in_pruned[v] = static_cast<int>(it - kept.begin());
+  }
+  std::optional<Assignment> start_point =
+      Assignment{ub_in_pruned, pr.problem.objective(ub_in_pruned),
+                 pr.problem.memory(ub_in_pruned)};
+  ALPASIM_ASSIGN_OR_RETURN(SolveOutcome inner,
+                           solve_impl(pr.problem, options, start, start_point, false));
+  if (inner.best) {
+    inner.best->choice = pr.expand(inner.best->choice);
+    inner.best->objective = problem.objective(inner.best->choice);
+    inner.best->memory = problem.memory(inner.best->choice);
+  }
+  inner.lower_bound = std::max(inner.lower_bound, r.lower_bound);
+  inner.pruned_strategies = pr.removed;
+  inner.method = "bound+" + inner.method;
+  inner.wall_time = core::seconds(seconds_since(start));
+  return inner;
+}
+
+// The DP / ILP logic on one problem. `incumbent`: a known fitting assignment (may be empty).
+core::Result<SolveOutcome> solve_impl(const CostProblem& problem, const SolveOptions& options,
+                                      Clock::time_point start, std::optional<Assignment> incumbent,
+                                      bool allow_prune) {
   SolveOutcome out;
   const auto& limit = options.memory_limit_bytes;
   auto finish = [&]() -> core::Result<SolveOutcome> {
@@ -86,7 +206,6 @@ core::Result<SolveOutcome> solve_problem(const CostProblem& problem, const Solve
     out.method = "memory bound";
     return finish();
   }
-  std::optional<Assignment> incumbent;
   if (options.algorithm != Algorithm::kIlp) {
     const auto order = plan_elimination(problem, options.max_table_entries);
     if (order) {
@@ -102,6 +221,11 @@ core::Result<SolveOutcome> solve_problem(const CostProblem& problem, const Solve
       out.dp_iterations = lr.iterations;
       out.method = lr.iterations == 1 ? "dp" : "dp+lagrangian";
       out.lower_bound = lr.lower_bound;
+      if (incumbent && (!lr.best || incumbent->objective < lr.best->objective)) {
+        lr.best = incumbent;
+        lr.proven_optimal = lr.best->objective <= lr.lower_bound + 1e-12 +
+                                                      1e-9 * std::abs(lr.best->objective);
+      }
       if (lr.proven_optimal || options.algorithm == Algorithm::kDp) {
         out.best = lr.best;
         out.proven_optimal = lr.proven_optimal;
@@ -109,6 +233,8 @@ core::Result<SolveOutcome> solve_problem(const CostProblem& problem, const Solve
         return finish();
       }
       incumbent = lr.best;
+    } else if (allow_prune) {
+      return prune_and_solve(problem, options, start, incumbent);
     } else if (options.algorithm == Algorithm::kDp) {
       return core::failed_precondition(
           "the DP needs a table of more than " + std::to_string(options.max_table_entries) +
@@ -117,6 +243,9 @@ core::Result<SolveOutcome> solve_problem(const CostProblem& problem, const Solve
   }
   if (options.ilp_solver == nullptr) {
     return core::failed_precondition("this problem needs the ILP, but no ILP solver was given");
+  }
+  if (options.algorithm == Algorithm::kIlp && allow_prune && options.prune_by_bound) {
+    return prune_and_solve(problem, options, start, incumbent);
   }
   if (!incumbent) incumbent = greedy(problem, limit);
   out.method += out.method.empty() ? "ilp" : "+ilp";
@@ -144,6 +273,12 @@ core::Result<SolveOutcome> solve_problem(const CostProblem& problem, const Solve
     out.lower_bound = std::max(out.lower_bound, sol.bound / f.objective_scale);
   }
   return finish();
+}
+
+}  // namespace
+
+core::Result<SolveOutcome> solve_problem(const CostProblem& problem, const SolveOptions& options) {
+  return solve_impl(problem, options, Clock::now(), std::nullopt, true);
 }
 
 }  // namespace alpasim::planner::intra_op

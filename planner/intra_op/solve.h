@@ -13,9 +13,12 @@
 namespace alpasim::planner::intra_op {
 
 /// Which exact method solves a CostProblem.
+/// kAuto and kDp first try the DP; a graph too wide for its tables is bounded (min-sum
+/// diffusion), strategies that cannot be in an optimum are pruned (bound.h), and the DP
+/// retries on what is left.
 enum class Algorithm {
-  kAuto,  ///< DP (+ Lagrangian); the ILP only where the DP cannot prove optimality
-  kDp,    ///< DP (+ Lagrangian) only; may end with a reported duality gap
+  kAuto,  ///< DP (+ pruning, + Lagrangian); the ILP where the DP cannot prove optimality
+  kDp,    ///< DP (+ pruning, + Lagrangian) only; may end with a reported duality gap
   kIlp,   ///< the ILP only (the exact reference), warm-started by a greedy assignment
 };
 /// "auto", "dp", "ilp".
@@ -34,6 +37,13 @@ struct SolveOptions {
   std::int64_t max_table_entries = std::int64_t{1} << 22;
   /// Hand the ILP the best known assignment as its starting incumbent.
   bool ilp_warm_start = true;
+  /// Rounds of min-sum diffusion for the lower bound that prunes strategies (exactly) when a
+  /// graph is too wide for the DP.
+  int diffusion_sweeps = 100;
+  /// Lambda values tried when pruning a memory-limited problem (each costs a diffusion).
+  int lagrangian_prune_steps = 8;
+  /// kIlp: prune by the bound before formulating (exact; off gives the plain ILP).
+  bool prune_by_bound = true;
 };
 
 /// How a solve ended: a value, since an out-of-memory stage is a normal answer during
@@ -53,6 +63,7 @@ struct SolveOutcome {
   std::int64_t missing_bytes = 0;  ///< kOutOfMemory: min memory of any assignment - limit
   std::string method;              ///< "dp", "dp+lagrangian", "ilp", "dp+lagrangian+ilp", ...
   int dp_iterations = 0;           ///< eliminations run
+  std::int64_t pruned_strategies = 0;  ///< removed by the bound (method "bound+...")
   std::optional<ilp::IlpStatus> ilp_status;
   core::Seconds wall_time = core::seconds(0.0);
 };
