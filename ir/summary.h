@@ -72,8 +72,8 @@ core::Result<ModelSummary> summarize_model(const ModelConfig& config, const Summ
 core::Json summary_to_json(const ModelSummary& summary);
 
 /// Human-readable lines, every number with its unit and what it counts, e.g.
-///   "  parameters            6.74 B (6738415616)"
-///   "  model FLOPs/iter      1.23e+18 FLOP (matmul, forward + backward)"
+///   "  parameters                        6.74 B (6738415616)"
+///   "  model FLOPs per iteration         1.771e+16 FLOP (matmuls, forward + backward)"
 std::string summary_to_text(const ModelSummary& summary);
 
 }  // namespace alpasim::ir
