@@ -28,6 +28,25 @@ constexpr std::int64_t kLatencyRowMaxBytes = 4096;
 // reported, never fitted. Ordinary least squares on time: the large rows, where the line
 // applies best, carry the most weight.
 constexpr std::int64_t kSimpleRowMinBytes = std::int64_t{32} << 20;
+// The size-dependent Simple latency (the residual of that line) is tabulated from fit rows
+// of at least this size, where NCCL runs the Simple protocol, and interpolated in log2(S)
+// between them: it carries the channel ramp the line cannot.
+constexpr std::int64_t kCurveRowMinBytes = std::int64_t{2} << 20;
+
+// (log2 S, residual seconds) points from rows, averaged per size, clamped at 0.
+std::vector<std::pair<double, double>> residual_curve(const std::vector<double>& sizes,
+                                                      const std::vector<double>& x,
+                                                      const std::vector<double>& y, double eff) {
+  std::map<double, std::pair<double, int>> acc;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    auto& a = acc[std::log2(sizes[i])];
+    a.first += std::max(0.0, y[i] - x[i] / eff);
+    ++a.second;
+  }
+  std::vector<std::pair<double, double>> out;
+  for (const auto& [lx, a] : acc) out.push_back({lx, a.first / a.second});
+  return out;
+}
 // The LL fit uses rows between these sizes (below, latency dominates; above, Simple).
 constexpr std::int64_t kLlRowMinBytes = std::int64_t{1} << 16;
 constexpr std::int64_t kLlRowMaxBytes = std::int64_t{1} << 20;
@@ -162,7 +181,7 @@ CalibratedParams default_params() {
   for (const char* name :
        {"gemm/fp32", "gemm/tf32", "gemm/fp16", "gemm/bf16", "gemm/fp8", "hbm_efficiency",
         "kernel_overhead_s", "conv_slowdown", "base_latency_s", "hop_latency_s",
-        "simple_latency_s", "ll_bandwidth_fraction", "nvls_efficiency"}) {
+        "simple_latency_s", "simple_latency_curve", "ll_bandwidth_fraction", "nvls_efficiency"}) {
     p.origin[name] = d;
   }
   for (int i = 0; i < cluster::kNumLinkClasses; ++i) {
@@ -286,7 +305,7 @@ core::Result<Calibration> calibrate(const schema::Profile& profile,
   //    t - base - hops*(hop + wire) = simple_latency + (f S / B_graph) / efficiency.
   bool simple_fitted = false;
   {
-    std::vector<double> x, y, w, asym;
+    std::vector<double> x, y, w, asym, cs, cx, cy;
     std::optional<LinkClass> cls;
     for (const auto& c : rows) {
       const auto& r = *c.row;
@@ -296,7 +315,7 @@ core::Result<Calibration> calibrate(const schema::Profile& profile,
       if (!is_fit(c) || r.num_nodes != 1 || !ring_like || r.protocol == "ll" ||
           (c.collective != Collective::kAllReduce && c.collective != Collective::kAllGather &&
            c.collective != Collective::kReduceScatter) ||
-          (r.message_bytes > 0 && r.message_bytes < kSimpleRowMinBytes)) {
+          (r.message_bytes > 0 && r.message_bytes < kCurveRowMinBytes)) {
         continue;
       }
       const double n = static_cast<double>(r.num_gpus);
@@ -308,8 +327,12 @@ core::Result<Calibration> calibrate(const schema::Profile& profile,
       }
       const double base = C.base_latency_s + ring_hops(c.collective, n) *
                                                  (C.hop_latency_s + c.group.intra_hop_latency.value());
-      x.push_back(data_factor(c.collective, n) * c.bytes / bw);
-      y.push_back(c.published_s - base);
+      cs.push_back(c.bytes);
+      cx.push_back(data_factor(c.collective, n) * c.bytes / bw);
+      cy.push_back(c.published_s - base);
+      if (r.message_bytes < kSimpleRowMinBytes) continue;  // curve only
+      x.push_back(cx.back());
+      y.push_back(cy.back());
       w.push_back(1.0);
     }
     double eff = 0;
@@ -325,6 +348,8 @@ core::Result<Calibration> calibrate(const schema::Profile& profile,
       P.origin["simple_latency_s"] = fitted(who, x.size());
       eff = 1.0 / b;
       used = x.size();
+      C.simple_latency_curve = residual_curve(cs, cx, cy, eff);
+      P.origin["simple_latency_curve"] = fitted(who, cs.size());
     } else if (!asym.empty()) {
       for (double e : asym) eff += e / static_cast<double>(asym.size());
       used = asym.size();
@@ -353,13 +378,13 @@ core::Result<Calibration> calibrate(const schema::Profile& profile,
 
   // 3. NVLS: t - base - 2(hop + wire) = simple_latency + S (1 + 1/n) / (nvls_eff * B_gpu).
   {
-    std::vector<double> x, y, w, asym;
+    std::vector<double> x, y, w, asym, cs, cx, cy;
     for (const auto& c : rows) {
       const auto& r = *c.row;
       if (!is_fit(c) || r.num_nodes != 1 || c.collective != Collective::kAllReduce ||
           !c.group.nvls_capable || r.protocol == "ll" ||
           !(r.algorithm == "nvls" ||
-            (r.algorithm == "default" && (r.message_bytes == 0 || r.message_bytes >= kSimpleRowMinBytes)))) {
+            (r.algorithm == "default" && (r.message_bytes == 0 || r.message_bytes >= kCurveRowMinBytes)))) {
         continue;
       }
       const double n = static_cast<double>(r.num_gpus);
@@ -370,8 +395,12 @@ core::Result<Calibration> calibrate(const schema::Profile& profile,
         continue;
       }
       const double base = C.base_latency_s + 2 * (C.hop_latency_s + c.group.intra_hop_latency.value());
-      x.push_back(c.bytes * (1 + 1 / n) / bw);
-      y.push_back(c.published_s - base);
+      cs.push_back(c.bytes);
+      cx.push_back(c.bytes * (1 + 1 / n) / bw);
+      cy.push_back(c.published_s - base);
+      if (r.message_bytes < kSimpleRowMinBytes) continue;  // curve only
+      x.push_back(cx.back());
+      y.push_back(cy.back());
       w.push_back(1.0);
     }
     double a = 0, b = 0;
@@ -383,6 +412,8 @@ core::Result<Calibration> calibrate(const schema::Profile& profile,
       if (!simple_fitted) {
         C.simple_latency_s = a;
         P.origin["simple_latency_s"] = fitted(who, x.size());
+        C.simple_latency_curve = residual_curve(cs, cx, cy, 1.0 / b);
+        P.origin["simple_latency_curve"] = fitted(who, cs.size());
       }
       C.nvls_efficiency = 1.0 / b;
       P.origin["nvls_efficiency"] = fitted(who, x.size());
@@ -626,6 +657,14 @@ std::string CalibrationReport::to_text(const CalibratedParams& params) const {
   line("base_latency_s", core::format_fixed(C.base_latency_s * 1e6, 3) + "e-6");
   line("hop_latency_s", core::format_fixed(C.hop_latency_s * 1e6, 3) + "e-6");
   line("simple_latency_s", core::format_fixed(C.simple_latency_s * 1e6, 3) + "e-6");
+  {
+    std::string pts;
+    for (const auto& [lx, v] : C.simple_latency_curve) {
+      pts += (pts.empty() ? "" : ", ") + std::string("2^") + core::format_fixed(lx, 1) + " B: " +
+             core::format_fixed(v * 1e6, 1) + " us";
+    }
+    line("simple_latency_curve", pts.empty() ? "(none)" : pts);
+  }
   line("ll_bandwidth_fraction", core::format_fixed(C.ll_bandwidth_fraction, 4));
   line("nvls_efficiency", core::format_fixed(C.nvls_efficiency, 4));
   for (int i = 0; i < cluster::kNumLinkClasses; ++i) {

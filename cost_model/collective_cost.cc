@@ -63,8 +63,22 @@ double bus_factor(Collective c, std::int64_t n) {
   return 1.0;
 }
 
+double CollectiveCostModel::simple_latency_s(double bytes) const {
+  const auto& curve = params_.simple_latency_curve;
+  if (curve.empty() || bytes <= 0) return params_.simple_latency_s;
+  const double x = std::log2(bytes);
+  if (x <= curve.front().first) return curve.front().second;
+  if (x >= curve.back().first) return curve.back().second;
+  auto it = std::upper_bound(curve.begin(), curve.end(), x,
+                             [](double v, const std::pair<double, double>& pt) { return v < pt.first; });
+  const auto& hi = *it;
+  const auto& lo = *(it - 1);
+  return lo.second + (hi.second - lo.second) * (x - lo.first) / (hi.first - lo.first);
+}
+
 double CollectiveCostModel::time_of(Collective c, CollectiveAlgorithm a, Protocol p,
-                                    double S, const cluster::GroupInfo& g) const {
+                                    double S, const cluster::GroupInfo& g,
+                                    double simple_lat) const {
   const auto& P = params_;
   const double n = static_cast<double>(g.num_ranks);
   const double k = static_cast<double>(g.ranks_per_node);
@@ -72,7 +86,7 @@ double CollectiveCostModel::time_of(Collective c, CollectiveAlgorithm a, Protoco
   const bool multi_node = g.num_nodes > 1;
   const bool multi_local = g.ranks_per_node > 1;
   const double phi = p == Protocol::kLowLatency ? P.ll_bandwidth_fraction : 1.0;
-  const double lat = P.base_latency_s + (p == Protocol::kSimple ? P.simple_latency_s : 0.0);
+  const double lat = P.base_latency_s + (p == Protocol::kSimple ? simple_lat : 0.0);
   const double eta_i = P.link[static_cast<std::size_t>(g.intra_class)].bandwidth_efficiency;
   const double eta_n = P.link[static_cast<std::size_t>(g.inter_class)].bandwidth_efficiency;
   // Effective bandwidths (bytes/s) after NCCL's protocol overheads; +inf where unused.
@@ -152,17 +166,16 @@ double CollectiveCostModel::time_of(Collective c, CollectiveAlgorithm a, Protoco
   return kInf;
 }
 
-CollectiveEstimate CollectiveCostModel::estimate_with(Collective c, CollectiveAlgorithm a,
-                                                      core::Bytes bytes,
-                                                      const cluster::GroupInfo& g,
-                                                      std::optional<Protocol> protocol) const {
+CollectiveEstimate CollectiveCostModel::best_of(Collective c, CollectiveAlgorithm a, double S,
+                                                const cluster::GroupInfo& g,
+                                                std::optional<Protocol> protocol,
+                                                double simple_lat) const {
   CollectiveEstimate best;
   best.algorithm = a;
-  const double S = static_cast<double>(bytes.value());
   double t = kInf;
   for (Protocol p : {Protocol::kLowLatency, Protocol::kSimple}) {
     if (protocol && *protocol != p) continue;
-    const double tp = time_of(c, a, p, S, g);
+    const double tp = time_of(c, a, p, S, g, simple_lat);
     if (tp < t) {
       t = tp;
       best.protocol = p;
@@ -176,6 +189,14 @@ CollectiveEstimate CollectiveCostModel::estimate_with(Collective c, CollectiveAl
   return best;
 }
 
+CollectiveEstimate CollectiveCostModel::estimate_with(Collective c, CollectiveAlgorithm a,
+                                                      core::Bytes bytes,
+                                                      const cluster::GroupInfo& g,
+                                                      std::optional<Protocol> protocol) const {
+  const double S = static_cast<double>(bytes.value());
+  return best_of(c, a, S, g, protocol, simple_latency_s(S));
+}
+
 CollectiveEstimate CollectiveCostModel::estimate(Collective c, core::Bytes bytes,
                                                  const cluster::GroupInfo& g) const {
   CollectiveEstimate best;
@@ -184,12 +205,14 @@ CollectiveEstimate CollectiveCostModel::estimate(Collective c, core::Bytes bytes
     return best;
   }
   best.time = core::Seconds(kInf);
+  const double S = static_cast<double>(bytes.value());
+  const double simple_lat = simple_latency_s(S);
   static constexpr CollectiveAlgorithm kAll[] = {
       CollectiveAlgorithm::kRing,   CollectiveAlgorithm::kTree,
       CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kNvls,
       CollectiveAlgorithm::kDirect, CollectiveAlgorithm::kTwoDimHierarchical};
   for (CollectiveAlgorithm a : kAll) {
-    CollectiveEstimate e = estimate_with(c, a, bytes, g);
+    CollectiveEstimate e = best_of(c, a, S, g, std::nullopt, simple_lat);
     if (e.time < best.time) best = e;  // strict: ties keep the earlier algorithm
   }
   return best;

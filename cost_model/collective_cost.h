@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cluster/topology.h"
 #include "core/units.h"
@@ -49,6 +51,10 @@ struct CollectiveParams {
   double base_latency_s = 0.0;       ///< per call: kernel launch and synchronisation
   double hop_latency_s = 0.0;        ///< per ring/tree step, software, on top of the wire
   double simple_latency_s = 0.0;     ///< extra per-call latency of the Simple protocol
+  /// Size-dependent Simple latency: (log2 of message bytes, seconds) points in ascending
+  /// order, from the calibration's residuals; piecewise linear in log2(bytes) and flat
+  /// outside the points. Empty: simple_latency_s at every size.
+  std::vector<std::pair<double, double>> simple_latency_curve;
   double ll_bandwidth_fraction = 0.0;  ///< LL bandwidth / Simple bandwidth, (0, 1]
   double nvls_efficiency = 0.0;      ///< NVLS: achieved / NVLink bandwidth
   /// Per cluster::LinkClass (index = enum value).
@@ -90,10 +96,15 @@ class CollectiveCostModel {
   CollectiveEstimate send_recv(core::Bytes bytes, const cluster::PathInfo& path) const;
 
   const CollectiveParams& params() const { return params_; }
+  /// The Simple protocol's extra latency for a message of `bytes` (seconds).
+  double simple_latency_s(double bytes) const;
 
  private:
+  CollectiveEstimate best_of(Collective c, CollectiveAlgorithm a, double bytes,
+                             const cluster::GroupInfo& g, std::optional<Protocol> protocol,
+                             double simple_lat) const;
   double time_of(Collective c, CollectiveAlgorithm a, Protocol p, double bytes,
-                 const cluster::GroupInfo& g) const;
+                 const cluster::GroupInfo& g, double simple_lat) const;
   CollectiveParams params_;
 };
 

@@ -155,3 +155,25 @@ TEST_CASE("send/recv over a path uses the p2p efficiency of its bottleneck class
 
 }  // namespace
 }  // namespace alpasim::cost_model
+
+namespace alpasim::cost_model {
+namespace {
+
+TEST_CASE("the Simple latency curve is piecewise linear in log2(bytes), flat outside") {
+  CollectiveParams p = ideal();
+  p.simple_latency_s = 99e-6;  // ignored once a curve exists
+  p.simple_latency_curve = {{20.0, 10e-6}, {30.0, 110e-6}};
+  CollectiveCostModel m(p);
+  CHECK(m.simple_latency_s(1 << 10) == doctest::Approx(10e-6));  // below: first point
+  CHECK(m.simple_latency_s(1 << 25) == doctest::Approx(60e-6));  // halfway in log2
+  CHECK(m.simple_latency_s(static_cast<double>(std::int64_t{1} << 40)) == doctest::Approx(110e-6));
+  // It enters the Simple time: 1 GiB ring all-reduce at 100 GB/s plus 110 us.
+  cluster::GroupInfo g = one_node(8, 100);
+  CHECK(m.estimate(Collective::kAllReduce, core::gib(1), g).time.value() ==
+        doctest::Approx(110e-6 + 2.0 * 7 / 8 * kGiB / 100e9).epsilon(kRel));
+  p.simple_latency_curve.clear();
+  CHECK(CollectiveCostModel(p).simple_latency_s(1 << 25) == doctest::Approx(99e-6));
+}
+
+}  // namespace
+}  // namespace alpasim::cost_model
