@@ -94,6 +94,7 @@ core::Result<SolveOutcome> prune_and_solve(const CostProblem& problem,
     if (a && (!limit || a->memory <= *limit) && a->objective < ub.objective) ub = *a;
   }
   Pruned pr = prune(problem, r, ub.objective);
+  double lagrangian_bound = r.lower_bound;  // valid for the limited problem too (lambda = 0)
   if (limit && ub.memory > 0) {
     // Memory-limited: the unconstrained bound is weak when the limit binds. For lambda >= 0
     // every fitting assignment x has cost(x) >= cost(x) + lambda (mem(x) - limit), so the
@@ -143,6 +144,9 @@ core::Result<SolveOutcome> prune_and_solve(const CostProblem& problem,
         if (it == 0) hi *= 16.0;
       }
     }
+    for (const auto& [lambda, rq] : tried) {
+      lagrangian_bound = std::max(lagrangian_bound, rq.lower_bound - lambda * static_cast<double>(*limit));
+    }
     const double cap = ub.objective + 1e-12 + 1e-9 * std::abs(ub.objective);
     for (const auto& [lambda, rq] : tried) {
       const double shift = lambda * static_cast<double>(*limit);
@@ -183,7 +187,11 @@ core::Result<SolveOutcome> prune_and_solve(const CostProblem& problem,
     inner.best->objective = problem.objective(inner.best->choice);
     inner.best->memory = problem.memory(inner.best->choice);
   }
-  inner.lower_bound = std::max(inner.lower_bound, r.lower_bound);
+  inner.lower_bound = std::max(inner.lower_bound, lagrangian_bound);
+  if (inner.best && !inner.proven_optimal &&
+      inner.best->objective <= inner.lower_bound + 1e-12 + 1e-9 * std::abs(inner.lower_bound)) {
+    inner.proven_optimal = true;  // the bound met the incumbent
+  }
   inner.pruned_strategies = pr.removed;
   inner.method = "bound+" + inner.method;
   inner.wall_time = core::seconds(seconds_since(start));
