@@ -217,12 +217,14 @@ class Lowering {
                                    to_time(mesh.send_next.latency),
                                    TaskLabel{TaskKind::kSend, op.microbatch, vs, -1});
         g_.add_dependency(fwd_[idx(vs, op.microbatch)], t);
+        g_.set_peer(t, (vs + 1) % p_);
         fwd_arrival_[idx(vs + 1, op.microbatch)] = t;
       } else if (op.type == ScheduledOp::Type::kBackward && vs > 0) {
         t = g_.add_transfer(s.send_prev, mesh.send_prev.links, wire_bytes(stage(vs - 1)),
                                    to_time(mesh.send_prev.latency),
                                    TaskLabel{TaskKind::kSend, op.microbatch, vs, -1});
         g_.add_dependency(bwd_last_[idx(vs, op.microbatch)], t);
+        g_.set_peer(t, (vs - 1) % p_);
         bwd_arrival_[idx(vs - 1, op.microbatch)] = t;
       }
       if (t >= 0 && pb_.blocking_p2p) {

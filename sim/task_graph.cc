@@ -85,6 +85,12 @@ TaskId TaskGraph::add_transfer(StreamId stream, std::span<const LinkId> route, c
   return add_task(stream, t);
 }
 
+void TaskGraph::set_peer(TaskId transfer, DeviceId peer) {
+  ALPASIM_CHECK(transfer >= 0 && static_cast<std::size_t>(transfer) < tasks_.size()) << "bad task";
+  ALPASIM_CHECK(peer >= 0 && static_cast<std::size_t>(peer) < devices_.size()) << "bad device";
+  tasks_[static_cast<std::size_t>(transfer)].peer = peer;
+}
+
 void TaskGraph::add_dependency(TaskId before, TaskId after) {
   ALPASIM_CHECK(before >= 0 && static_cast<std::size_t>(before) < tasks_.size()) << "bad task";
   ALPASIM_CHECK(after >= 0 && static_cast<std::size_t>(after) < tasks_.size()) << "bad task";

@@ -77,6 +77,9 @@ class TaskGraph {
   /// route means no modelled network: the transfer takes only its latency.
   TaskId add_transfer(StreamId stream, std::span<const LinkId> route, core::Bytes bytes,
                       Time latency, TaskLabel label);
+  /// Records the receiving device of a transfer, so reports count the transfer as
+  /// communication of both ends (a receiver waiting for data is waiting on the network).
+  void set_peer(TaskId transfer, DeviceId peer);
   /// `after` may not start before `before` has finished.
   void add_dependency(TaskId before, TaskId after);
   /// Changes the memory of `task`'s device by `delta` (+ allocates, - frees) in
@@ -103,6 +106,7 @@ class TaskGraph {
     std::int64_t bytes = -1;     ///< transfer size; -1 for compute tasks
     std::int32_t route_begin = 0, route_end = 0;  ///< range in routes()
     TaskLabel label;
+    DeviceId peer = -1;  ///< the other end of a transfer (-1: none or unknown)
   };
   struct MemoryOp {
     TaskId task = 0;

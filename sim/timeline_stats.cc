@@ -39,11 +39,21 @@ Time intersection(const std::vector<Interval>& a, const std::vector<Interval>& b
 }  // namespace
 
 std::vector<DeviceStats> device_stats(const TaskGraph& graph, const Timeline& tl) {
-  std::vector<DeviceStats> out(graph.devices().size());
+  const std::size_t num_devices = graph.devices().size();
+  std::vector<DeviceStats> out(num_devices);
+  // Transfers also count as communication of their receiving device.
+  std::vector<std::vector<Interval>> received(num_devices);
+  for (std::size_t t = 0; t < graph.tasks().size(); ++t) {
+    const auto& task = graph.tasks()[t];
+    if (task.peer < 0) continue;
+    const DeviceId own = graph.streams()[static_cast<std::size_t>(task.stream)].device;
+    if (task.peer == own) continue;
+    received[static_cast<std::size_t>(task.peer)].emplace_back(tl.start[t], tl.end[t]);
+  }
   std::vector<Interval> compute, comm;
-  for (std::size_t d = 0; d < graph.devices().size(); ++d) {
+  for (std::size_t d = 0; d < num_devices; ++d) {
     compute.clear();
-    comm.clear();
+    comm = received[d];
     DeviceStats& st = out[d];
     for (StreamId s : graph.devices()[d].streams) {
       const auto& stream = graph.streams()[static_cast<std::size_t>(s)];

@@ -15,7 +15,9 @@ inline constexpr std::size_t kNumTaskKinds = static_cast<std::size_t>(TaskKind::
 /// Busy and overlap times of one device, ns.
 struct DeviceStats {
   Time compute_busy = 0;      ///< sum of task durations on its compute streams
-  Time communication_busy = 0;   ///< length of the union of its communication intervals
+  /// Length of the union of its communication intervals: tasks on its communication
+  /// streams and transfers it receives (TaskGraph::set_peer).
+  Time communication_busy = 0;
   Time communication_overlapped = 0;  ///< part of that union during which compute ran
   Time communication_exposed = 0;     ///< the rest: communication with the compute idle
   /// Summed duration per TaskKind (index = static_cast<size_t>(kind)), all streams.

@@ -127,8 +127,8 @@ TEST_CASE("Alpa's local all-gather sends 1/k over the network, then gathers in t
   }
   auto sim = run(local);
   CHECK(iteration_ns(sim) == 8 * kMs + kMs / 2);
-  // Device 1 receives forward activations: its reshard all-gather runs 2.0-2.25 ms.
-  CHECK(sim.report.devices[1].communication_busy.value() == doctest::Approx(0.00125));
+  // Device 1: receives 1-2 ms, all-gathers 2-2.25 ms, sends the gradient 5.25-6.25 ms.
+  CHECK(sim.report.devices[1].communication_busy.value() == doctest::Approx(0.00225));
 }
 
 PipelineProblem one_stage_dp(int buckets, GradSyncMode mode) {
@@ -330,9 +330,12 @@ TEST_CASE("a gradient send and a gradient all-reduce share the NIC link fairly")
   pb.meshes[1].send_prev.links = {1};
   auto sim = run(pb);
   CHECK(iteration_ns(sim) == 10 * kMs);
-  // Device 1 communicates from 4 to 7 ms, all of it exposed.
+  // Device 1 communicates from 4 to 7 ms, all of it exposed. Device 0 receives the
+  // gradient 4-6 ms while idle and all-reduces 8-10 ms: 4 ms, all exposed.
   CHECK(sim.report.devices[1].communication_busy.value() == doctest::Approx(0.003));
   CHECK(sim.report.devices[1].communication_exposed.value() == doctest::Approx(0.003));
+  CHECK(sim.report.devices[0].communication_busy.value() == doctest::Approx(0.004));
+  CHECK(sim.report.devices[0].communication_exposed.value() == doctest::Approx(0.004));
   CHECK(sim.timeline.link_bytes[1] == doctest::Approx(3e6));
 }
 
