@@ -511,8 +511,13 @@ core::Result<Calibration> calibrate(const schema::Profile& profile,
       if (distinct.size() >= 2 && fit_line(x, y, w, a, b) && a > 0 && b >= 0) {
         curve = {1.0 / a, b / a};
       } else {
-        // One size: keep the prior's size dependence (half_size_flops), refit the maximum.
-        const double h = curve.half_size_flops;
+        // One size: keep the prior's size dependence (half_size_flops; the 16-bit curve's when
+        // this dtype's prior is only a default), refit the maximum.
+        const bool prior_is_default =
+            P.origin[std::string("gemm/") + std::string(core::dtype_name(dtype))].rfind("default", 0) == 0;
+        const double h = prior_is_default ? P.compute.gemm[didx(core::DType::kFp16)].half_size_flops
+                                          : curve.half_size_flops;
+        curve.half_size_flops = h;
         double emax = 0;
         for (const auto& [flops, eff] : list) {
           emax += eff * (flops + h) / flops / static_cast<double>(list.size());

@@ -99,6 +99,25 @@ void BM_GroupFromGraph(benchmark::State& state) {
 }
 BENCHMARK(BM_GroupFromGraph);
 
+// Building the graph and its node tables for a 512-node (4096-GPU) DGX H100 cluster.
+void BM_BuildTopology512Nodes(benchmark::State& state) {
+  auto spec = cluster::make_preset_cluster("dgx-h100", 512).value();
+  for (auto _ : state) benchmark::DoNotOptimize(cluster::Topology::build(spec));
+}
+BENCHMARK(BM_BuildTopology512Nodes)->Unit(benchmark::kMillisecond);
+
+// A 512-node data-parallel group (one GPU per node) on a 2:1 oversubscribed fat tree.
+void BM_GroupAcross512Nodes(benchmark::State& state) {
+  auto spec = cluster::make_preset_cluster("dgx-h100", 512).value();
+  spec.inter_node.topology = "fat_tree";
+  spec.inter_node.oversubscription = 2;
+  auto topo = cluster::Topology::build(spec).value();
+  std::vector<std::int64_t> ids;
+  for (std::int64_t n = 0; n < 512; ++n) ids.push_back(n * 8);
+  for (auto _ : state) benchmark::DoNotOptimize(topo.group(ids));
+}
+BENCHMARK(BM_GroupAcross512Nodes)->Unit(benchmark::kMillisecond);
+
 void BM_PointToPoint(benchmark::State& state) {
   auto spec = cluster::make_preset_cluster("dgx-h100", 16).value();
   auto topo = cluster::Topology::build(spec).value();
