@@ -34,6 +34,8 @@ struct IntraOpOptions {
   /// MILP backend (not owned). nullptr: the pass uses its own GlpkSolver.
   ilp::IlpSolver* ilp_solver = nullptr;
   std::int64_t max_table_entries = std::int64_t{1} << 22;
+  /// Bound-based pruning before the ILP (exact; SolveOptions::prune_by_bound).
+  bool prune_by_bound = true;
 };
 
 /// One application of the weight-update-sharding rewrite.

@@ -122,6 +122,8 @@ core::Result<SolveOutcome> prune_and_solve(const CostProblem& problem,
                                     static_cast<double>(std::max<std::int64_t>(1, ub.memory)));
     std::vector<std::pair<double, Reparametrisation>> tried;
     for (int it = 0; it < options.lagrangian_prune_steps; ++it) {
+      // Half the deadline at most for the bound: the DP or the ILP needs the rest.
+      if (seconds_since(start) > 0.5 * options.time_limit.value()) break;
       const double lambda = lo == 0.0 && it == 0 ? hi : (lo + hi) / 2.0;
       const CostProblem q = with_lambda(lambda);
       Reparametrisation rq = diffuse(q, options.diffusion_sweeps);
@@ -241,7 +243,7 @@ core::Result<SolveOutcome> solve_impl(const CostProblem& problem, const SolveOpt
         return finish();
       }
       incumbent = lr.best;
-    } else if (allow_prune) {
+    } else if (allow_prune && options.prune_by_bound) {
       return prune_and_solve(problem, options, start, incumbent);
     } else if (options.algorithm == Algorithm::kDp) {
       return core::failed_precondition(

@@ -42,7 +42,8 @@ struct SolveOptions {
   int diffusion_sweeps = 100;
   /// Lambda values tried when pruning a memory-limited problem (each costs a diffusion).
   int lagrangian_prune_steps = 8;
-  /// kIlp: prune by the bound before formulating (exact; off gives the plain ILP).
+  /// Bound-based pruning (exact): kIlp prunes before formulating; kAuto/kDp prune when a graph
+  /// is too wide for the DP. Off gives the plain DP / plain ILP.
   bool prune_by_bound = true;
 };
 

@@ -180,3 +180,33 @@ TEST_CASE("invalid input is an error that names the node") {
 
 }  // namespace
 }  // namespace alpasim::planner::intra_op
+
+namespace alpasim::planner::intra_op {
+namespace {
+
+TEST_CASE("the cheap-operator merge (heuristic) shrinks the problem and is never better") {
+  GptShape gpt;
+  gpt.batch = 4;
+  gpt.seq = 64;
+  gpt.hidden = 64;
+  gpt.heads = 4;
+  gpt.ffn = 256;
+  const IntraOpGraph g = gpt_graph(gpt);
+  const LogicalMesh mesh{2, 2};
+  IntraOpPass pass;
+  IntraOpOptions o;
+  auto exact = pass.run(g, mesh, hooks_for(mesh), o);
+  o.simplify.merge_cheap_operators = true;
+  auto merged = pass.run(g, mesh, hooks_for(mesh), o);
+  REQUIRE(exact.ok());
+  REQUIRE(merged.ok());
+  // 29 elementwise / layer-norm / softmax / reduce / update operators of the layer are cheap.
+  CHECK(merged->simplify_stats.merged_nodes > 20);
+  CHECK(merged->reduced_nodes < exact->reduced_nodes);
+  CHECK_FALSE(merged->proven_optimal);  // a heuristic answer is never called optimal
+  CHECK(merged->objective >= exact->objective);
+  CHECK(merged->shardings.size() == g.nodes.size());
+}
+
+}  // namespace
+}  // namespace alpasim::planner::intra_op
