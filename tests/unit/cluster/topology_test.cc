@@ -108,6 +108,27 @@ TEST_CASE("a PCIe node with one Ethernet NIC") {
   CHECK(gbs(g.inter_rank_bandwidth) == doctest::Approx(12.5 / 8).epsilon(kRel));
 }
 
+TEST_CASE("16-GPU nodes use the greedy ring order; uneven groups are flagged") {
+  // 16 GPUs on one NVSwitch: the greedy order (beyond 8 GPUs) still finds one ring through
+  // the crossbar at the full 450 GB/s.
+  ClusterSpec spec = make_preset_cluster("dgx-h100", 2).value();
+  spec.gpus_per_node = 16;
+  spec.inter_node.nics_per_node = 16;
+  Topology t = Topology::build(spec).value();
+  GroupInfo g = t.submesh_group(2, 16).value();
+  CHECK(gbs(g.intra_ring_bandwidth) == doctest::Approx(450).epsilon(kRel));
+  // 16 NICs of 50 GB/s, one per GPU: 16 channels.
+  CHECK(g.inter_channels == 16);
+  CHECK(gbs(g.inter_ring_bandwidth) == doctest::Approx(800).epsilon(kRel));
+  // 3 GPUs on node 0 and 1 on node 1: uneven, the ring packing of node 0 decides.
+  const std::vector<std::int64_t> uneven = {0, 1, 2, 16};
+  GroupInfo u = t.group(uneven).value();
+  CHECK_FALSE(u.uniform);
+  CHECK(u.ranks_per_node == 3);
+  CHECK(u.num_nodes == 2);
+  CHECK(gbs(u.intra_ring_bandwidth) == doctest::Approx(450).epsilon(kRel));
+}
+
 TEST_CASE("bad groups and clusters give exact errors") {
   Topology t = preset("dgx-h100", 1);
   const std::vector<std::int64_t> out = {0, 8};
