@@ -8,114 +8,136 @@
 
 namespace alpasim::sim {
 
+// A flow with less than this many bytes left is complete: it absorbs the rounding of
+// rate × time (real messages are whole bytes).
+constexpr double kDoneBytes = 1e-3;
+
 LinkId LinkModel::add_link(std::string name, core::BytesPerSecond capacity) {
   ALPASIM_CHECK(capacity.value() > 0 && std::isfinite(capacity.value()))
       << "link '" << name << "' needs a positive finite capacity, got " << capacity.value();
   names_.push_back(std::move(name));
   capacity_.push_back(capacity.value() * 1e-9);
   carried_.push_back(0.0);
+  link_flows_.emplace_back();
+  link_dirty_.push_back(0);
+  link_seen_.push_back(0);
+  remaining_capacity_.push_back(0.0);
+  unfrozen_count_.push_back(0);
   return static_cast<LinkId>(capacity_.size() - 1);
+}
+
+void LinkModel::mark_dirty(LinkId l) {
+  if (!link_dirty_[static_cast<std::size_t>(l)]) {
+    link_dirty_[static_cast<std::size_t>(l)] = 1;
+    dirty_links_.push_back(l);
+  }
 }
 
 FlowId LinkModel::start_flow(Time now, std::span<const LinkId> route, double bytes) {
   ALPASIM_CHECK(!route.empty()) << "a flow needs at least one link";
   ALPASIM_CHECK(bytes >= 0) << "negative flow size " << bytes;
-  // Finished flows found here are reported by the caller's next advance() call, which
-  // sees remaining < threshold immediately; so only move the clock.
-  for (FlowId f : active_) {
-    Flow& flow = flows_[static_cast<std::size_t>(f)];
-    double moved = std::min(flow.remaining, flow.rate * static_cast<double>(now - now_));
-    flow.remaining -= moved;
-    for (LinkId l : flow.route) carried_[static_cast<std::size_t>(l)] += moved;
-  }
   ALPASIM_CHECK(now >= now_) << "time went backwards: " << now << " < " << now_;
   now_ = now;
   Flow flow;
   flow.route.assign(route.begin(), route.end());
   std::sort(flow.route.begin(), flow.route.end());
   flow.route.erase(std::unique(flow.route.begin(), flow.route.end()), flow.route.end());
-  for (LinkId l : flow.route) {
-    ALPASIM_CHECK(l >= 0 && l < num_links()) << "unknown link id " << l;
-  }
+  for (LinkId l : flow.route) ALPASIM_CHECK(l >= 0 && l < num_links()) << "unknown link id " << l;
+  flow.bytes = bytes;
   flow.remaining = bytes;
+  flow.updated = now;
   flows_.push_back(std::move(flow));
-  FlowId id = static_cast<FlowId>(flows_.size() - 1);
-  active_.push_back(id);  // ids only grow, so active_ stays sorted
-  dirty_ = true;
+  flow_seen_.push_back(0);
+  frozen_.push_back(0);
+  const FlowId id = static_cast<FlowId>(flows_.size() - 1);
+  for (LinkId l : flows_.back().route) {
+    link_flows_[static_cast<std::size_t>(l)].push_back(id);
+    mark_dirty(l);
+  }
+  ++num_active_;
   return id;
 }
 
 std::vector<FlowId> LinkModel::advance(Time now) {
   ALPASIM_CHECK(now >= now_) << "time went backwards: " << now << " < " << now_;
-  const double dt = static_cast<double>(now - now_);
   now_ = now;
   std::vector<FlowId> done;
-  std::size_t keep = 0;
-  for (FlowId f : active_) {
-    Flow& flow = flows_[static_cast<std::size_t>(f)];
-    double moved = std::min(flow.remaining, flow.rate * dt);
-    flow.remaining -= moved;
-    for (LinkId l : flow.route) carried_[static_cast<std::size_t>(l)] += moved;
-    // 1e-3 bytes absorbs the rounding of rate × dt; real messages are whole bytes.
-    if (flow.remaining < 1e-3) {
-      for (LinkId l : flow.route) carried_[static_cast<std::size_t>(l)] += flow.remaining;
-      flow.remaining = 0;
-      done.push_back(f);
-      dirty_ = true;
-    } else {
-      active_[keep++] = f;
+  while (!heap_.empty() && heap_.front().time <= now) {
+    const Completion c = heap_.front();
+    std::pop_heap(heap_.begin(), heap_.end(), later);
+    heap_.pop_back();
+    Flow& flow = flows_[static_cast<std::size_t>(c.flow)];
+    if (!flow.active || flow.version != c.version) continue;  // superseded
+    flow.active = false;
+    flow.remaining = 0;
+    --num_active_;
+    for (LinkId l : flow.route) {
+      carried_[static_cast<std::size_t>(l)] += flow.bytes;
+      auto& on_link = link_flows_[static_cast<std::size_t>(l)];
+      auto it = std::find(on_link.begin(), on_link.end(), c.flow);
+      ALPASIM_DCHECK(it != on_link.end());
+      *it = on_link.back();
+      on_link.pop_back();
+      mark_dirty(l);
     }
+    done.push_back(c.flow);
   }
-  active_.resize(keep);
+  std::sort(done.begin(), done.end());
   return done;
 }
 
 void LinkModel::update_rates() {
-  if (!dirty_) return;
-  dirty_ = false;
-  const std::size_t num_flows = active_.size();
-  if (unfrozen_count_.size() != capacity_.size()) {
-    unfrozen_count_.assign(capacity_.size(), 0);
-    remaining_capacity_.assign(capacity_.size(), 0.0);
-    link_begin_.assign(capacity_.size(), 0);
-  }
-  // The links in use, and per link the active flows on it (CSR in link_flows_).
-  used_links_.clear();
-  for (FlowId f : active_) {
-    for (LinkId l : flows_[static_cast<std::size_t>(f)].route) {
-      if (unfrozen_count_[static_cast<std::size_t>(l)]++ == 0) used_links_.push_back(l);
+  if (dirty_links_.empty()) return;
+  // The connected component(s) around the dirty links: flows that share a link with an
+  // affected flow may change rate; nothing outside can.
+  ++epoch_;
+  comp_links_.clear();
+  comp_flows_.clear();
+  for (LinkId l : dirty_links_) {
+    link_dirty_[static_cast<std::size_t>(l)] = 0;
+    if (link_seen_[static_cast<std::size_t>(l)] != epoch_) {
+      link_seen_[static_cast<std::size_t>(l)] = epoch_;
+      comp_links_.push_back(l);
     }
   }
-  std::sort(used_links_.begin(), used_links_.end());  // determinism of the scan order
-  std::int32_t pos = 0;
-  for (LinkId l : used_links_) {
-    link_begin_[static_cast<std::size_t>(l)] = pos;
-    pos += unfrozen_count_[static_cast<std::size_t>(l)];
+  dirty_links_.clear();
+  for (std::size_t i = 0; i < comp_links_.size(); ++i) {  // grows while scanning (BFS)
+    for (FlowId f : link_flows_[static_cast<std::size_t>(comp_links_[i])]) {
+      if (flow_seen_[static_cast<std::size_t>(f)] == epoch_) continue;
+      flow_seen_[static_cast<std::size_t>(f)] = epoch_;
+      comp_flows_.push_back(f);
+      for (LinkId m : flows_[static_cast<std::size_t>(f)].route) {
+        if (link_seen_[static_cast<std::size_t>(m)] != epoch_) {
+          link_seen_[static_cast<std::size_t>(m)] = epoch_;
+          comp_links_.push_back(m);
+        }
+      }
+    }
+  }
+  // Sorted so the floating-point order of the filling never depends on the scan order.
+  std::sort(comp_links_.begin(), comp_links_.end());
+  std::sort(comp_flows_.begin(), comp_flows_.end());
+  for (LinkId l : comp_links_) {
     remaining_capacity_[static_cast<std::size_t>(l)] = capacity_[static_cast<std::size_t>(l)];
+    unfrozen_count_[static_cast<std::size_t>(l)] =
+        static_cast<std::int32_t>(link_flows_[static_cast<std::size_t>(l)].size());
   }
-  link_flows_.resize(static_cast<std::size_t>(pos));
-  for (std::size_t i = 0; i < num_flows; ++i) {
-    for (LinkId l : flows_[static_cast<std::size_t>(active_[i])].route) {
-      link_flows_[static_cast<std::size_t>(link_begin_[static_cast<std::size_t>(l)]++)] =
-          static_cast<std::int32_t>(i);
-    }
+  // Bring the affected flows' progress up to now at their old rates.
+  std::vector<double> old_rate;
+  old_rate.reserve(comp_flows_.size());
+  for (FlowId f : comp_flows_) {
+    Flow& flow = flows_[static_cast<std::size_t>(f)];
+    flow.remaining = std::max(0.0, flow.remaining - flow.rate * static_cast<double>(now_ - flow.updated));
+    flow.updated = now_;
+    old_rate.push_back(flow.rate);
+    frozen_[static_cast<std::size_t>(f)] = 0;
   }
-  for (LinkId l : used_links_) {  // undo the ++ of the fill: back to the start offsets
-    link_begin_[static_cast<std::size_t>(l)] -= unfrozen_count_[static_cast<std::size_t>(l)];
-  }
-  link_count_.assign(used_links_.size(), 0);
-  for (std::size_t k = 0; k < used_links_.size(); ++k) {
-    link_count_[k] = unfrozen_count_[static_cast<std::size_t>(used_links_[k])];
-  }
-  frozen_.assign(num_flows, 0);
-  std::size_t left = num_flows;
+  std::size_t left = comp_flows_.size();
   while (left > 0) {
-    // The bottleneck share: the smallest remaining capacity / unfrozen flows.
     double best_share = std::numeric_limits<double>::infinity();
-    for (LinkId l : used_links_) {
+    for (LinkId l : comp_links_) {
       const auto n = unfrozen_count_[static_cast<std::size_t>(l)];
-      if (n == 0) continue;
-      best_share = std::min(best_share, remaining_capacity_[static_cast<std::size_t>(l)] / n);
+      if (n > 0) best_share = std::min(best_share, remaining_capacity_[static_cast<std::size_t>(l)] / n);
     }
     ALPASIM_CHECK(std::isfinite(best_share)) << "unfrozen flows but no link carries them";
     // Freeze the flows of every link at that share in one round: freezing one such
@@ -124,17 +146,14 @@ void LinkModel::update_rates() {
     // 1e-12 absorbs rounding in the subtractions.
     const double threshold = best_share * (1 + 1e-12);
     const double share = std::max(best_share, 0.0);
-    for (std::size_t u = 0; u < used_links_.size(); ++u) {
-      const auto lu = static_cast<std::size_t>(used_links_[u]);
+    for (LinkId l : comp_links_) {
+      const auto lu = static_cast<std::size_t>(l);
       if (unfrozen_count_[lu] == 0 || remaining_capacity_[lu] / unfrozen_count_[lu] > threshold) continue;
-      const std::int32_t b = link_begin_[lu];
-      const std::int32_t e = b + link_count_[u];
-      for (std::int32_t k = b; k < e; ++k) {
-        const auto i = static_cast<std::size_t>(link_flows_[static_cast<std::size_t>(k)]);
-        if (frozen_[i]) continue;
-        frozen_[i] = 1;
+      for (FlowId f : link_flows_[lu]) {
+        if (frozen_[static_cast<std::size_t>(f)]) continue;
+        frozen_[static_cast<std::size_t>(f)] = 1;
         --left;
-        Flow& flow = flows_[static_cast<std::size_t>(active_[i])];
+        Flow& flow = flows_[static_cast<std::size_t>(f)];
         flow.rate = share;
         for (LinkId m : flow.route) {
           remaining_capacity_[static_cast<std::size_t>(m)] -= share;
@@ -143,24 +162,36 @@ void LinkModel::update_rates() {
       }
     }
   }
-}
-
-Time LinkModel::next_completion() const {
-  ALPASIM_CHECK(!dirty_) << "next_completion() needs update_rates() first";
-  Time best = -1;
-  for (FlowId f : active_) {
-    const Flow& flow = flows_[static_cast<std::size_t>(f)];
-    Time t;
-    if (flow.remaining < 1e-3) {
-      t = now_;
-    } else {
+  // New completion times for the flows whose rate changed (or that have none yet).
+  for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
+    const FlowId f = comp_flows_[i];
+    Flow& flow = flows_[static_cast<std::size_t>(f)];
+    if (flow.version != 0 && flow.rate == old_rate[i]) continue;  // its entry still holds
+    Time t = now_;
+    if (flow.remaining >= kDoneBytes) {
       ALPASIM_CHECK(flow.rate > 0) << "an active flow got no bandwidth";
-      // Rounded up so that at the event time the flow has really moved all its bytes.
       t = now_ + std::max<Time>(1, static_cast<Time>(std::ceil(flow.remaining / flow.rate - 1e-9)));
     }
-    if (best < 0 || t < best) best = t;
+    ++flow.version;
+    heap_.push_back(Completion{t, f, flow.version});
+    std::push_heap(heap_.begin(), heap_.end(), later);
   }
-  return best;
+}
+
+void LinkModel::drop_stale() {
+  while (!heap_.empty()) {
+    const Completion& c = heap_.front();
+    const Flow& flow = flows_[static_cast<std::size_t>(c.flow)];
+    if (flow.active && flow.version == c.version) return;
+    std::pop_heap(heap_.begin(), heap_.end(), later);
+    heap_.pop_back();
+  }
+}
+
+Time LinkModel::next_completion() {
+  ALPASIM_CHECK(dirty_links_.empty()) << "next_completion() needs update_rates() first";
+  drop_stale();
+  return heap_.empty() ? -1 : heap_.front().time;
 }
 
 }  // namespace alpasim::sim

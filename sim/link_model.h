@@ -25,8 +25,12 @@ using FlowId = std::int32_t;
 /// unfrozen flow on it that share, freeze them, subtract. A link carrying k flows and
 /// nothing else therefore gives each capacity/k. The model is generic (ids and
 /// capacities) so the cluster topology can describe NVLink, PCIe, NIC and switch links
-/// with it. Cost per recomputation: O(R + r·L) for R = Σ route lengths of the active
-/// flows, L links in use and r distinct bottleneck shares (1 on a symmetric network).
+/// with it.
+///
+/// Cost: only the connected component (flows linked through shared links) around the
+/// links whose flows changed is recomputed, in O(R + r·L) for its R route entries, L links
+/// and r distinct bottleneck shares (1 on a symmetric network); flow progress is updated
+/// lazily and completions sit in a heap, so untouched flows cost nothing per change.
 class LinkModel {
  public:
   /// Adds a link of `capacity` (> 0 bytes/s) and returns its id. `name` is for reports.
@@ -42,51 +46,71 @@ class LinkModel {
   }
 
   /// Starts a flow of `bytes` (>= 0) over `route` (non-empty, valid link ids; a link
-  /// listed twice is counted once) at time `now`. Advances all flows to `now` first.
+  /// listed twice is counted once) at time `now` (not before the last call's time).
   FlowId start_flow(Time now, std::span<const LinkId> route, double bytes);
 
-  /// Moves every active flow forward to `now` at its current rate and returns, in
-  /// increasing flow id, the flows that have finished (remaining < 1e-3 bytes). Finished
-  /// flows leave the model. Precondition: `now` is not before the last call.
+  /// Moves the clock to `now` and returns, in increasing flow id, the flows that have
+  /// finished by then. Finished flows leave the model. Precondition: `now` is not before
+  /// the last call's time.
   std::vector<FlowId> advance(Time now);
 
-  /// Recomputes max-min fair rates if flows started or finished since the last call.
+  /// Recomputes the max-min fair rates of the flows affected by starts and finishes since
+  /// the last call (no-op when there were none).
   void update_rates();
 
-  /// Earliest time a flow finishes at the current rates (rounded up to whole ns), or -1
-  /// when no flow is active. Call update_rates() first.
-  Time next_completion() const;
+  /// Earliest time a flow finishes at the current rates (rounded up to whole ns, so the
+  /// flow has really moved all its bytes then), or -1 when no flow is active. Call
+  /// update_rates() first.
+  Time next_completion();
 
   /// Current rate of an active flow, bytes/s (after update_rates()).
   core::BytesPerSecond rate(FlowId flow) const {
     return core::BytesPerSecond(flows_[static_cast<std::size_t>(flow)].rate * 1e9);
   }
   /// Number of flows not yet finished.
-  std::size_t num_active() const { return active_.size(); }
-  /// Bytes carried by each link so far (for utilisation reports), index = LinkId.
+  std::size_t num_active() const { return num_active_; }
+  /// Bytes of the finished flows that crossed each link, index = LinkId.
   const std::vector<double>& bytes_carried() const { return carried_; }
 
  private:
   struct Flow {
-    std::vector<LinkId> route;
-    double remaining = 0;  // bytes
+    std::vector<LinkId> route;  // sorted, unique
+    double bytes = 0;
+    double remaining = 0;  // bytes, as of `updated`
     double rate = 0;       // bytes per ns
+    Time updated = 0;
+    std::uint64_t version = 0;  // of its entry in the completion heap; 0 = none yet
+    bool active = true;
   };
+  struct Completion {
+    Time time;
+    FlowId flow;
+    std::uint64_t version;
+  };
+  static bool later(const Completion& a, const Completion& b) {
+    return a.time > b.time || (a.time == b.time && a.flow > b.flow);
+  }
+  void mark_dirty(LinkId l);
+  void drop_stale();
+
   std::vector<std::string> names_;
-  std::vector<double> capacity_;  // bytes per ns
-  std::vector<double> carried_;   // bytes
+  std::vector<double> capacity_;                  // bytes per ns
+  std::vector<double> carried_;                   // bytes
+  std::vector<std::vector<FlowId>> link_flows_;   // active flows per link
   std::vector<Flow> flows_;
-  std::vector<FlowId> active_;  // ascending flow ids
+  std::vector<Completion> heap_;  // min-heap by (time, flow) via `later`
+  std::vector<LinkId> dirty_links_;
+  std::vector<char> link_dirty_;
+  std::size_t num_active_ = 0;
   Time now_ = 0;
-  bool dirty_ = false;
-  // Scratch for update_rates, kept to avoid reallocation.
+  // Scratch for update_rates, kept to avoid reallocation. Epoch marks avoid clearing.
+  std::uint64_t epoch_ = 0;
+  std::vector<std::uint64_t> link_seen_, flow_seen_;
+  std::vector<LinkId> comp_links_;
+  std::vector<FlowId> comp_flows_;
   std::vector<double> remaining_capacity_;
-  std::vector<std::int32_t> unfrozen_count_;  // per link; all 0 between calls
-  std::vector<std::int32_t> link_begin_;      // per link: start in link_flows_
-  std::vector<std::int32_t> link_flows_;      // indices into active_, grouped by link
-  std::vector<LinkId> used_links_;            // links with active flows, ascending
-  std::vector<std::int32_t> link_count_;      // flows per used link (parallel to used_links_)
-  std::vector<char> frozen_;
+  std::vector<std::int32_t> unfrozen_count_;
+  std::vector<char> frozen_;  // per flow id
 };
 
 }  // namespace alpasim::sim
