@@ -121,6 +121,20 @@ core::Result<cluster::GroupInfo> row_group(const schema::CollectiveEntry& row,
   return topo.submesh_group(row.num_nodes, gpn);
 }
 
+// The path of a send/recv row: GPU 0 to GPU 1 on one node, or to the first GPU of node 1.
+core::Result<cluster::PathInfo> row_path(const schema::CollectiveEntry& row,
+                                         const cluster::ClusterSpec& machine) {
+  if (row.num_gpus != 2 || row.num_nodes > 2) {
+    return core::invalid_argument("a send_recv row needs num_gpus 2 on 1 or 2 nodes, got " +
+                                  std::to_string(row.num_gpus) + " GPUs on " +
+                                  std::to_string(row.num_nodes) + " nodes");
+  }
+  cluster::ClusterSpec spec = machine;
+  spec.nodes = row.num_nodes;
+  ALPASIM_ASSIGN_OR_RETURN(cluster::Topology topo, cluster::Topology::build(spec));
+  return topo.point_to_point(0, row.num_nodes > 1 ? machine.gpus_per_node : 1);
+}
+
 double data_factor(Collective c, double n) {
   switch (c) {
     case Collective::kAllReduce: return 2 * (n - 1) / n;
@@ -196,14 +210,16 @@ core::Result<CollectiveEstimate> predict_collective_row(const schema::Collective
                                                         const cluster::ClusterSpec& machine,
                                                         const CalibratedParams& params) {
   auto coll = parse_collective(row.collective);
-  if (!coll || *coll == Collective::kSendRecv) {
-    return core::unimplemented("collective \"" + row.collective + "\" rows are not predicted");
-  }
-  ALPASIM_ASSIGN_OR_RETURN(cluster::GroupInfo g, row_group(row, machine));
+  if (!coll) return core::invalid_argument("unknown collective \"" + row.collective + "\"");
   CollectiveParams cp = params.collective;
   cp.local_copy_bytes_per_s = params.compute.hbm_efficiency * machine.gpu.hbm_bandwidth.value();
   CollectiveCostModel model(cp);
   const core::Bytes bytes(row.message_bytes > 0 ? row.message_bytes : kAsymptoteBytes);
+  if (*coll == Collective::kSendRecv) {
+    ALPASIM_ASSIGN_OR_RETURN(cluster::PathInfo path, row_path(row, machine));
+    return model.send_recv(bytes, path);
+  }
+  ALPASIM_ASSIGN_OR_RETURN(cluster::GroupInfo g, row_group(row, machine));
   std::optional<Protocol> protocol;
   if (row.protocol == "ll") protocol = Protocol::kLowLatency;
   if (row.protocol == "simple" || row.protocol == "ll128") protocol = Protocol::kSimple;
@@ -484,6 +500,30 @@ core::Result<Calibration> calibrate(const schema::Profile& profile,
     }
   }
 
+  // 5b. send/recv rows >= 32 MiB: p2p efficiency of the path's bottleneck class,
+  //     eff = S / ((t - base - hop - path latency) * path bandwidth), averaged per class.
+  {
+    std::map<LinkClass, std::pair<double, std::size_t>> acc;
+    for (const auto& c : rows) {
+      const auto& r = *c.row;
+      if (!is_fit(c) || c.collective != Collective::kSendRecv || r.message_bytes < kSimpleRowMinBytes ||
+          c.published_s <= 0) {
+        continue;
+      }
+      ALPASIM_ASSIGN_OR_RETURN(cluster::PathInfo path, row_path(r, machine));
+      const double rest =
+          c.published_s - C.base_latency_s - C.hop_latency_s - path.latency.value();
+      if (rest <= 0) continue;
+      auto& a = acc[path.bottleneck_class];
+      a.first += c.bytes / (rest * path.bandwidth.value());
+      ++a.second;
+    }
+    for (const auto& [cls, a] : acc) {
+      C.link[idx(cls)].p2p_efficiency = a.first / static_cast<double>(a.second);
+      P.origin[std::string("p2p_efficiency/") + cluster::link_class_name(cls)] = fitted(who, a.second);
+    }
+  }
+
   // 6. GEMM curves: 1/efficiency = 1/max + (half/max) / x, per dtype; fp16 and bf16 share
   //    tensor-core datapaths, so a curve fitted for one serves the other if it has no rows.
   {
@@ -588,7 +628,7 @@ core::Result<Calibration> calibrate(const schema::Profile& profile,
       add(cls, describe_row(r), r.meta.role, "busbw_gbyte_per_s", *r.busbw_gbyte_per_s,
           core::to_gbyte_per_s(est.bus_bandwidth), r.meta.citation);
     } else {
-      add(cls + "/latency", describe_row(r), r.meta.role, "time_us", *r.time_us,
+      add(cls + "/time", describe_row(r), r.meta.role, "time_us", *r.time_us,
           core::to_us(est.time), r.meta.citation);
     }
   }

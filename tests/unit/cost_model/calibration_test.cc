@@ -84,6 +84,29 @@ TEST_CASE("calibration recovers the parameters that generated its fit rows") {
   CHECK(next.params.origin.at("hop_latency_s") == "inherited: dgx-a100-80gb (3 rows)");
 }
 
+TEST_CASE("send/recv rows fit the p2p efficiency of their path's bottleneck class") {
+  // GPU 0 -> GPU 8 of two DGX A100 nodes: the 25 GB/s HDR NIC is the bottleneck and the path
+  // latency is 9 us (docs/cluster.md); defaults give base 6 us and hop 1 us. A 1 GiB transfer
+  // at p2p efficiency 0.9 takes 16 us + 2^30 / (0.9 * 25e9) s.
+  schema::Profile p = base_profile();
+  schema::CollectiveEntry e;
+  e.collective = "send_recv";
+  e.num_gpus = 2;
+  e.num_nodes = 2;
+  e.message_bytes = std::int64_t{1} << 30;
+  e.time_us = (16e-6 + 1073741824.0 / (0.9 * 25e9)) * 1e6;
+  e.meta = meta(schema::ProfileRole::kFit);
+  p.collectives.push_back(e);
+  auto machine = cluster::make_preset_cluster("dgx-a100-80gb", 1).value();
+  Calibration cal = calibrate(p, machine, default_params()).value();
+  CHECK(cal.params.collective.link[3].p2p_efficiency == doctest::Approx(0.9).epsilon(1e-9));
+  REQUIRE(cal.report.rows.size() == 1);
+  CHECK(std::abs(cal.report.rows[0].rel_error) < 1e-9);
+  e.num_gpus = 4;
+  CHECK(predict_collective_row(e, machine, cal.params).status().message() ==
+        "a send_recv row needs num_gpus 2 on 1 or 2 nodes, got 4 GPUs on 2 nodes");
+}
+
 TEST_CASE("calibration refuses rows that do not fit the machine") {
   schema::Profile p = base_profile();
   schema::CollectiveEntry e;
