@@ -171,6 +171,24 @@ core::Result<SolveOutcome> prune_and_solve(const CostProblem& problem,
       keep[v][static_cast<std::size_t>(ub.choice[v])] = true;
     }
     pr = prune_to(problem, keep);
+  } else {
+    // The upper-bound assignment's own bound is at most its cost; keep it even if rounding
+    // in the diffusion says otherwise.
+    bool missing = false;
+    for (std::size_t v = 0; v < ub.choice.size() && !missing; ++v) {
+      const auto& kept = pr.kept[v];
+      missing = std::find(kept.begin(), kept.end(), ub.choice[v]) == kept.end();
+    }
+    if (missing) {
+      std::vector<std::vector<bool>> keep(problem.nodes.size());
+      for (std::size_t v = 0; v < keep.size(); ++v) {
+        keep[v].assign(static_cast<std::size_t>(problem.num_strategies(static_cast<int>(v))),
+                       false);
+        for (int i : pr.kept[v]) keep[v][static_cast<std::size_t>(i)] = true;
+        keep[v][static_cast<std::size_t>(ub.choice[v])] = true;
+      }
+      pr = prune_to(problem, keep);
+    }
   }
   std::vector<int> ub_in_pruned(ub.choice.size(), 0);
   for (std::size_t v = 0; v < ub.choice.size(); ++v) {
