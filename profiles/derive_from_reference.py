@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Derives the shipped profiles from the published figures in shared/reference/.
 
-Usage: profiles/derive_from_reference.py [REFERENCE_DIR]   (default: ../shared/reference)
+Usage: profiles/derive_from_reference.py [REFERENCE_DIR] [--check]
+  REFERENCE_DIR defaults to ../shared/reference; --check writes nothing and exits 1 when a
+  shipped profile differs from what the generator produces (CTest validation/profiles_in_sync).
 
 Writes profiles/<machine>/2026-08-22-derived.json for dgx-a100-80gb, hgx-h200, dgx-h100 and
 aws-p3.16xlarge. Every entry cites its CSV line and marks its role:
@@ -24,7 +26,9 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REF = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "shared", "reference")
+ARGS = [a for a in sys.argv[1:] if a != "--check"]
+CHECK = "--check" in sys.argv[1:]
+REF = ARGS[0] if ARGS else os.path.join(HERE, "..", "..", "shared", "reference")
 DATE = "2026-08-22"  # date of the ml-engineering snapshot most rows come from
 
 
@@ -170,14 +174,30 @@ def p3():
 
 
 def main():
+    stale = []
     for machine, fn in (("dgx-a100-80gb", a100), ("hgx-h200", h200), ("dgx-h100", h100),
                         ("aws-p3.16xlarge", p3)):
-        os.makedirs(os.path.join(HERE, machine), exist_ok=True)
         path = os.path.join(HERE, machine, f"{DATE}-derived.json")
+        text = json.dumps(fn(), indent=2, sort_keys=True) + "\n"
+        if CHECK:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    same = f.read() == text
+            except OSError:
+                same = False
+            if not same:
+                stale.append(os.path.relpath(path, HERE))
+            continue
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
-            json.dump(fn(), f, indent=2, sort_keys=True)
-            f.write("\n")
+            f.write(text)
         print("wrote", os.path.relpath(path, HERE))
+    if stale:
+        print("profiles differ from profiles/derive_from_reference.py output: " + ", ".join(stale)
+              + " (run the script to regenerate)")
+        sys.exit(1)
+    if CHECK:
+        print("shipped profiles are in sync with shared/reference")
 
 
 if __name__ == "__main__":
