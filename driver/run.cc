@@ -5,6 +5,7 @@
 
 #include "core/text.h"
 #include "core/version.h"
+#include "ir/summary.h"
 
 namespace alpasim::driver {
 namespace {
@@ -62,9 +63,28 @@ std::string describe_search(const SearchConfig& search) {
   return s.str();
 }
 
+// What the model summary accounts for: the scenario's training settings, and for a fixed
+// Megatron plan its microbatch size and recomputation (activation and hardware FLOPs depend
+// on both).
+ir::SummaryOptions summary_options(const Scenario& scenario) {
+  ir::SummaryOptions options;
+  options.global_batch_size = scenario.training.global_batch_size;
+  options.dtype = scenario.training.dtype;
+  bool known = ir::parse_optimizer_kind(scenario.training.optimizer, &options.optimizer);
+  ALPASIM_CHECK(known) << "optimizer " << scenario.training.optimizer << " has no ir kind";
+  if (const auto& m = scenario.search.megatron) {
+    options.microbatch_size = m->microbatch_size;
+    known = ir::parse_recompute_policy(schema::recompute_name(m->recompute), &options.recompute);
+    ALPASIM_CHECK(known) << "recompute " << schema::recompute_name(m->recompute);
+  }
+  return options;
+}
+
 }  // namespace
 
 core::Result<RunReport> run_scenario(const Scenario& scenario) {
+  ALPASIM_ASSIGN_OR_RETURN(ir::ModelSummary summary,
+                           ir::summarize_model(scenario.model, summary_options(scenario)));
   RunReport report;
   std::ostringstream text;
   const auto& t = scenario.training;
@@ -81,13 +101,15 @@ core::Result<RunReport> run_scenario(const Scenario& scenario) {
                                                     : scenario.profile.file_as_written)
        << "\n"
        << "  search    " << describe_search(scenario.search) << "\n"
-       << "note: " << kNotYetPlanned << ".\n";
+       << "model summary (whole model, before sharding):\n"
+       << ir::summary_to_text(summary) << "note: " << kNotYetPlanned << ".\n";
   report.text = text.str();
 
   Json& j = report.json;
   j["alpa_sim_version"] = std::string(core::version());
   j["scenario_file"] = scenario.file;
   j["scenario"] = scenario_to_json(scenario);
+  j["model_summary"] = ir::summary_to_json(summary);
   j["status"] = "scenario_loaded";
   j["note"] = kNotYetPlanned;
   return report;
