@@ -64,12 +64,19 @@ core::Status validate(const PipelineProblem& pb) {
     return core::invalid_argument("grad_sync_buckets: expected >= 1, got " +
                                   std::to_string(pb.grad_sync_buckets));
   }
-  const std::size_t expected_stages = static_cast<std::size_t>(p * pb.interleave);
+  const std::size_t expected_stages = static_cast<std::size_t>(p) * static_cast<std::size_t>(pb.interleave);
   if (pb.stages.size() != expected_stages) {
     return core::invalid_argument("stages: expected " + std::to_string(expected_stages) +
                                   " entries (meshes × interleave = " + std::to_string(p) + " × " +
                                   std::to_string(pb.interleave) + "), got " +
                                   std::to_string(pb.stages.size()));
+  }
+  // Ids are int32 and the task graph holds a few tasks per (virtual stage, microbatch).
+  constexpr std::int64_t kMaxPairs = 10'000'000;  // ~40 M tasks, a few GB
+  const std::int64_t pairs = static_cast<std::int64_t>(expected_stages) * pb.num_microbatches;
+  if (pairs > kMaxPairs) {
+    return core::invalid_argument("num_microbatches: expected at most " + std::to_string(kMaxPairs) +
+                                  " (virtual stage, microbatch) pairs, got " + std::to_string(pairs));
   }
   for (std::size_t i = 0; i < pb.links.size(); ++i) {
     const double c = pb.links[i].capacity.value();

@@ -62,7 +62,8 @@ class Lowering {
       names.emplace_back(memory_component_name(static_cast<MemoryComponent>(c)));
     }
     g_.set_memory_components(std::move(names));
-    g_.reserve(static_cast<std::size_t>(num_virtual_ * m_ * 6), static_cast<std::size_t>(num_virtual_ * m_ * 8));
+    const std::size_t pairs = static_cast<std::size_t>(num_virtual_) * static_cast<std::size_t>(m_);
+    g_.reserve(pairs * 4, pairs * 6);  // F, B, R, a send per pair; their dependencies
     for (const auto& link : pb_.links) g_.add_link(link.name, link.capacity);
     for (int d = 0; d < p_; ++d) {
       const auto& mesh = pb_.meshes[static_cast<std::size_t>(d)];
@@ -82,7 +83,7 @@ class Lowering {
                              st.optimizer_state_bytes);
       }
     }
-    const std::size_t n = static_cast<std::size_t>(num_virtual_ * m_);
+    const std::size_t n = pairs;
     fwd_.assign(n, -1);
     bwd_first_.assign(n, -1);
     bwd_last_.assign(n, -1);
@@ -214,15 +215,15 @@ class Lowering {
       TaskId t = -1;
       if (op.type == ScheduledOp::Type::kForward && vs + 1 < num_virtual_) {
         t = g_.add_transfer(s.send_next, mesh.send_next.links, wire_bytes(stage(vs)),
-                                   to_time(mesh.send_next.latency),
-                                   TaskLabel{TaskKind::kSend, op.microbatch, vs, -1});
+                            to_time(mesh.send_next.latency),
+                            TaskLabel{TaskKind::kSend, op.microbatch, vs, -1});
         g_.add_dependency(fwd_[idx(vs, op.microbatch)], t);
         g_.set_peer(t, (vs + 1) % p_);
         fwd_arrival_[idx(vs + 1, op.microbatch)] = t;
       } else if (op.type == ScheduledOp::Type::kBackward && vs > 0) {
         t = g_.add_transfer(s.send_prev, mesh.send_prev.links, wire_bytes(stage(vs - 1)),
-                                   to_time(mesh.send_prev.latency),
-                                   TaskLabel{TaskKind::kSend, op.microbatch, vs, -1});
+                            to_time(mesh.send_prev.latency),
+                            TaskLabel{TaskKind::kSend, op.microbatch, vs, -1});
         g_.add_dependency(bwd_last_[idx(vs, op.microbatch)], t);
         g_.set_peer(t, (vs - 1) % p_);
         bwd_arrival_[idx(vs - 1, op.microbatch)] = t;

@@ -297,6 +297,10 @@ TEST_CASE("invalid problems are rejected with the field path") {
         "meshes[0].grad_sync for data_parallel 2, got none");
   auto r = simulate_pipeline(pb);
   CHECK(r.status().code() == core::StatusCode::kInvalidArgument);
+  pb = make_uniform_problem(base(PipelineSchedule::kOneFOneB, 2, 4));
+  pb.num_microbatches = 6'000'000;
+  CHECK(validate(pb).message() ==
+        "num_microbatches: expected at most 10000000 (virtual stage, microbatch) pairs, got 12000000");
 }
 
 TEST_CASE("blocking p2p (Megatron) exposes the send on the sender too") {
