@@ -78,11 +78,11 @@ namespace {
 // Declared here, defined after prune_and_solve: the two recurse into each other once.
 core::Result<SolveOutcome> solve_impl(const CostProblem& problem, const SolveOptions& options,
                                       Clock::time_point start, std::optional<Assignment> incumbent,
-                                      bool allow_prune);
+                                      int prune_rounds);
 
 core::Result<SolveOutcome> prune_and_solve(const CostProblem& problem,
                                            const SolveOptions& options, Clock::time_point start,
-                                           std::optional<Assignment> incumbent) {
+                                           std::optional<Assignment> incumbent, int prune_rounds) {
   const auto& limit = options.memory_limit_bytes;
   // Too wide for the DP: bound the problem (min-sum diffusion), take the best of a few
   // narrow restricted DPs and the greedy as the upper bound, prune every strategy whose
@@ -201,7 +201,8 @@ core::Result<SolveOutcome> prune_and_solve(const CostProblem& problem,
       Assignment{ub_in_pruned, pr.problem.objective(ub_in_pruned),
                  pr.problem.memory(ub_in_pruned)};
   ALPASIM_ASSIGN_OR_RETURN(SolveOutcome inner,
-                           solve_impl(pr.problem, options, start, start_point, false));
+                           solve_impl(pr.problem, options, start, start_point,
+                                      pr.removed > 0 ? prune_rounds - 1 : 0));
   if (inner.best) {
     inner.best->choice = pr.expand(inner.best->choice);
     inner.best->objective = problem.objective(inner.best->choice);
@@ -213,7 +214,7 @@ core::Result<SolveOutcome> prune_and_solve(const CostProblem& problem,
     inner.proven_optimal = true;  // the bound met the incumbent
   }
   inner.pruned_strategies = pr.removed;
-  inner.method = "bound+" + inner.method;
+  if (inner.method.rfind("bound+", 0) != 0) inner.method = "bound+" + inner.method;
   inner.wall_time = core::seconds(seconds_since(start));
   return inner;
 }
@@ -221,7 +222,8 @@ core::Result<SolveOutcome> prune_and_solve(const CostProblem& problem,
 // The DP / ILP logic on one problem. `incumbent`: a known fitting assignment (may be empty).
 core::Result<SolveOutcome> solve_impl(const CostProblem& problem, const SolveOptions& options,
                                       Clock::time_point start, std::optional<Assignment> incumbent,
-                                      bool allow_prune) {
+                                      int prune_rounds) {
+  const bool allow_prune = prune_rounds > 0;
   SolveOutcome out;
   const auto& limit = options.memory_limit_bytes;
   auto finish = [&]() -> core::Result<SolveOutcome> {
@@ -262,7 +264,7 @@ core::Result<SolveOutcome> solve_impl(const CostProblem& problem, const SolveOpt
       }
       incumbent = lr.best;
     } else if (allow_prune && options.prune_by_bound) {
-      return prune_and_solve(problem, options, start, incumbent);
+      return prune_and_solve(problem, options, start, incumbent, prune_rounds);
     } else if (options.algorithm == Algorithm::kDp) {
       return core::failed_precondition(
           "the DP needs a table of more than " + std::to_string(options.max_table_entries) +
@@ -273,7 +275,7 @@ core::Result<SolveOutcome> solve_impl(const CostProblem& problem, const SolveOpt
     return core::failed_precondition("this problem needs the ILP, but no ILP solver was given");
   }
   if (options.algorithm == Algorithm::kIlp && allow_prune && options.prune_by_bound) {
-    return prune_and_solve(problem, options, start, incumbent);
+    return prune_and_solve(problem, options, start, incumbent, prune_rounds);
   }
   if (!incumbent) incumbent = greedy(problem, limit);
   out.method += out.method.empty() ? "ilp" : "+ilp";
@@ -306,7 +308,8 @@ core::Result<SolveOutcome> solve_impl(const CostProblem& problem, const SolveOpt
 }  // namespace
 
 core::Result<SolveOutcome> solve_problem(const CostProblem& problem, const SolveOptions& options) {
-  return solve_impl(problem, options, Clock::now(), std::nullopt, true);
+  // Up to three rounds of bound-and-prune: each pruned problem has a tighter bound.
+  return solve_impl(problem, options, Clock::now(), std::nullopt, 3);
 }
 
 }  // namespace alpasim::planner::intra_op
