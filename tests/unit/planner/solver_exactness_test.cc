@@ -9,6 +9,7 @@
 #include "planner/intra_op/cost_problem.h"
 #include "planner/intra_op/dp_solver.h"
 #include "planner/intra_op/intra_op_pass.h"
+#include "planner/intra_op/resharding.h"
 #include "planner/intra_op/simplify.h"
 #include "planner/intra_op/solve.h"
 #include "planner/intra_op/synthetic_graphs.h"
@@ -228,6 +229,62 @@ TEST_CASE("an impossible memory limit is a value with the missing bytes") {
   CHECK(r->feasibility == Feasibility::kOutOfMemory);
   CHECK(r->missing_bytes == 17);
   CHECK_FALSE(r->best.has_value());
+}
+
+}  // namespace
+}  // namespace alpasim::planner::intra_op
+
+namespace alpasim::planner::intra_op {
+namespace {
+
+TEST_CASE("GLPK at a deadline it cannot meet returns the warm start, not nothing") {
+  // A GPT layer on 2x2 as a plain ILP takes GLPK seconds; 1 ms is far too little. Whatever
+  // GLPK manages, the answer must carry an assignment no worse than the warm start.
+  GptShape gpt;
+  gpt.batch = 4;
+  gpt.seq = 64;
+  gpt.hidden = 64;
+  gpt.heads = 4;
+  gpt.ffn = 256;
+  const LogicalMesh mesh{2, 2};
+  const BuiltProblem built = build_problem(gpt_graph(gpt), mesh, hooks_for(mesh));
+  ilp::GlpkSolver glpk;
+  SolveOptions o;
+  o.algorithm = Algorithm::kIlp;
+  o.prune_by_bound = false;
+  o.ilp_solver = &glpk;
+  o.time_limit = core::milliseconds(1.0);
+  auto r = solve_problem(built.problem, o);
+  REQUIRE(r.ok());
+  REQUIRE(r->best.has_value());
+  REQUIRE(r->ilp_status.has_value());
+  if (*r->ilp_status != ilp::IlpStatus::kOptimal) CHECK_FALSE(r->proven_optimal);
+  // Every answer is a valid assignment of the original problem.
+  CHECK(r->best->choice.size() == built.problem.nodes.size());
+  CHECK(same(r->best->objective, built.problem.objective(r->best->choice)));
+}
+
+TEST_CASE("every chosen layout fits its tensor and matches its operands' shapes") {
+  const LogicalMesh meshes[] = {{1, 2}, {2, 1}, {2, 2}};
+  for (std::uint64_t seed = 1; seed <= 60; ++seed) {
+    CAPTURE(seed);
+    const LogicalMesh mesh = meshes[seed % 3];
+    const IntraOpGraph g = random_small_graph(seed, 4 + static_cast<int>(seed % 5));
+    IntraOpPass pass;
+    auto plan = pass.run(g, mesh, hooks_for(mesh), {});
+    REQUIRE(plan.ok());
+    REQUIRE(plan->shardings.size() == g.nodes.size());
+    for (std::size_t v = 0; v < g.nodes.size(); ++v) {
+      const auto& s = plan->shardings[v];
+      CHECK(s.op == g.nodes[v].name);
+      CHECK(spec_fits(g.nodes[v].shape, s.output, mesh));
+      REQUIRE(s.inputs.size() == g.nodes[v].operands.size());
+      for (std::size_t k = 0; k < s.inputs.size(); ++k) {
+        const auto& operand = g.nodes[static_cast<std::size_t>(g.nodes[v].operands[k])];
+        CHECK(spec_fits(operand.shape, s.inputs[k], mesh));
+      }
+    }
+  }
 }
 
 }  // namespace
