@@ -626,163 +626,205 @@ PathInfo Topology::point_to_point(std::int64_t src, std::int64_t dst) const {
 }
 
 core::Result<GroupInfo> Topology::group(std::span<const std::int64_t> devices) const {
+  const std::vector<std::vector<std::int64_t>> one = {{devices.begin(), devices.end()}};
+  ALPASIM_ASSIGN_OR_RETURN(std::vector<GroupInfo> infos, concurrent_groups(one));
+  return infos.front();
+}
+
+core::Result<std::vector<GroupInfo>> Topology::concurrent_groups(
+    std::span<const std::vector<std::int64_t>> groups) const {
   const Impl& im = *impl_;
   const std::int64_t g = im.gpn();
-  if (devices.empty()) return core::invalid_argument("a device group needs at least one device");
-  std::map<std::int64_t, std::vector<std::int64_t>> by_node;
-  std::set<std::int64_t> seen;
-  for (std::int64_t d : devices) {
-    if (d < 0 || d >= num_devices()) {
-      return core::invalid_argument("device id " + std::to_string(d) + " is outside [0, " +
-                                    std::to_string(num_devices()) + ")");
+  struct Work {
+    std::map<std::int64_t, std::vector<std::int64_t>> by_node;  // node -> sorted locals
+    std::vector<std::vector<std::int64_t>> channel_links;
+    double hop_lat = 0;
+  };
+  std::vector<GroupInfo> infos(groups.size());
+  std::vector<Work> work(groups.size());
+  std::set<std::int64_t> in_some_group;
+  std::vector<int> load;  // shared by every channel of every group (sized on first use)
+  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+    const auto& devices = groups[gi];
+    if (devices.empty()) return core::invalid_argument("a device group needs at least one device");
+    std::set<std::int64_t> seen;
+    auto& by_node = work[gi].by_node;
+    for (std::int64_t d : devices) {
+      if (d < 0 || d >= num_devices()) {
+        return core::invalid_argument("device id " + std::to_string(d) + " is outside [0, " +
+                                      std::to_string(num_devices()) + ")");
+      }
+      if (!seen.insert(d).second) {
+        return core::invalid_argument("device id " + std::to_string(d) +
+                                      " appears twice in a group");
+      }
+      if (!in_some_group.insert(d).second) {
+        return core::invalid_argument("device id " + std::to_string(d) +
+                                      " is in two concurrent groups");
+      }
+      by_node[d / g].push_back(d % g);
     }
-    if (!seen.insert(d).second) {
-      return core::invalid_argument("device id " + std::to_string(d) + " appears twice in a group");
+    GroupInfo& info = infos[gi];
+    info.num_ranks = static_cast<std::int64_t>(devices.size());
+    info.num_nodes = static_cast<std::int64_t>(by_node.size());
+    std::int64_t min_per_node = std::numeric_limits<std::int64_t>::max();
+    for (auto& [node, locals] : by_node) {
+      std::sort(locals.begin(), locals.end());
+      info.ranks_per_node = std::max<std::int64_t>(info.ranks_per_node,
+                                                   static_cast<std::int64_t>(locals.size()));
+      min_per_node = std::min<std::int64_t>(min_per_node, static_cast<std::int64_t>(locals.size()));
     }
-    by_node[d / g].push_back(d % g);
-  }
-  GroupInfo info;
-  info.num_ranks = static_cast<std::int64_t>(devices.size());
-  info.num_nodes = static_cast<std::int64_t>(by_node.size());
-  std::int64_t min_per_node = std::numeric_limits<std::int64_t>::max();
-  for (auto& [node, locals] : by_node) {
-    std::sort(locals.begin(), locals.end());
-    info.ranks_per_node = std::max<std::int64_t>(info.ranks_per_node,
-                                                 static_cast<std::int64_t>(locals.size()));
-    min_per_node = std::min<std::int64_t>(min_per_node, static_cast<std::int64_t>(locals.size()));
-  }
-  info.uniform = min_per_node == info.ranks_per_node;
-  info.nvls_capable = im.nvls && info.num_nodes == 1 && info.num_ranks > 1;
-  // Intra-node rings: the slowest node's packing.
-  double intra_bw = std::numeric_limits<double>::infinity();
-  bool any_intra = false;
-  for (const auto& [node, locals] : by_node) {
-    if (locals.size() < 2) continue;
-    std::uint64_t mask = 0;
-    for (std::int64_t l : locals) mask |= std::uint64_t{1} << static_cast<unsigned>(l % 64);
-    RingResult r;
+    info.uniform = min_per_node == info.ranks_per_node;
+    info.nvls_capable = im.nvls && info.num_nodes == 1 && info.num_ranks > 1;
+    // Intra-node rings: the slowest node's packing. Concurrent groups inside one node are
+    // assumed to use disjoint links (true on NVSwitch; on a cube-mesh or PCIe tree they may
+    // share, which this does not count).
+    double intra_bw = std::numeric_limits<double>::infinity();
+    bool any_intra = false;
+    for (const auto& [node, locals] : by_node) {
+      if (locals.size() < 2) continue;
+      std::uint64_t mask = 0;
+      for (std::int64_t l : locals) mask |= std::uint64_t{1} << static_cast<unsigned>(l % 64);
+      RingResult r;
+      {
+        std::lock_guard<std::mutex> lock(im.mu);
+        auto it = im.ring_cache.find(mask);
+        if (g <= 64 && it != im.ring_cache.end()) {
+          r = it->second;
+        } else {
+          r = im.pack_rings(locals);
+          if (g <= 64) im.ring_cache.emplace(mask, r);
+        }
+      }
+      if (!any_intra || r.bandwidth < intra_bw) {
+        intra_bw = r.bandwidth;
+        info.intra_class = r.cls;
+      }
+      info.intra_hop_latency =
+          core::Seconds(std::max(info.intra_hop_latency.value(), r.hop_latency_s));
+      any_intra = true;
+    }
+    if (any_intra) info.intra_ring_bandwidth = core::BytesPerSecond(intra_bw);
+    if (info.num_nodes < 2) continue;
+
+    // Inter-node rings. Channels: every NIC on a PCIe switch that hosts one of the group's
+    // GPUs (NCCL uses all NICs local to its GPUs), each paired round-robin with a group GPU
+    // on that switch; when no group GPU shares a switch with a NIC, each GPU's nearest NIC.
+    // Channel c crosses every node boundary GPU -> PCIe -> NIC c -> network -> NIC c -> PCIe
+    // -> GPU. Loads are counted over all channels of all concurrent groups.
+    const auto& first_locals = by_node.begin()->second;
+    std::map<std::int64_t, std::int64_t> rail_gpu;  // rail -> local GPU it serves
     {
-      std::lock_guard<std::mutex> lock(im.mu);
-      auto it = im.ring_cache.find(mask);
-      if (g <= 64 && it != im.ring_cache.end()) {
-        r = it->second;
-      } else {
-        r = im.pack_rings(locals);
-        if (g <= 64) im.ring_cache.emplace(mask, r);
+      std::map<std::int64_t, std::vector<std::int64_t>> on_switch;  // switch -> group GPUs
+      for (std::int64_t l : first_locals) on_switch[l / 2].push_back(l);
+      std::map<std::int64_t, std::size_t> next;
+      for (std::int64_t j = 0; j < im.nics_per_node; ++j) {
+        const std::int64_t sw = j * im.num_pcie_switches / im.nics_per_node;
+        auto it = on_switch.find(sw);
+        if (it == on_switch.end()) continue;
+        rail_gpu.emplace(j, it->second[next[sw]++ % it->second.size()]);
+      }
+      if (rail_gpu.empty()) {
+        for (std::int64_t l : first_locals) {
+          rail_gpu.emplace(im.nearest_nic[static_cast<std::size_t>(l)], l);
+        }
       }
     }
-    if (!any_intra || r.bandwidth < intra_bw) {
-      intra_bw = r.bandwidth;
-      info.intra_class = r.cls;
+    std::vector<std::int64_t> nodes;
+    for (const auto& [node, locals] : by_node) nodes.push_back(node);
+    const auto m = static_cast<std::int64_t>(nodes.size());
+    if (load.empty()) load.assign(im.links.size(), 0);
+    for (const auto& [rail, local] : rail_gpu) {
+      std::vector<std::int64_t> used;
+      const auto& gpu_nic =
+          im.gpu_nic_paths[static_cast<std::size_t>(local * im.nics_per_node + rail)];
+      for (std::int64_t i = 0; i < m; ++i) {
+        const std::int64_t a = nodes[static_cast<std::size_t>(i)];
+        const std::int64_t b = nodes[static_cast<std::size_t>((i + 1) % m)];
+        std::vector<std::int64_t> hop;
+        for (std::int64_t id : gpu_nic) hop.push_back(im.shift_link(id, a));
+        const std::int64_t va = im.nic0[static_cast<std::size_t>(rail)] + a * im.vertices_per_node;
+        const std::int64_t vb = im.nic0[static_cast<std::size_t>(rail)] + b * im.vertices_per_node;
+        for (std::int64_t id : im.tree_path(va, vb)) hop.push_back(id);
+        for (auto it = gpu_nic.rbegin(); it != gpu_nic.rend(); ++it) {
+          hop.push_back(im.shift_link(*it ^ 1, b));
+        }
+        double lat = 0;
+        for (std::int64_t id : hop) {
+          ++load[static_cast<std::size_t>(id)];
+          lat += im.links[static_cast<std::size_t>(id)].latency_s;
+          used.push_back(id);
+        }
+        work[gi].hop_lat = std::max(work[gi].hop_lat, lat);
+      }
+      work[gi].channel_links.push_back(std::move(used));
     }
-    info.intra_hop_latency = core::Seconds(std::max(info.intra_hop_latency.value(), r.hop_latency_s));
-    any_intra = true;
   }
-  if (any_intra) info.intra_ring_bandwidth = core::BytesPerSecond(intra_bw);
-  if (info.num_nodes < 2) return info;
 
-  // Inter-node rings: one channel per NIC that is nearest to one of the group's GPUs on the
-  // first node; channel c crosses every node boundary NIC c -> network -> NIC c, entering
-  // and leaving the node over the PCIe path of the GPU next to that NIC.
-  // Channels: every NIC on a PCIe switch that hosts one of the group's GPUs (NCCL uses all
-  // NICs local to its GPUs), each paired round-robin with a group GPU on that switch; when
-  // no group GPU shares a switch with a NIC, each GPU's nearest NIC.
-  const auto& first_locals = by_node.begin()->second;
-  std::map<std::int64_t, std::int64_t> rail_gpu;  // rail -> local GPU it serves
-  {
-    std::map<std::int64_t, std::vector<std::int64_t>> on_switch;  // switch -> group GPUs
-    for (std::int64_t l : first_locals) on_switch[l / 2].push_back(l);
-    std::map<std::int64_t, std::size_t> next;
-    for (std::int64_t j = 0; j < im.nics_per_node; ++j) {
-      const std::int64_t sw = j * im.num_pcie_switches / im.nics_per_node;
-      auto it = on_switch.find(sw);
-      if (it == on_switch.end()) continue;
-      rail_gpu.emplace(j, it->second[next[sw]++ % it->second.size()]);
-    }
-    if (rail_gpu.empty()) {
-      for (std::int64_t l : first_locals) {
-        rail_gpu.emplace(im.nearest_nic[static_cast<std::size_t>(l)], l);
+  // Ring bandwidths from the shared loads; all-to-all shares (every rank of every group
+  // spanning nodes sends through its nearest NIC at once: ranks behind one NIC split it, and
+  // ranks behind one leaf split its uplink when their group spans leaves).
+  const double nic_bw = im.nics_per_node > 0 ? im.spec.inter_node.nic_bandwidth_gbit_per_s * 1e9 / 8
+                                             : 0.0;
+  std::map<std::int64_t, std::int64_t> ranks_per_nic, ranks_per_leaf;
+  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+    if (infos[gi].num_nodes < 2) continue;
+    for (const auto& [node, locals] : work[gi].by_node) {
+      for (std::int64_t l : locals) {
+        const std::int64_t key = node * im.nics_per_node + im.nearest_nic[static_cast<std::size_t>(l)];
+        ++ranks_per_nic[key];
+        ++ranks_per_leaf[im.nic_leaf[static_cast<std::size_t>(key)]];
       }
     }
   }
-  std::vector<std::int64_t> nodes;
-  for (const auto& [node, locals] : by_node) nodes.push_back(node);
-  const auto m = static_cast<std::int64_t>(nodes.size());
-  std::vector<int> load(im.links.size(), 0);
-  std::vector<std::vector<std::int64_t>> channel_links;
-  double hop_lat = 0;
-  for (const auto& [rail, local] : rail_gpu) {
-    std::vector<std::int64_t> used;
-    for (std::int64_t i = 0; i < m; ++i) {
-      const std::int64_t a = nodes[static_cast<std::size_t>(i)];
-      const std::int64_t b = nodes[static_cast<std::size_t>((i + 1) % m)];
-      std::vector<std::int64_t> hop;
-      const auto& gpu_nic = im.gpu_nic_paths[static_cast<std::size_t>(local * im.nics_per_node + rail)];
-      for (std::int64_t id : gpu_nic) hop.push_back(im.shift_link(id, a));
-      const std::int64_t va = im.nic0[static_cast<std::size_t>(rail)] + a * im.vertices_per_node;
-      const std::int64_t vb = im.nic0[static_cast<std::size_t>(rail)] + b * im.vertices_per_node;
-      for (std::int64_t id : im.tree_path(va, vb)) hop.push_back(id);
-      for (auto it = gpu_nic.rbegin(); it != gpu_nic.rend(); ++it) {
-        hop.push_back(im.shift_link(*it ^ 1, b));
+  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+    GroupInfo& info = infos[gi];
+    if (info.num_nodes < 2) continue;
+    double total = 0;
+    double worst = std::numeric_limits<double>::infinity();
+    for (const auto& used : work[gi].channel_links) {
+      double bw = std::numeric_limits<double>::infinity();
+      LinkClass cls = LinkClass::kInfiniband;
+      for (std::int64_t id : used) {
+        const Link& l = im.links[static_cast<std::size_t>(id)];
+        const double share = l.bandwidth_bytes_per_s / load[static_cast<std::size_t>(id)];
+        if (share < bw) {
+          bw = share;
+          cls = l.cls;
+        }
       }
-      double lat = 0;
-      for (std::int64_t id : hop) {
-        ++load[static_cast<std::size_t>(id)];
-        lat += im.links[static_cast<std::size_t>(id)].latency_s;
-        used.push_back(id);
-      }
-      hop_lat = std::max(hop_lat, lat);
-    }
-    channel_links.push_back(std::move(used));
-  }
-  double total = 0;
-  double worst = std::numeric_limits<double>::infinity();
-  for (const auto& used : channel_links) {
-    double bw = std::numeric_limits<double>::infinity();
-    LinkClass cls = LinkClass::kInfiniband;
-    for (std::int64_t id : used) {
-      const Link& l = im.links[static_cast<std::size_t>(id)];
-      const double share = l.bandwidth_bytes_per_s / load[static_cast<std::size_t>(id)];
-      if (share < bw) {
-        bw = share;
-        cls = l.cls;
+      total += bw;
+      if (bw < worst) {
+        worst = bw;
+        info.inter_class = cls;
       }
     }
-    total += bw;
-    if (bw < worst) {
-      worst = bw;
-      info.inter_class = cls;
-    }
-  }
-  info.inter_ring_bandwidth = core::BytesPerSecond(total);
-  info.inter_channels = static_cast<std::int64_t>(channel_links.size());
-  info.inter_hop_latency = core::Seconds(hop_lat);
+    info.inter_ring_bandwidth = core::BytesPerSecond(total);
+    info.inter_channels = static_cast<std::int64_t>(work[gi].channel_links.size());
+    info.inter_hop_latency = core::Seconds(work[gi].hop_lat);
 
-  // All-to-all: every rank sends through its nearest NIC at once; ranks behind one NIC split
-  // it, and ranks behind one leaf split that leaf's uplink when the group spans leaves.
-  const double nic_bw = im.spec.inter_node.nic_bandwidth_gbit_per_s * 1e9 / 8;
-  double per_rank = std::numeric_limits<double>::infinity();
-  std::map<std::int64_t, std::int64_t> ranks_per_leaf;
-  for (const auto& [node, locals] : by_node) {
-    std::map<std::int64_t, std::int64_t> per_nic;
-    for (std::int64_t l : locals) {
-      const std::int64_t rail = im.nearest_nic[static_cast<std::size_t>(l)];
-      ++per_nic[rail];
-      ++ranks_per_leaf[im.nic_leaf[static_cast<std::size_t>(node * im.nics_per_node + rail)]];
-      per_rank = std::min(per_rank, im.gpu_nic[static_cast<std::size_t>(l)].bandwidth.value());
+    double per_rank = std::numeric_limits<double>::infinity();
+    std::set<std::int64_t> leaves;
+    for (const auto& [node, locals] : work[gi].by_node) {
+      for (std::int64_t l : locals) {
+        const std::int64_t key = node * im.nics_per_node + im.nearest_nic[static_cast<std::size_t>(l)];
+        per_rank = std::min(per_rank, nic_bw / static_cast<double>(ranks_per_nic[key]));
+        per_rank = std::min(per_rank, im.gpu_nic[static_cast<std::size_t>(l)].bandwidth.value());
+        leaves.insert(im.nic_leaf[static_cast<std::size_t>(key)]);
+      }
     }
-    for (const auto& [rail, count] : per_nic) per_rank = std::min(per_rank, nic_bw / count);
-  }
-  if (ranks_per_leaf.size() > 1 && im.spine >= 0) {
-    for (const auto& [leaf, count] : ranks_per_leaf) {
-      // The leaf's single up link in the tree (leaf -> spine).
-      const double up = im.links[static_cast<std::size_t>(im.up_link[static_cast<std::size_t>(leaf)])]
-                            .bandwidth_bytes_per_s;
-      per_rank = std::min(per_rank, up / static_cast<double>(count));
+    if (leaves.size() > 1 && im.spine >= 0) {
+      for (std::int64_t leaf : leaves) {
+        // The leaf's single up link in the tree (leaf -> spine).
+        const double up =
+            im.links[static_cast<std::size_t>(im.up_link[static_cast<std::size_t>(leaf)])]
+                .bandwidth_bytes_per_s;
+        per_rank = std::min(per_rank, up / static_cast<double>(ranks_per_leaf[leaf]));
+      }
     }
+    info.inter_rank_bandwidth = core::BytesPerSecond(per_rank);
   }
-  info.inter_rank_bandwidth = core::BytesPerSecond(per_rank);
-  return info;
+  return infos;
 }
 
 core::Result<GroupInfo> Topology::submesh_group(std::int64_t nodes, std::int64_t gpus_per_node) const {

@@ -97,6 +97,14 @@ class Topology {
   /// network links for multi-node groups.
   core::Result<GroupInfo> group(std::span<const std::int64_t> devices) const;
 
+  /// GroupInfos of device groups that run collectives at the same time (e.g. the rows of a
+  /// logical mesh doing their all-reduces together): inter-node channels of all groups share
+  /// every NIC, PCIe and network link they cross, and all-to-all shares count the ranks of
+  /// all groups behind each NIC and leaf. Groups must be disjoint. Intra-node links are
+  /// assumed not shared between groups (exact on NVSwitch).
+  core::Result<std::vector<GroupInfo>> concurrent_groups(
+      std::span<const std::vector<std::int64_t>> groups) const;
+
   /// The group of `nodes` whole consecutive nodes starting at node 0, `gpus_per_node`
   /// GPUs (local ids 0..gpus_per_node-1) on each: the shape of a submesh.
   core::Result<GroupInfo> submesh_group(std::int64_t nodes, std::int64_t gpus_per_node) const;

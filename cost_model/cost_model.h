@@ -41,6 +41,12 @@ class CostModel {
   /// The GroupInfo of `devices` (global ids), derived from the graph on first use and cached
   /// by the sorted id list.
   core::Result<cluster::GroupInfo> group(std::span<const std::int64_t> devices) const;
+  /// GroupInfos of disjoint groups that communicate at the same time (sharing NICs and
+  /// network links), e.g. all rows of a logical mesh; not cached.
+  core::Result<std::vector<cluster::GroupInfo>> concurrent_groups(
+      std::span<const std::vector<std::int64_t>> groups) const {
+    return topology().concurrent_groups(groups);
+  }
   /// The fastest algorithm for collective `c` of `bytes` on `group`.
   CollectiveEstimate collective(Collective c, core::Bytes bytes,
                                 const cluster::GroupInfo& group) const {

@@ -129,6 +129,29 @@ TEST_CASE("16-GPU nodes use the greedy ring order; uneven groups are flagged") {
   CHECK(gbs(u.intra_ring_bandwidth) == doctest::Approx(450).epsilon(kRel));
 }
 
+TEST_CASE("concurrent data-parallel groups share the NICs their GPUs sit next to") {
+  // 2 DGX A100 nodes. Alone, the group {0, 8} (local GPU 0 of each node) rings over both
+  // NICs of its PCIe switch, but both channels cross GPU 0's own 32 GB/s PCIe link: 2 x 16
+  // = 32 GB/s. With {1, 9} running at the same time, GPUs 0 and 1 share that switch's two
+  // NICs: 4 channels over 2 NICs, 12.5 GB/s each, so each group gets 25 GB/s. The 8 groups
+  // of an 8-wide data-parallel mesh get 25 GB/s each.
+  Topology t = preset("dgx-a100-80gb", 2);
+  const std::vector<std::int64_t> g0 = {0, 8};
+  CHECK(gbs(t.group(g0).value().inter_ring_bandwidth) == doctest::Approx(32).epsilon(kRel));
+  std::vector<std::vector<std::int64_t>> dp;
+  for (std::int64_t l = 0; l < 8; ++l) dp.push_back({l, 8 + l});
+  std::vector<GroupInfo> infos = t.concurrent_groups(dp).value();
+  REQUIRE(infos.size() == 8);
+  for (const GroupInfo& info : infos) {
+    CHECK(gbs(info.inter_ring_bandwidth) == doctest::Approx(25).epsilon(kRel));
+    // All-to-all: each NIC is nearest to exactly one GPU: a whole 25 GB/s per rank.
+    CHECK(gbs(info.inter_rank_bandwidth) == doctest::Approx(25).epsilon(kRel));
+  }
+  const std::vector<std::vector<std::int64_t>> overlap = {{0, 8}, {8, 1}};
+  CHECK(t.concurrent_groups(overlap).status().message() ==
+        "device id 8 is in two concurrent groups");
+}
+
 TEST_CASE("bad groups and clusters give exact errors") {
   Topology t = preset("dgx-h100", 1);
   const std::vector<std::int64_t> out = {0, 8};
