@@ -126,7 +126,9 @@ core::Result<SolveOutcome> prune_and_solve(const CostProblem& problem,
       if (seconds_since(start) > 0.5 * options.time_limit.value()) break;
       const double lambda = lo == 0.0 && it == 0 ? hi : (lo + hi) / 2.0;
       const CostProblem q = with_lambda(lambda);
-      Reparametrisation rq = diffuse(q, options.diffusion_sweeps);
+      // A third of the sweeps: these bounds search for multipliers and fitting plans; the
+      // final pruning round on the smaller problem converges further.
+      Reparametrisation rq = diffuse(q, std::max(1, options.diffusion_sweeps / 3));
       bool fits = false;
       for (int m = 1; m <= 4; ++m) {
         auto a = restricted_solve(q, rq, m, options.max_table_entries);
