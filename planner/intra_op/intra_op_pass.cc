@@ -40,6 +40,11 @@ std::string describe_memory(const IntraOpPlan& plan, std::optional<core::Bytes> 
          limit_text + ")";
 }
 
+void write_to_stage(const IntraOpPlan& plan, schema::PlanStage* stage) {
+  stage->shardings = plan.shardings;
+  stage->weight_update_sharding = !plan.weight_update_sharding.empty();
+}
+
 IntraOpPass::IntraOpPass() : default_solver_(std::make_unique<ilp::GlpkSolver>()) {}
 IntraOpPass::~IntraOpPass() = default;
 

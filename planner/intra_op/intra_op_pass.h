@@ -110,6 +110,11 @@ class IntraOpPass {
 /// limit of 2.00 GiB".
 std::string describe_memory(const IntraOpPlan& plan, std::optional<core::Bytes> limit);
 
+/// Copies a feasible plan into a plan.json stage: one OperatorSharding per operator and
+/// the weight-update-sharding flag (true when the rewrite applied to any weight). Leaves the
+/// stage's layer range, submesh and device ids to the caller (the inter-op pass).
+void write_to_stage(const IntraOpPlan& plan, schema::PlanStage* stage);
+
 /// True for the operators simplify() may merge into an operand (elementwise, layout,
 /// reduce, softmax, layer-norm, update).
 bool is_cheap(OpKind kind);

@@ -97,6 +97,15 @@ TEST_CASE("weight-update sharding rewrites the data-parallel gradient all-reduce
   CHECK(w.state_bytes_after.value() == 256 * 1024 * 6);
   CHECK(zero->memory_after_rewrite.value() == plain->memory.value() - 2 * 256 * 1024 * 6);
   CHECK(zero->cost.value() == doctest::Approx(plain->cost.value() + 2e-6).epsilon(1e-9));
+  // Into plan.json: every operator's layouts and the stage's flag.
+  schema::PlanStage stage;
+  write_to_stage(*zero, &stage);
+  CHECK(stage.weight_update_sharding);
+  REQUIRE(stage.shardings.size() == 13);
+  CHECK(stage.shardings[3].op == "fc1");
+  CHECK(stage.shardings[3].strategy == "S1R x RR -> S1R");
+  write_to_stage(*plain, &stage);
+  CHECK_FALSE(stage.weight_update_sharding);
 }
 
 TEST_CASE("identical stages cost one solve; a renamed copy reports its own names") {
