@@ -422,15 +422,30 @@ std::string format_report(const PipelineReport& r) {
       << r.peak_memory_bytes << " bytes)\n";
   out << "communication exposed / overlapped (worst device): " << seconds_text(r.communication_exposed)
       << " / " << seconds_text(r.communication_overlapped) << "\n";
-  out << "device  compute_busy_s  compute_idle_s  comm_exposed_s  comm_overlapped_s  tp_comm_s  "
-         "peak_memory  in_flight\n";
+  // A fixed-width table: one row per device (pipeline stage), seconds and bytes.
+  auto cell = [&out](const std::string& text, int width) {
+    out << std::string(static_cast<std::size_t>(std::max<int>(1, width - static_cast<int>(text.size()))), ' ')
+        << text;
+  };
+  cell("device", 6);
+  cell("compute_busy_s", 16);
+  cell("compute_idle_s", 16);
+  cell("comm_exposed_s", 16);
+  cell("comm_overlapped_s", 19);
+  cell("tp_comm_s", 11);
+  cell("peak_memory", 14);
+  cell("in_flight", 11);
+  out << "\n";
   for (const auto& d : r.devices) {
-    out << d.device << "  " << core::format_fixed(d.compute_busy.value(), 6) << "  "
-        << core::format_fixed(d.compute_idle.value(), 6) << "  "
-        << core::format_fixed(d.communication_exposed.value(), 6) << "  "
-        << core::format_fixed(d.communication_overlapped.value(), 6) << "  "
-        << core::format_fixed(d.tensor_parallel_communication.value(), 6) << "  "
-        << core::format_bytes(d.peak_memory_bytes) << "  " << d.max_in_flight << "\n";
+    cell(std::to_string(d.device), 6);
+    cell(core::format_fixed(d.compute_busy.value(), 6), 16);
+    cell(core::format_fixed(d.compute_idle.value(), 6), 16);
+    cell(core::format_fixed(d.communication_exposed.value(), 6), 16);
+    cell(core::format_fixed(d.communication_overlapped.value(), 6), 19);
+    cell(core::format_fixed(d.tensor_parallel_communication.value(), 6), 11);
+    cell(core::format_bytes(d.peak_memory_bytes), 14);
+    cell(std::to_string(d.max_in_flight), 11);
+    out << "\n";
   }
   for (const auto& o : r.overflows) out << "memory overflow: " << o.message << "\n";
   return out.str();

@@ -278,6 +278,34 @@ TEST_CASE("a plan that does not fit names the device, the excess and the compone
   CHECK(sim.report.memory_status().message() == expected);
 }
 
+TEST_CASE("the text summary is exact") {
+  // The overflow case above with FLOPs: T = (B + p - 1)(tf + tb) = 15 ms; model FLOP/s per
+  // GPU = 2 stages · 4 mb · 3e12 FLOP / (2 GPUs · 15 ms) = 800 TFLOP/s; bubble 3/15 of the
+  // iteration, 3/12 of compute.
+  auto u = base(PipelineSchedule::kOneFOneB, 2, 4);
+  u.memory_limit = core::gib(1);
+  u.stage.parameter_bytes = core::mib(256);
+  u.stage.gradient_bytes = core::mib(256);
+  u.stage.stored_activation_bytes = core::mib(300);
+  u.stage.working_activation_bytes = core::mib(8);
+  u.stage.forward_flops = core::Flops(1e12);
+  u.stage.backward_flops = core::Flops(2e12);
+  const std::string expected =
+      "iteration time: 0.015000 s\n"
+      "GPUs: 2\n"
+      "model TFLOP/s per GPU (no recomputation): 800.00\n"
+      "hardware TFLOP/s per GPU (with recomputation): 800.00\n"
+      "bubble fraction (mean compute idle / iteration): 0.2000\n"
+      "bubble / compute time (Megatron's bubble time fraction): 0.2500\n"
+      "peak memory per GPU (max over devices): 1.09 GiB (1174405120 bytes)\n"
+      "communication exposed / overlapped (worst device): 0.000000 s / 0.000000 s\n"
+      " device  compute_busy_s  compute_idle_s  comm_exposed_s  comm_overlapped_s  tp_comm_s   peak_memory  in_flight\n"
+      "     0        0.012000        0.003000        0.000000           0.000000   0.000000      1.09 GiB          2\n"
+      "     1        0.012000        0.003000        0.000000           0.000000   0.000000    820.00 MiB          1\n"
+      "memory overflow: device 0 (pipeline stage 0) needs 1.09 GiB at its peak (t=0.004000 s) but has 1.00 GiB: over by 96.00 MiB (100663296 bytes); at the peak: parameters 256.00 MiB, gradients 256.00 MiB, optimizer states 0 B, stored activations 600.00 MiB, working activations 8.00 MiB; the largest component is stored activations (up to 2 microbatch-chunks in flight under 1f1b)\n";
+  CHECK(format_report(run(make_uniform_problem(u)).report) == expected);
+}
+
 TEST_CASE("invalid problems are rejected with the field path") {
   auto pb = make_uniform_problem(base(PipelineSchedule::kOneFOneB, 2, 4));
   pb.stages[1].backward_s = core::Seconds(-1);
