@@ -340,6 +340,13 @@ core::Result<PipelineSimulation> simulate_pipeline(const PipelineProblem& proble
     dr.communication_busy = to_seconds(st.communication_busy);
     dr.communication_overlapped = to_seconds(st.communication_overlapped);
     dr.communication_exposed = to_seconds(st.communication_exposed);
+    auto exposed = [&st](TaskKind k) {
+      return st.communication_exposed_by_kind[static_cast<std::size_t>(k)];
+    };
+    dr.p2p_exposed = to_seconds(exposed(TaskKind::kSend));
+    dr.reshard_exposed = to_seconds(exposed(TaskKind::kReshardAllGather));
+    // Reduce-scatter and parameter all-gather run on one FIFO stream and never overlap.
+    dr.grad_sync_exposed = to_seconds(exposed(TaskKind::kGradSync) + exposed(TaskKind::kParamAllGather));
     dr.peak_memory_bytes = mem.peak_bytes;
     dr.peak_memory_time = to_seconds(mem.peak_time);
     dr.peak_memory_by_component = mem.peak_by_component;
@@ -475,6 +482,9 @@ std::string report_json(const PipelineReport& r) {
     dj["communication_busy_s"] = d.communication_busy.value();
     dj["communication_overlapped_s"] = d.communication_overlapped.value();
     dj["communication_exposed_s"] = d.communication_exposed.value();
+    dj["p2p_exposed_s"] = d.p2p_exposed.value();
+    dj["reshard_exposed_s"] = d.reshard_exposed.value();
+    dj["grad_sync_exposed_s"] = d.grad_sync_exposed.value();
     dj["tensor_parallel_communication_s"] = d.tensor_parallel_communication.value();
     dj["peak_memory_bytes"] = d.peak_memory_bytes;
     dj["peak_memory_time_s"] = d.peak_memory_time.value();

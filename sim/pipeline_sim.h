@@ -49,6 +49,11 @@ struct PipelineDeviceReport {
   core::Seconds communication_busy{0};
   core::Seconds communication_overlapped{0};
   core::Seconds communication_exposed{0};
+  /// Exposed part (compute idle) of: cross-stage sends and receives; Alpa's local
+  /// all-gathers; gradient reduce(-scatter)s and parameter all-gathers. May overlap.
+  core::Seconds p2p_exposed{0};
+  core::Seconds reshard_exposed{0};
+  core::Seconds grad_sync_exposed{0};
   /// Blocking intra-op collectives inside the compute tasks (StageCosts::*_tp_comm_s):
   /// counted in compute_busy by the engine, reported here so it is not mistaken for math.
   core::Seconds tensor_parallel_communication{0};

@@ -41,38 +41,43 @@ Time intersection(const std::vector<Interval>& a, const std::vector<Interval>& b
 std::vector<DeviceStats> device_stats(const TaskGraph& graph, const Timeline& tl) {
   const std::size_t num_devices = graph.devices().size();
   std::vector<DeviceStats> out(num_devices);
-  // Transfers also count as communication of their receiving device.
-  std::vector<std::vector<Interval>> received(num_devices);
+  // Communication intervals per device and kind; transfers count for their receiver too.
+  std::vector<std::array<std::vector<Interval>, kNumTaskKinds>> comm_by_kind(num_devices);
+  std::vector<std::vector<Interval>> compute(num_devices);
   for (std::size_t t = 0; t < graph.tasks().size(); ++t) {
     const auto& task = graph.tasks()[t];
-    if (task.peer < 0) continue;
-    const DeviceId own = graph.streams()[static_cast<std::size_t>(task.stream)].device;
-    if (task.peer == own) continue;
-    received[static_cast<std::size_t>(task.peer)].emplace_back(tl.start[t], tl.end[t]);
-  }
-  std::vector<Interval> compute, comm;
-  for (std::size_t d = 0; d < num_devices; ++d) {
-    compute.clear();
-    comm = received[d];
-    DeviceStats& st = out[d];
-    for (StreamId s : graph.devices()[d].streams) {
-      const auto& stream = graph.streams()[static_cast<std::size_t>(s)];
-      for (TaskId t : stream.tasks) {
-        const Time a = tl.start[static_cast<std::size_t>(t)];
-        const Time b = tl.end[static_cast<std::size_t>(t)];
-        st.time_by_kind[static_cast<std::size_t>(graph.tasks()[static_cast<std::size_t>(t)].label.kind)] += b - a;
-        if (stream.kind == StreamKind::kCompute) {
-          st.compute_busy += b - a;
-          compute.emplace_back(a, b);
-        } else {
-          comm.emplace_back(a, b);
-        }
-      }
+    const auto& stream = graph.streams()[static_cast<std::size_t>(task.stream)];
+    const auto d = static_cast<std::size_t>(stream.device);
+    const auto kind = static_cast<std::size_t>(task.label.kind);
+    const Interval iv(tl.start[t], tl.end[t]);
+    out[d].time_by_kind[kind] += iv.second - iv.first;
+    if (stream.kind == StreamKind::kCompute) {
+      out[d].compute_busy += iv.second - iv.first;
+      compute[d].push_back(iv);
+    } else {
+      comm_by_kind[d][kind].push_back(iv);
     }
-    merge(compute);
+    if (task.peer >= 0 && task.peer != stream.device) {
+      comm_by_kind[static_cast<std::size_t>(task.peer)][kind].push_back(iv);
+    }
+  }
+  std::vector<Interval> comm;
+  for (std::size_t d = 0; d < num_devices; ++d) {
+    DeviceStats& st = out[d];
+    merge(compute[d]);
+    comm.clear();
+    for (std::size_t k = 0; k < kNumTaskKinds; ++k) {
+      auto& ivs = comm_by_kind[d][k];
+      if (ivs.empty()) continue;
+      comm.insert(comm.end(), ivs.begin(), ivs.end());
+      merge(ivs);
+      Time busy = 0;
+      for (const auto& iv : ivs) busy += iv.second - iv.first;
+      st.communication_exposed_by_kind[k] = busy - intersection(ivs, compute[d]);
+    }
     merge(comm);
     for (const auto& iv : comm) st.communication_busy += iv.second - iv.first;
-    st.communication_overlapped = intersection(comm, compute);
+    st.communication_overlapped = intersection(comm, compute[d]);
     st.communication_exposed = st.communication_busy - st.communication_overlapped;
   }
   return out;

@@ -22,6 +22,10 @@ struct DeviceStats {
   Time communication_exposed = 0;     ///< the rest: communication with the compute idle
   /// Summed duration per TaskKind (index = static_cast<size_t>(kind)), all streams.
   std::array<Time, kNumTaskKinds> time_by_kind{};
+  /// Exposed communication per TaskKind: the union of that kind's communication
+  /// intervals minus compute. Kinds can overlap each other, so these may sum to more
+  /// than communication_exposed.
+  std::array<Time, kNumTaskKinds> communication_exposed_by_kind{};
 };
 
 /// Per-device busy time and the exposed/overlapped split of communication. Compute

@@ -368,6 +368,12 @@ TEST_CASE("a gradient send and a gradient all-reduce share the NIC link fairly")
   CHECK(sim.report.devices[1].communication_exposed.value() == doctest::Approx(0.003));
   CHECK(sim.report.devices[0].communication_busy.value() == doctest::Approx(0.004));
   CHECK(sim.report.devices[0].communication_exposed.value() == doctest::Approx(0.004));
+  // Split by kind: the send 4-6 ms on both devices; the all-reduce 4-7 and 8-10 ms.
+  CHECK(sim.report.devices[1].p2p_exposed.value() == doctest::Approx(0.002));
+  CHECK(sim.report.devices[1].grad_sync_exposed.value() == doctest::Approx(0.003));
+  CHECK(sim.report.devices[0].p2p_exposed.value() == doctest::Approx(0.002));
+  CHECK(sim.report.devices[0].grad_sync_exposed.value() == doctest::Approx(0.002));
+  CHECK(sim.report.devices[0].reshard_exposed.value() == 0.0);
   CHECK(sim.timeline.link_bytes[1] == doctest::Approx(3e6));
 }
 
