@@ -11,8 +11,8 @@ namespace alpasim::sim {
 
 /// Total memory of a device from `time` on (until the next sample).
 struct MemorySample {
-  Time time = 0;
-  std::int64_t bytes = 0;
+  Time time = 0;           ///< ns
+  std::int64_t bytes = 0;  ///< device total from `time` on
 };
 
 /// Memory use of one device over a simulation.

@@ -31,7 +31,9 @@ class EventQueue {
     return e.seq;
   }
 
+  /// True when no event is pending.
   bool empty() const { return heap_.empty(); }
+  /// Number of pending events.
   std::size_t size() const { return heap_.size(); }
 
   /// The earliest event. Precondition: !empty().

@@ -15,9 +15,9 @@ namespace alpasim::sim {
 /// is the granularity a cost model naturally produces; make_layered_problem sums layers
 /// into pipeline chunks.
 struct LayerCosts {
-  std::string name;
-  core::Seconds forward_s{0};
-  core::Seconds backward_s{0};
+  std::string name;            ///< for reports ("layer 3", "embedding")
+  core::Seconds forward_s{0};   ///< per microbatch
+  core::Seconds backward_s{0};  ///< per microbatch
   core::Seconds forward_tp_comm_s{0};   ///< part of forward_s in blocking intra-op collectives
   core::Seconds backward_tp_comm_s{0};  ///< part of backward_s in blocking intra-op collectives
   core::Flops forward_flops{0};         ///< model FLOPs per GPU
@@ -25,9 +25,9 @@ struct LayerCosts {
   core::Bytes activation_bytes{0};  ///< kept from forward to backward without recomputation
   core::Bytes checkpoint_bytes{0};  ///< kept with full recomputation (the layer's input)
   core::Bytes output_bytes{0};      ///< output per GPU, sent on when a chunk ends here
-  core::Bytes parameter_bytes{0};
-  core::Bytes gradient_bytes{0};
-  core::Bytes optimizer_state_bytes{0};
+  core::Bytes parameter_bytes{0};        ///< per GPU
+  core::Bytes gradient_bytes{0};         ///< per GPU
+  core::Bytes optimizer_state_bytes{0};  ///< per GPU
   core::Bytes grad_sync_bytes{0};     ///< gradient bytes per GPU synchronised across dp
   core::Seconds optimizer_step_s{0};  ///< this layer's share of the optimizer step
 };
@@ -49,14 +49,14 @@ struct LayeredPipelineSpec {
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
   int num_stages = 1;  ///< p
   int interleave = 1;  ///< v
-  int num_microbatches = 1;
-  int data_parallel = 1;
+  int num_microbatches = 1;  ///< B per iteration (per replica)
+  int data_parallel = 1;     ///< dp replicas
   int gpus_per_stage = 1;  ///< tensor-parallel degree
   Recompute recompute = Recompute::kNone;
   core::Bytes memory_limit{0};  ///< per GPU; 0 = unlimited
   GradSyncMode grad_sync_mode = GradSyncMode::kAllReduce;
-  int grad_sync_buckets = 1;
-  bool blocking_p2p = false;
+  int grad_sync_buckets = 1;   ///< see PipelineProblem::grad_sync_buckets
+  bool blocking_p2p = false;   ///< see PipelineProblem::blocking_p2p
 };
 
 /// Sums the layers into p·v StageCosts: times, FLOPs and static memory add up; stored

@@ -20,8 +20,8 @@ enum class CollectiveKind : std::uint8_t { kAllReduce, kReduceScatter, kAllGathe
 /// (the all-reduced gradient, the gathered tensor), `group_size` the number of GPUs.
 struct CollectiveCall {
   CollectiveKind kind = CollectiveKind::kAllReduce;
-  core::Bytes bytes{0};
-  int group_size = 1;
+  core::Bytes bytes{0};  ///< full buffer per GPU
+  int group_size = 1;    ///< GPUs taking part
   int mesh = 0;  ///< pipeline stage (mesh) whose GPUs run it, so a topology can pick links
 };
 
@@ -31,16 +31,16 @@ using CollectiveCostFn = std::function<core::Seconds(const CollectiveCall&)>;
 
 /// A network link for transfers (see LinkModel): bytes/s shared max-min fairly.
 struct LinkSpec {
-  std::string name;
-  core::BytesPerSecond capacity{0};
+  std::string name;                  ///< for reports and traces
+  core::BytesPerSecond capacity{0};  ///< > 0
 };
 
 /// A path over links in PipelineProblem::links plus a fixed latency paid once per
 /// transfer. An empty `links` means the network is not modelled: a transfer then takes
 /// only `latency`.
 struct Route {
-  std::vector<LinkId> links;
-  core::Seconds latency{0};
+  std::vector<LinkId> links;  ///< indices into PipelineProblem::links
+  core::Seconds latency{0};   ///< paid once per transfer, before its bytes move
 };
 
 /// How gradients are synchronised across data-parallel replicas.
@@ -62,8 +62,8 @@ enum class ReshardMode : std::uint8_t {
 /// include the stage's intra-op (tensor-parallel) collectives, which Megatron does not
 /// overlap with compute.
 struct StageCosts {
-  core::Seconds forward_s{0};
-  core::Seconds backward_s{0};
+  core::Seconds forward_s{0};   ///< per microbatch, per GPU
+  core::Seconds backward_s{0};  ///< per microbatch, per GPU
   core::Seconds recompute_s{0};  ///< 0 = no activation recomputation
   /// Part of forward_s (and of recompute_s, which repeats the forward) spent in blocking
   /// intra-op collectives; reported as tensor-parallel communication, not re-timed.
@@ -78,9 +78,9 @@ struct StageCosts {
   core::Bytes stored_activation_bytes{0};
   /// Transient activations of one microbatch during its recomputation and backward.
   core::Bytes working_activation_bytes{0};
-  core::Bytes parameter_bytes{0};
-  core::Bytes gradient_bytes{0};
-  core::Bytes optimizer_state_bytes{0};
+  core::Bytes parameter_bytes{0};        ///< per GPU, held all iteration
+  core::Bytes gradient_bytes{0};         ///< per GPU, held all iteration
+  core::Bytes optimizer_state_bytes{0};  ///< per GPU, held all iteration
   /// The output tensor each GPU of the next stage needs per microbatch; its gradient, the
   /// same size, travels back.
   core::Bytes output_activation_bytes{0};
@@ -115,7 +115,7 @@ struct MeshSpec {
 /// s, s+p, ..., s+(v-1)·p (Megatron's interleaved assignment).
 struct PipelineProblem {
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
-  int num_microbatches = 1;
+  int num_microbatches = 1;  ///< B per iteration and replica
   int interleave = 1;      ///< v, model chunks per device
   int data_parallel = 1;   ///< replicas of the whole pipeline
   GradSyncMode grad_sync_mode = GradSyncMode::kAllReduce;
@@ -152,22 +152,22 @@ core::Result<PipelineProblem> resolve_collectives(const PipelineProblem& problem
 
 /// Parameters of make_uniform_problem: every virtual stage costs the same.
 struct UniformPipelineSpec {
-  PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
+  PipelineSchedule schedule = PipelineSchedule::kOneFOneB;  ///< pipeline schedule
   int num_stages = 1;  ///< p
   int interleave = 1;  ///< v
-  int num_microbatches = 1;
-  int data_parallel = 1;
-  int gpus_per_stage = 1;
+  int num_microbatches = 1;  ///< B
+  int data_parallel = 1;     ///< dp
+  int gpus_per_stage = 1;    ///< GPUs per mesh
   /// Costs of one whole physical stage (all its v chunks) per microbatch; each chunk
   /// gets 1/v of times, FLOPs and memory (working_activation_bytes excepted: it is the
   /// transient of the one chunk running).
   StageCosts stage;
   core::BytesPerSecond p2p_bandwidth{0};  ///< 0 = p2p not modelled (instant)
-  core::Seconds p2p_latency{0};
-  core::Bytes memory_limit{0};
+  core::Seconds p2p_latency{0};  ///< per send
+  core::Bytes memory_limit{0};   ///< per GPU, 0 = unlimited
   GradSyncMode grad_sync_mode = GradSyncMode::kAllReduce;
-  int grad_sync_buckets = 1;
-  bool blocking_p2p = false;
+  int grad_sync_buckets = 1;  ///< see PipelineProblem
+  bool blocking_p2p = false;  ///< see PipelineProblem
 };
 
 /// A problem with identical stages and one dedicated link per stage boundary and

@@ -20,6 +20,7 @@ enum class MemoryComponent : std::uint8_t {
   kStoredActivations,   ///< kept between a microbatch's forward and backward
   kWorkingActivations,  ///< transient during recomputation and backward
 };
+/// Number of MemoryComponent values.
 inline constexpr int kNumMemoryComponents = 5;
 /// "parameters", "gradients", "optimizer_states", "stored_activations", "working_activations".
 const char* memory_component_name(MemoryComponent component);
@@ -31,8 +32,8 @@ inline constexpr const char* kPipelineStreams[] = {"compute", "send_next", "send
 /// A device whose peak memory exceeds its limit.
 struct MemoryOverflow {
   int device = 0;                 ///< pipeline stage (mesh) index
-  std::int64_t limit_bytes = 0;
-  std::int64_t peak_bytes = 0;
+  std::int64_t limit_bytes = 0;  ///< per GPU
+  std::int64_t peak_bytes = 0;   ///< per GPU
   std::int64_t excess_bytes = 0;  ///< peak - limit, > 0
   MemoryComponent largest = MemoryComponent::kParameters;  ///< biggest component at the peak
   /// "device 3 (stage 3) needs 85.20 GiB at its peak (t=1.234567 s) but has 80.00 GiB: over
@@ -43,22 +44,22 @@ struct MemoryOverflow {
 
 /// Results for one simulated device (the representative GPU of a pipeline stage's mesh).
 struct PipelineDeviceReport {
-  int device = 0;
-  core::Seconds compute_busy{0};
+  int device = 0;                 ///< pipeline stage (mesh) index
+  core::Seconds compute_busy{0};  ///< time the compute stream ran tasks
   core::Seconds compute_idle{0};  ///< iteration time - compute_busy
-  core::Seconds communication_busy{0};
-  core::Seconds communication_overlapped{0};
-  core::Seconds communication_exposed{0};
+  core::Seconds communication_busy{0};        ///< union of communication intervals
+  core::Seconds communication_overlapped{0};  ///< of which compute ran at the same time
+  core::Seconds communication_exposed{0};     ///< of which compute was idle
   /// Exposed part (compute idle) of: cross-stage sends and receives; Alpa's local
   /// all-gathers; gradient reduce(-scatter)s and parameter all-gathers. May overlap.
   core::Seconds p2p_exposed{0};
-  core::Seconds reshard_exposed{0};
-  core::Seconds grad_sync_exposed{0};
+  core::Seconds reshard_exposed{0};    ///< see p2p_exposed
+  core::Seconds grad_sync_exposed{0};  ///< see p2p_exposed
   /// Blocking intra-op collectives inside the compute tasks (StageCosts::*_tp_comm_s):
   /// counted in compute_busy by the engine, reported here so it is not mistaken for math.
   core::Seconds tensor_parallel_communication{0};
-  std::int64_t peak_memory_bytes = 0;
-  core::Seconds peak_memory_time{0};
+  std::int64_t peak_memory_bytes = 0;  ///< per GPU
+  core::Seconds peak_memory_time{0};   ///< first time the peak was reached
   std::vector<std::int64_t> peak_memory_by_component;  ///< MemoryComponent order
   int max_in_flight = 0;  ///< most (microbatch, chunk) activation sets held at once
 };
@@ -67,12 +68,12 @@ struct PipelineDeviceReport {
 /// model FLOPs exclude recomputation, hardware FLOPs include it; both are divided by
 /// (number of GPUs × iteration time).
 struct PipelineReport {
-  core::Seconds iteration_time{0};
+  core::Seconds iteration_time{0};  ///< end of the last task
   int num_gpus = 0;  ///< Σ mesh GPUs × data_parallel
   core::Flops model_flops{0};     ///< per iteration, all GPUs
   core::Flops hardware_flops{0};  ///< per iteration, all GPUs
-  core::FlopsPerSecond model_flops_per_gpu{0};
-  core::FlopsPerSecond hardware_flops_per_gpu{0};
+  core::FlopsPerSecond model_flops_per_gpu{0};     ///< model FLOPs / (GPUs × iteration time)
+  core::FlopsPerSecond hardware_flops_per_gpu{0};  ///< hardware FLOPs / (GPUs × iteration time)
   /// Mean over devices of compute idle / iteration time: pipeline fill and drain plus any
   /// exposed communication and optimizer imbalance.
   double bubble_fraction = 0;
@@ -82,9 +83,9 @@ struct PipelineReport {
   std::int64_t peak_memory_bytes = 0;  ///< max over devices
   core::Seconds communication_exposed{0};     ///< max over devices
   core::Seconds communication_overlapped{0};  ///< on the device with the most exposed
-  std::vector<PipelineDeviceReport> devices;
+  std::vector<PipelineDeviceReport> devices;  ///< one per pipeline stage
   std::vector<MemoryOverflow> overflows;  ///< empty when everything fits
-  std::uint64_t events_processed = 0;
+  std::uint64_t events_processed = 0;  ///< engine events of the run
 
   /// OK, or RESOURCE_EXHAUSTED with the overflow messages joined by "; ".
   core::Status memory_status() const;

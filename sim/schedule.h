@@ -22,6 +22,7 @@ core::Result<PipelineSchedule> parse_schedule(std::string_view name);
 
 /// One step of a device's compute program.
 struct ScheduledOp {
+  /// Forward or backward pass.
   enum class Type : std::uint8_t { kForward, kBackward };
   Type type = Type::kForward;
   std::int32_t microbatch = 0;  ///< 0-based

@@ -62,6 +62,7 @@ class TaskGraph {
   /// Names the memory components (in report order). Call before add_memory; default is
   /// a single component "memory".
   void set_memory_components(std::vector<std::string> names);
+  /// Component names, index = component id.
   const std::vector<std::string>& memory_components() const { return component_names_; }
 
   /// Adds a device; `memory_limit` 0 means unlimited.
@@ -89,46 +90,58 @@ class TaskGraph {
   void add_static_memory(DeviceId device, int component, core::Bytes bytes);
 
   // Read access (used by the engine and the reports).
+  /// A device as added.
   struct Device {
-    std::string name;
-    std::int64_t memory_limit_bytes = 0;
-    std::vector<StreamId> streams;
+    std::string name;                     ///< for reports and traces
+    std::int64_t memory_limit_bytes = 0;  ///< 0 = unlimited
+    std::vector<StreamId> streams;        ///< in creation order
   };
+  /// A stream as added, with its tasks.
   struct Stream {
-    DeviceId device = 0;
-    std::string name;
-    StreamKind kind = StreamKind::kCompute;
-    std::vector<TaskId> tasks;  ///< in execution order
+    DeviceId device = 0;                     ///< owner
+    std::string name;                        ///< for traces
+    StreamKind kind = StreamKind::kCompute;  ///< compute or communication
+    std::vector<TaskId> tasks;               ///< in execution order
   };
+  /// A task as added.
   struct Task {
-    StreamId stream = 0;
+    StreamId stream = 0;         ///< where it runs
     Time duration = 0;           ///< compute: its length; transfer: its latency
     std::int64_t bytes = -1;     ///< transfer size; -1 for compute tasks
     std::int32_t route_begin = 0, route_end = 0;  ///< range in routes()
-    TaskLabel label;
+    TaskLabel label;             ///< what it is
     DeviceId peer = -1;  ///< the other end of a transfer (-1: none or unknown)
   };
+  /// A memory change of a task (add_memory).
   struct MemoryOp {
-    TaskId task = 0;
-    std::int32_t component = 0;
-    MemoryPoint point = MemoryPoint::kAtStart;
-    std::int64_t delta_bytes = 0;
+    TaskId task = 0;                            ///< whose start or end
+    std::int32_t component = 0;                 ///< index into memory_components()
+    MemoryPoint point = MemoryPoint::kAtStart;  ///< start or end of the task
+    std::int64_t delta_bytes = 0;               ///< + allocates, - frees
   };
+  /// Memory held all along (add_static_memory).
   struct StaticMemory {
-    DeviceId device = 0;
-    std::int32_t component = 0;
-    std::int64_t bytes = 0;
+    DeviceId device = 0;         ///< whose memory
+    std::int32_t component = 0;  ///< index into memory_components()
+    std::int64_t bytes = 0;      ///< held from time 0 to the end
   };
+  /// Devices, index = DeviceId.
   const std::vector<Device>& devices() const { return devices_; }
+  /// Streams, index = StreamId.
   const std::vector<Stream>& streams() const { return streams_; }
+  /// Tasks, index = TaskId.
   const std::vector<Task>& tasks() const { return tasks_; }
+  /// Concatenated routes of the transfers (Task::route_begin/route_end).
   const std::vector<LinkId>& routes() const { return routes_; }
   /// Dependency edges (before, after) in the order added.
   const std::vector<std::pair<TaskId, TaskId>>& dependencies() const { return deps_; }
+  /// Memory changes in the order added.
   const std::vector<MemoryOp>& memory_ops() const { return memory_ops_; }
+  /// Static memory in the order added.
   const std::vector<StaticMemory>& static_memory() const { return static_memory_; }
   /// Links as (name, capacity bytes/s).
   const std::vector<std::pair<std::string, double>>& links() const { return links_; }
+  /// True for tasks made by add_transfer.
   bool is_transfer(TaskId t) const { return tasks_[static_cast<std::size_t>(t)].bytes >= 0; }
   /// Pre-allocates room for `n` tasks and dependencies (optional).
   void reserve(std::size_t tasks, std::size_t deps);
