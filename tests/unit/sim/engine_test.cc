@@ -97,6 +97,25 @@ TEST_CASE("two simultaneous flows on one link each take twice as long") {
   CHECK(r->end == std::vector<Time>{2'000'000, 2'000'000});
 }
 
+TEST_CASE("zero-length work finishes at once, in order") {
+  TaskGraph g;
+  DeviceId d = g.add_device("gpu0");
+  LinkId link = g.add_link("l", core::gbyte_per_s(1));
+  std::array<LinkId, 1> route{link};
+  StreamId s = g.add_stream(d, "s", StreamKind::kCommunication);
+  TaskId a = g.add_compute(s, 0, other());
+  TaskId b = g.add_transfer(s, route, core::Bytes(0), 0, other());   // nothing to move
+  TaskId c = g.add_transfer(s, route, core::Bytes(0), 30, other());  // latency only
+  TaskId e = g.add_transfer(s, route, core::Bytes(10), 0, other());  // 10 ns at 1 B/ns
+  auto r = simulate(g);
+  REQUIRE(r.ok());
+  CHECK(r->end[static_cast<std::size_t>(a)] == 0);
+  CHECK(r->end[static_cast<std::size_t>(b)] == 0);
+  CHECK(r->end[static_cast<std::size_t>(c)] == 30);
+  CHECK(r->start[static_cast<std::size_t>(e)] == 30);
+  CHECK(r->end[static_cast<std::size_t>(e)] == 40);
+}
+
 TEST_CASE("a stream order that contradicts a dependency is reported, not hung") {
   TaskGraph g;
   DeviceId d = g.add_device("gpu0");

@@ -109,6 +109,23 @@ TEST_CASE("interleaving by v divides the bubble by v") {
   }
 }
 
+TEST_CASE("interleaving wraps from the last stage to the first over its send_next route") {
+  // p = 2, v = 2, B = 2, 1 MB per send: virtual stage 1 (on stage 1) sends to virtual
+  // stage 2 (on stage 0) over stage 1's "next" link, B = 2 times: 2 MB; the gradients come
+  // back over stage 0's "prev" link (from vs 2 to vs 1): 2 MB.
+  auto u = base(PipelineSchedule::kInterleaved1F1B, 2, 2, 2);
+  u.p2p_bandwidth = core::gbyte_per_s(1);
+  u.stage.output_activation_bytes = core::Bytes(1'000'000);
+  auto pb = make_uniform_problem(u);
+  REQUIRE(pb.links[2].name == "stage1->next");
+  REQUIRE(pb.links[1].name == "stage0->prev");
+  auto sim = run(pb);
+  CHECK(sim.timeline.link_bytes[2] == doctest::Approx(2e6));
+  // Stage 0 also sends vs 0 -> vs 1 and vs 2 -> vs 3 (4 MB), and gradients vs 2 -> vs 1 (2 MB).
+  CHECK(sim.timeline.link_bytes[0] == doctest::Approx(4e6));
+  CHECK(sim.timeline.link_bytes[1] == doctest::Approx(2e6));
+}
+
 TEST_CASE("Alpa's local all-gather sends 1/k over the network, then gathers in the mesh") {
   // p = 2, one microbatch, 1 GB/s links. Output 4 MB per GPU; k = 4 sends 1 MB (1 ms),
   // then a 0.25 ms all-gather; the gradient goes back the same way.
