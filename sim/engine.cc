@@ -121,6 +121,7 @@ class Engine {
     out.makespan = 0;
     for (Time t : out.end) out.makespan = std::max(out.makespan, t);
     out.link_bytes = links_.bytes_carried();
+    out.link_rates = links_.take_rate_series();
     return out;
   }
 

@@ -36,6 +36,8 @@ struct Timeline {
   Time makespan = 0;        ///< latest end (0 for an empty graph), ns
   std::vector<DeviceMemoryTrace> memory;  ///< per device
   std::vector<double> link_bytes;         ///< bytes carried per link
+  /// Per link, the rate it carried over time (LinkModel::rate_series).
+  std::vector<std::vector<LinkRateSample>> link_rates;
   std::uint64_t events_processed = 0;     ///< events popped from the queue
 };
 

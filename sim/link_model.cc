@@ -19,6 +19,7 @@ LinkId LinkModel::add_link(std::string name, core::BytesPerSecond capacity) {
   capacity_.push_back(capacity.value() * 1e-9);
   carried_.push_back(0.0);
   link_flows_.emplace_back();
+  rate_series_.emplace_back();
   link_dirty_.push_back(0);
   link_seen_.push_back(0);
   remaining_capacity_.push_back(0.0);
@@ -160,6 +161,18 @@ void LinkModel::update_rates() {
           --unfrozen_count_[static_cast<std::size_t>(m)];
         }
       }
+    }
+  }
+  // Record what each link of the component now carries.
+  for (LinkId l : comp_links_) {
+    double total = 0;
+    for (FlowId f : link_flows_[static_cast<std::size_t>(l)]) total += flows_[static_cast<std::size_t>(f)].rate;
+    total *= 1e9;
+    auto& series = rate_series_[static_cast<std::size_t>(l)];
+    if (!series.empty() && series.back().time == now_) {
+      series.back().bytes_per_s = total;
+    } else if (series.empty() || series.back().bytes_per_s != total) {
+      series.push_back(LinkRateSample{now_, total});
     }
   }
   // New completion times for the flows whose rate changed (or that have none yet).

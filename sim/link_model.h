@@ -15,6 +15,12 @@ using LinkId = std::int32_t;
 /// Index of a flow in a LinkModel (0-based, never reused within one model).
 using FlowId = std::int32_t;
 
+/// The total rate a link carries from `time` on (until its next sample).
+struct LinkRateSample {
+  Time time = 0;             ///< ns
+  double bytes_per_s = 0;    ///< sum of the rates of the flows on the link
+};
+
 /// Network links shared by concurrent flows with max-min fairness.
 ///
 /// A link is a capacity in bytes/s; a flow moves `bytes` across a route (a list of link
@@ -71,6 +77,11 @@ class LinkModel {
   std::size_t num_active() const { return num_active_; }
   /// Bytes of the finished flows that crossed each link, index = LinkId.
   const std::vector<double>& bytes_carried() const { return carried_; }
+  /// Per link (index = LinkId), the carried rate after every change, one sample per
+  /// instant, starting when the link first carries a flow.
+  const std::vector<std::vector<LinkRateSample>>& rate_series() const { return rate_series_; }
+  /// Moves rate_series() out (the model keeps empty series).
+  std::vector<std::vector<LinkRateSample>> take_rate_series() { return std::move(rate_series_); }
 
  private:
   struct Flow {
@@ -97,6 +108,7 @@ class LinkModel {
   std::vector<double> capacity_;                  // bytes per ns
   std::vector<double> carried_;                   // bytes
   std::vector<std::vector<FlowId>> link_flows_;   // active flows per link
+  std::vector<std::vector<LinkRateSample>> rate_series_;
   std::vector<Flow> flows_;
   std::vector<Completion> heap_;  // min-heap by (time, flow) via `later`
   std::vector<LinkId> dirty_links_;

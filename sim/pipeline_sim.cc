@@ -408,6 +408,18 @@ core::Result<PipelineSimulation> simulate_pipeline(const PipelineProblem& proble
     }
     r.devices.push_back(std::move(dr));
   }
+  for (std::size_t l = 0; l < problem.links.size(); ++l) {
+    LinkReport lr;
+    lr.name = problem.links[l].name;
+    lr.bytes = timeline.link_bytes[l];
+    if (timeline.makespan > 0) {
+      lr.utilisation = lr.bytes / (problem.links[l].capacity.value() * r.iteration_time.value());
+    }
+    double peak = 0;
+    for (const auto& sample : timeline.link_rates[l]) peak = std::max(peak, sample.bytes_per_s);
+    lr.peak_rate = core::BytesPerSecond(peak);
+    r.links.push_back(std::move(lr));
+  }
   r.bubble_fraction = p > 0 ? idle_sum / p : 0.0;
   r.bubble_to_compute_ratio = busy_total_s > 0 ? idle_total_s / busy_total_s : 0.0;
   return PipelineSimulation{std::move(graph), std::move(timeline), std::move(r)};
@@ -453,6 +465,20 @@ std::string format_report(const PipelineReport& r) {
     cell(core::format_bytes(d.peak_memory_bytes), 14);
     cell(std::to_string(d.max_in_flight), 11);
     out << "\n";
+  }
+  if (!r.links.empty()) {
+    cell("link", 24);
+    cell("bytes", 14);
+    cell("utilisation", 13);
+    cell("peak_gbyte_per_s", 18);
+    out << "\n";
+    for (const auto& l : r.links) {
+      cell(l.name, 24);
+      cell(core::format_bytes(static_cast<std::int64_t>(std::llround(l.bytes))), 14);
+      cell(core::format_fixed(l.utilisation, 4), 13);
+      cell(core::format_fixed(core::to_gbyte_per_s(l.peak_rate), 3), 18);
+      out << "\n";
+    }
   }
   for (const auto& o : r.overflows) out << "memory overflow: " << o.message << "\n";
   return out.str();
@@ -510,6 +536,16 @@ std::string report_json(const PipelineReport& r) {
     overflows.push_back(std::move(oj));
   }
   j["memory_overflows"] = std::move(overflows);
+  Json links = Json::array();
+  for (const auto& l : r.links) {
+    Json lj;
+    lj["name"] = l.name;
+    lj["bytes"] = l.bytes;
+    lj["utilisation"] = l.utilisation;
+    lj["peak_bytes_per_s"] = l.peak_rate.value();
+    links.push_back(std::move(lj));
+  }
+  j["links"] = std::move(links);
   return j.dump(2) + "\n";
 }
 

@@ -64,6 +64,14 @@ struct PipelineDeviceReport {
   int max_in_flight = 0;  ///< most (microbatch, chunk) activation sets held at once
 };
 
+/// Traffic of one network link over the iteration.
+struct LinkReport {
+  std::string name;                    ///< LinkSpec::name
+  double bytes = 0;                    ///< carried during the iteration
+  double utilisation = 0;              ///< bytes / (capacity × iteration time), 0..1
+  core::BytesPerSecond peak_rate{0};   ///< highest rate carried at any time
+};
+
 /// Whole-iteration results. TFLOP/s follow Megatron-LM (Narayanan et al. 2021, §5.1):
 /// model FLOPs exclude recomputation, hardware FLOPs include it; both are divided by
 /// (number of GPUs × iteration time).
@@ -85,6 +93,7 @@ struct PipelineReport {
   core::Seconds communication_overlapped{0};  ///< on the device with the most exposed
   std::vector<PipelineDeviceReport> devices;  ///< one per pipeline stage
   std::vector<MemoryOverflow> overflows;  ///< empty when everything fits
+  std::vector<LinkReport> links;          ///< one per PipelineProblem::links entry
   std::uint64_t events_processed = 0;  ///< engine events of the run
 
   /// OK, or RESOURCE_EXHAUSTED with the overflow messages joined by "; ".

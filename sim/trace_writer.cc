@@ -1,6 +1,7 @@
 #include "sim/trace_writer.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
@@ -139,6 +140,29 @@ std::string chrome_trace_json(const TaskGraph& g, const Timeline& tl, const Trac
           out += std::to_string(mem.component_series[i * names.size() + c]);
         }
         out += "}}";
+      }
+    }
+  }
+  if (options.link_counters) {
+    bool any = false;
+    for (const auto& series : tl.link_rates) any = any || !series.empty();
+    if (any) {
+      const std::string pid = pid_of(devices.size());
+      begin_event();
+      out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"args\":{\"name\":\"network\"}}";
+      begin_event();
+      out += "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" + pid +
+             ",\"args\":{\"sort_index\":" + std::to_string(devices.size()) + "}}";
+      for (std::size_t l = 0; l < tl.link_rates.size() && l < g.links().size(); ++l) {
+        for (const auto& sample : tl.link_rates[l]) {
+          begin_event();
+          out += "{\"name\":";
+          append_escaped(out, "link " + g.links()[l].first);
+          out += ",\"ph\":\"C\",\"pid\":" + pid + ",\"ts\":";
+          append_us(out, sample.time);
+          // Whole bytes/s: integer text, so no floating-point formatting in the file.
+          out += ",\"args\":{\"bytes_per_s\":" + std::to_string(std::llround(sample.bytes_per_s)) + "}}";
+        }
       }
     }
   }

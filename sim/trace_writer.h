@@ -11,6 +11,8 @@ namespace alpasim::sim {
 /// What write_chrome_trace includes.
 struct TraceOptions {
   bool memory_counters = true;  ///< a "memory" counter per device: bytes per component
+  /// A "network" process with one counter per link that carried anything: bytes/s.
+  bool link_counters = true;
 };
 
 /// The timeline as Chrome trace-event JSON (the "JSON Object Format" that

@@ -64,6 +64,13 @@ TEST_CASE("transfers pay latency, then share links; overlap and memory are measu
   CHECK(r->start[static_cast<std::size_t>(t2)] == 500);
   CHECK(r->end[static_cast<std::size_t>(t2)] == 1000);
   CHECK(r->link_bytes[0] == doctest::Approx(1250));
+  // The link carries 1 GB/s from 100 ns (t1 alone, then t1 + t2 at half each, then t1
+  // alone again: the total never changes) until 1350 ns.
+  REQUIRE(r->link_rates[0].size() == 2);
+  CHECK(r->link_rates[0][0].time == 100);
+  CHECK(r->link_rates[0][0].bytes_per_s == doctest::Approx(1e9));
+  CHECK(r->link_rates[0][1].time == 1350);
+  CHECK(r->link_rates[0][1].bytes_per_s == 0.0);
   auto stats = device_stats(g, *r);
   // Communication covers [0,1350], compute [0,500].
   CHECK(stats[0].communication_busy == 1350);

@@ -392,6 +392,12 @@ TEST_CASE("a gradient send and a gradient all-reduce share the NIC link fairly")
   CHECK(sim.report.devices[0].grad_sync_exposed.value() == doctest::Approx(0.002));
   CHECK(sim.report.devices[0].reshard_exposed.value() == 0.0);
   CHECK(sim.timeline.link_bytes[1] == doctest::Approx(3e6));
+  // nic1 carried 3 MB in 10 ms at 1 GB/s: utilisation 0.3, peak 1 GB/s (full from 4 to 7 ms).
+  REQUIRE(sim.report.links.size() == 2);
+  CHECK(sim.report.links[1].name == "nic1");
+  CHECK(sim.report.links[1].utilisation == doctest::Approx(0.3));
+  CHECK(sim.report.links[1].peak_rate.value() == doctest::Approx(1e9));
+  CHECK(sim.report.links[0].utilisation == doctest::Approx(0.2));
 }
 
 TEST_CASE("tensor-parallel collective time inside the stage times is reported") {

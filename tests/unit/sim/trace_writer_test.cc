@@ -1,5 +1,7 @@
 #include "sim/trace_writer.h"
 
+#include <array>
+
 #include <doctest/doctest.h>
 
 namespace alpasim::sim {
@@ -33,6 +35,27 @@ TEST_CASE("trace JSON text is exact") {
       "{\"name\":\"memory\",\"ph\":\"C\",\"pid\":1,\"ts\":0.000,\"args\":{\"memory\":4096}}\n"
       "]}\n";
   CHECK(chrome_trace_json(g, *r) == expected);
+}
+
+TEST_CASE("links that carried traffic get a counter track in a network process") {
+  TaskGraph g;
+  DeviceId d = g.add_device("gpu0");
+  StreamId s = g.add_stream(d, "send", StreamKind::kCommunication);
+  LinkId l = g.add_link("nic", core::gbyte_per_s(2));
+  std::array<LinkId, 1> route{l};
+  g.add_transfer(s, route, core::Bytes(1000), 100, TaskLabel{});  // 100-600 ns at 2 B/ns
+  auto r = simulate(g);
+  REQUIRE(r.ok());
+  const std::string text = chrome_trace_json(g, *r);
+  CHECK(text.find("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":2,\"args\":{\"name\":\"network\"}}") !=
+        std::string::npos);
+  CHECK(text.find("{\"name\":\"link nic\",\"ph\":\"C\",\"pid\":2,\"ts\":0.100,"
+                  "\"args\":{\"bytes_per_s\":2000000000}}") != std::string::npos);
+  CHECK(text.find("{\"name\":\"link nic\",\"ph\":\"C\",\"pid\":2,\"ts\":0.600,"
+                  "\"args\":{\"bytes_per_s\":0}}") != std::string::npos);
+  TraceOptions no_links;
+  no_links.link_counters = false;
+  CHECK(chrome_trace_json(g, *r, no_links).find("network") == std::string::npos);
 }
 
 TEST_CASE("an unwritable trace path is an error naming the path") {
