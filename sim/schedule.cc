@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "core/check.h"
+
 namespace alpasim::sim {
 
 std::string_view schedule_name(PipelineSchedule schedule) {
@@ -94,6 +96,20 @@ int max_in_flight(const std::vector<ScheduledOp>& program) {
     peak = std::max(peak, now);
   }
   return peak;
+}
+
+int max_in_flight_closed_form(PipelineSchedule schedule, int p, int s, int m, int v) {
+  ALPASIM_CHECK(s >= 0 && s < p) << "stage " << s << " of " << p;
+  switch (schedule) {
+    case PipelineSchedule::kGPipe: return m;
+    case PipelineSchedule::kOneFOneB: return std::min(p - s, m);
+    case PipelineSchedule::kInterleaved1F1B: {
+      const int total = m * v;
+      const int warmup = m == p ? total : std::min((p - s - 1) * 2 + (v - 1) * p, total);
+      return std::min(warmup + 1, total);
+    }
+  }
+  return m;
 }
 
 }  // namespace alpasim::sim

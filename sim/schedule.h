@@ -51,4 +51,12 @@ core::Result<std::vector<std::vector<ScheduledOp>>> build_schedule(PipelineSched
 /// over a device program: the activation sets the device holds at its peak.
 int max_in_flight(const std::vector<ScheduledOp>& program);
 
+/// max_in_flight of stage `stage` in closed form, O(1), for planners that check memory
+/// without building schedules (Alpa §5's 1F1B memory check): GPipe B; 1F1B min(p - s, B);
+/// interleaved min(w + 1, B·v) with w = (p - s - 1)·2 + (v - 1)·p, or B·v when B = p.
+/// Each interleaved entry is one chunk's activations (1/v of the stage's layers).
+/// Preconditions: the arguments are valid for build_schedule and 0 <= stage < p.
+int max_in_flight_closed_form(PipelineSchedule schedule, int num_stages, int stage,
+                              int num_microbatches, int interleave);
+
 }  // namespace alpasim::sim

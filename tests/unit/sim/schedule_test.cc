@@ -71,6 +71,25 @@ TEST_CASE("interleaved 1F1B follows Megatron-LM's chunk order and warm-up") {
   }
 }
 
+TEST_CASE("the closed-form in-flight count equals the simulated programs'") {
+  for (auto schedule : {PipelineSchedule::kGPipe, PipelineSchedule::kOneFOneB,
+                        PipelineSchedule::kInterleaved1F1B}) {
+    for (int p = 1; p <= 6; ++p) {
+      for (int v = 1; v <= 3; ++v) {
+        if (v > 1 && schedule != PipelineSchedule::kInterleaved1F1B) continue;
+        for (int m = 1; m <= 12; ++m) {
+          auto r = build_schedule(schedule, p, m, v);
+          if (!r.ok()) continue;  // interleaved needs p | m
+          for (int s = 0; s < p; ++s) {
+            CHECK(max_in_flight_closed_form(schedule, p, s, m, v) ==
+                  max_in_flight((*r)[static_cast<std::size_t>(s)]));
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("schedule errors name the parameter") {
   auto a = build_schedule(PipelineSchedule::kInterleaved1F1B, 4, 6, 2);
   REQUIRE_FALSE(a.ok());
