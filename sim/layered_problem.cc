@@ -41,6 +41,12 @@ core::Result<PipelineProblem> make_layered_problem(const LayeredPipelineSpec& sp
                                   " (the number of layers), got " + std::to_string(total));
   }
 
+  if (!spec.gpus_per_mesh.empty() &&
+      spec.gpus_per_mesh.size() != static_cast<std::size_t>(spec.num_stages)) {
+    return core::invalid_argument("gpus_per_mesh: expected " + std::to_string(spec.num_stages) +
+                                  " entries (one per stage), got " +
+                                  std::to_string(spec.gpus_per_mesh.size()));
+  }
   PipelineProblem pb;
   pb.schedule = spec.schedule;
   pb.num_microbatches = spec.num_microbatches;
@@ -50,9 +56,9 @@ core::Result<PipelineProblem> make_layered_problem(const LayeredPipelineSpec& sp
   pb.grad_sync_buckets = spec.grad_sync_buckets;
   pb.blocking_p2p = spec.blocking_p2p;
   pb.meshes.resize(static_cast<std::size_t>(spec.num_stages));
-  for (auto& mesh : pb.meshes) {
-    mesh.num_gpus = spec.gpus_per_stage;
-    mesh.memory_limit = spec.memory_limit;
+  for (std::size_t m = 0; m < pb.meshes.size(); ++m) {
+    pb.meshes[m].num_gpus = spec.gpus_per_mesh.empty() ? spec.gpus_per_stage : spec.gpus_per_mesh[m];
+    pb.meshes[m].memory_limit = spec.memory_limit;
   }
   const bool full = spec.recompute == Recompute::kFull;
   std::size_t next = 0;

@@ -52,6 +52,9 @@ struct LayeredPipelineSpec {
   int num_microbatches = 1;  ///< B per iteration (per replica)
   int data_parallel = 1;     ///< dp replicas
   int gpus_per_stage = 1;  ///< tensor-parallel degree
+  /// GPUs of each mesh (p entries) when the meshes differ, as in Alpa's plans; empty =
+  /// gpus_per_stage everywhere. The layer costs must then be those of each mesh's sharding.
+  std::vector<int> gpus_per_mesh;
   Recompute recompute = Recompute::kNone;
   core::Bytes memory_limit{0};  ///< per GPU; 0 = unlimited
   GradSyncMode grad_sync_mode = GradSyncMode::kAllReduce;

@@ -85,6 +85,15 @@ TEST_CASE("chunking: default split, explicit split, errors") {
   spec.layers_per_chunk = {0, 2, 2, 2};
   CHECK(make_layered_problem(spec).status().message() == "layers_per_chunk[0]: expected >= 1, got 0");
   spec.layers_per_chunk.clear();
+  spec.gpus_per_mesh = {4, 2};
+  pb = make_layered_problem(spec);
+  REQUIRE(pb.ok());
+  CHECK(pb->meshes[0].num_gpus == 4);
+  CHECK(pb->meshes[1].num_gpus == 2);
+  spec.gpus_per_mesh = {4};
+  CHECK(make_layered_problem(spec).status().message() ==
+        "gpus_per_mesh: expected 2 entries (one per stage), got 1");
+  spec.gpus_per_mesh.clear();
   spec.num_stages = 4;
   CHECK(make_layered_problem(spec).status().message() ==
         "layers: expected at least 8 layers for 4 stages × 2 chunks, got 6");
