@@ -55,6 +55,7 @@ core::Result<PipelineProblem> make_layered_problem(const LayeredPipelineSpec& sp
   pb.grad_sync_mode = spec.grad_sync_mode;
   pb.grad_sync_buckets = spec.grad_sync_buckets;
   pb.blocking_p2p = spec.blocking_p2p;
+  pb.optimizer_barrier = spec.optimizer_barrier;
   pb.meshes.resize(static_cast<std::size_t>(spec.num_stages));
   for (std::size_t m = 0; m < pb.meshes.size(); ++m) {
     pb.meshes[m].num_gpus = spec.gpus_per_mesh.empty() ? spec.gpus_per_stage : spec.gpus_per_mesh[m];

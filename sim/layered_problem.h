@@ -60,6 +60,7 @@ struct LayeredPipelineSpec {
   GradSyncMode grad_sync_mode = GradSyncMode::kAllReduce;
   int grad_sync_buckets = 1;   ///< see PipelineProblem::grad_sync_buckets
   bool blocking_p2p = false;   ///< see PipelineProblem::blocking_p2p
+  bool optimizer_barrier = false;  ///< see PipelineProblem::optimizer_barrier
 };
 
 /// Sums the layers into p·v StageCosts: times, FLOPs and static memory add up; stored

@@ -127,6 +127,10 @@ struct PipelineProblem {
   /// batched send/recv calls block (p2p time is exposed on the sender too); false: sends
   /// are asynchronous, as in Alpa's MPMD runtime, and only the receiver waits.
   bool blocking_p2p = false;
+  /// true: every optimizer step waits for all stages' gradients (Megatron's global
+  /// gradient-norm clipping all-reduces across the pipeline first); false: each stage
+  /// steps as soon as its own gradients are synchronised.
+  bool optimizer_barrier = false;
   std::vector<MeshSpec> meshes;    ///< p entries
   std::vector<StageCosts> stages;  ///< p·v entries, in model order
   std::vector<LinkSpec> links;     ///< referenced by the routes

@@ -90,7 +90,20 @@ class Lowering {
     fwd_arrival_.assign(n, -1);
     bwd_arrival_.assign(n, -1);
     optimizer_.assign(static_cast<std::size_t>(p_), -1);
+    grads_done_.assign(static_cast<std::size_t>(p_), {});
     for (int d = 0; d < p_; ++d) ALPASIM_RETURN_IF_ERROR(lower_compute(d));
+    if (pb_.optimizer_barrier) {
+      // Megatron clips gradients by their global norm, all-reduced over the pipeline: no
+      // optimizer step starts before every stage's gradients are synchronised.
+      for (int d = 0; d < p_; ++d) {
+        const TaskId opt = optimizer_[static_cast<std::size_t>(d)];
+        if (opt < 0) continue;
+        for (int e = 0; e < p_; ++e) {
+          if (e == d) continue;
+          for (TaskId t : grads_done_[static_cast<std::size_t>(e)]) g_.add_dependency(t, opt);
+        }
+      }
+    }
     for (int d = 0; d < p_; ++d) lower_sends(d);
     for (int d = 0; d < p_; ++d) ALPASIM_RETURN_IF_ERROR(lower_receives(d));
     return std::move(g_);
@@ -178,6 +191,9 @@ class Lowering {
       TaskId opt = g_.add_compute(s.compute, to_time(step), TaskLabel{TaskKind::kOptimizer, -1, -1, -1});
       optimizer_[static_cast<std::size_t>(d)] = opt;
       for (TaskId gs : syncs) g_.add_dependency(gs, opt);
+      grads_done_[static_cast<std::size_t>(d)] = syncs;
+      if (!prog.empty()) grads_done_[static_cast<std::size_t>(d)].push_back(bwd_last_[idx(
+          prog.back().chunk * p_ + d, prog.back().microbatch)]);
       if (rs_ag) {
         for (int c = 0; c < v_; ++c) {
           const int vs = c * p_ + d;
@@ -277,6 +293,8 @@ class Lowering {
   std::vector<DeviceStreams> streams_;
   std::vector<TaskId> fwd_, bwd_first_, bwd_last_, fwd_arrival_, bwd_arrival_;
   std::vector<TaskId> optimizer_;  // per device, -1 when it has none
+  // Per device with an optimizer step: the tasks after which its gradients are final.
+  std::vector<std::vector<TaskId>> grads_done_;
 };
 
 std::string seconds_text(core::Seconds s) { return core::format_fixed(s.value(), 6) + " s"; }

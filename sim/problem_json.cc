@@ -103,6 +103,7 @@ core::Result<std::string> problem_to_json(const PipelineProblem& problem) {
   j["grad_sync_mode"] = kGradSyncModes[static_cast<std::size_t>(pb.grad_sync_mode)];
   j["grad_sync_buckets"] = pb.grad_sync_buckets;
   j["blocking_p2p"] = pb.blocking_p2p;
+  j["optimizer_barrier"] = pb.optimizer_barrier;
   Ordered links = Ordered::array();
   for (const auto& l : pb.links) {
     Ordered lj;
@@ -181,6 +182,7 @@ core::Result<PipelineProblem> parse_problem(const core::JsonValue& root) {
   ALPASIM_ASSIGN_OR_RETURN(std::string mode, obj.get_enum_or("grad_sync_mode", kGradSyncModes, "all_reduce"));
   pb.grad_sync_mode = mode == "all_reduce" ? GradSyncMode::kAllReduce : GradSyncMode::kReduceScatterAllGather;
   ALPASIM_ASSIGN_OR_RETURN(pb.blocking_p2p, obj.get_bool_or("blocking_p2p", false));
+  ALPASIM_ASSIGN_OR_RETURN(pb.optimizer_barrier, obj.get_bool_or("optimizer_barrier", false));
   if (auto links = obj.optional("links")) {
     ALPASIM_ASSIGN_OR_RETURN(auto items, links->as_array());
     for (const auto& item : items) {

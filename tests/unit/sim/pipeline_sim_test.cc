@@ -362,6 +362,17 @@ TEST_CASE("blocking p2p (Megatron) exposes the send on the sender too") {
   CHECK(iteration_ns(run(make_uniform_problem(u))) == 13 * kMs);
 }
 
+TEST_CASE("the optimizer barrier makes every step wait for all stages") {
+  // p = 2, GPipe, B = 1, no network. Stage 1: F 1-2, B 2-4, optimizer 5 ms: 4-9. Stage 0:
+  // B 4-6, optimizer 1 ms: 6-7. T = 9 ms. With the barrier stage 1 steps at 6: 6-11 ms.
+  auto pb = make_uniform_problem(base(PipelineSchedule::kGPipe, 2, 1));
+  pb.stages[0].optimizer_step_s = core::milliseconds(1);
+  pb.stages[1].optimizer_step_s = core::milliseconds(5);
+  CHECK(iteration_ns(run(pb)) == 9 * kMs);
+  pb.optimizer_barrier = true;
+  CHECK(iteration_ns(run(pb)) == 11 * kMs);
+}
+
 TEST_CASE("a gradient send and a gradient all-reduce share the NIC link fairly") {
   // p = 2, GPipe, B = 1, dp = 2. Stage 1's gradient send (1 MB) and its all-reduce
   // (ring bytes 2·(1/2)·2 MB = 2 MB) both start at 4 ms on nic1 (1 GB/s): 0.5 B/ns each;
