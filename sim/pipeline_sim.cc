@@ -170,7 +170,10 @@ class Lowering {
         if (sync) {
           TaskId gs = add_collective(
               s.grad_sync, rs_ag ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
-              st.grad_sync_bytes / buckets, pb_.data_parallel,
+              // Bucket bytes split like the times, summing exactly to grad_sync_bytes.
+              core::Bytes(st.grad_sync_bytes.value() * (part + 1) / parts -
+                          st.grad_sync_bytes.value() * part / parts),
+              pb_.data_parallel,
               st.grad_sync_s ? std::optional<core::Seconds>(*st.grad_sync_s / buckets) : std::nullopt,
               mesh.grad_sync, TaskLabel{TaskKind::kGradSync, -1, vs, part});
           g_.add_dependency(last, gs);
