@@ -1,0 +1,55 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "exec/instruction.h"
+
+namespace alpasim::exec {
+
+/// How a program is run.
+struct RunOptions {
+  int warmup_iterations = 0;  ///< run, not measured
+  int iterations = 1;         ///< measured; every iteration starts from the initial weights
+  /// A blocked RECV or collective gives up after this long and the whole run aborts with an
+  /// error naming the device and instruction (never a hang).
+  double timeout_s = 60.0;
+};
+
+/// Measured time of one instruction (the last measured iteration).
+struct InstrTiming {
+  std::int32_t device = 0;       ///< index into Program::devices
+  std::int32_t instruction = 0;  ///< index into Program::code[device]
+  std::int64_t start_ns = 0;     ///< from the iteration's start (all devices share the clock)
+  std::int64_t end_ns = 0;
+};
+
+/// What a run produced: numbers to compare against a reference, and timings.
+struct ExecutionResult {
+  std::string backend;  ///< "cpu" or "cuda"
+  /// Mean over microbatches and devices of each shard's mean loss: the loss of the batch.
+  double loss = 0;
+  /// Gradient of each parameter after the data-parallel sync (the optimizer's input), by
+  /// parameter name. CPU backend only (the CUDA backend leaves it empty).
+  std::map<std::string, std::vector<float>> gradients;
+  /// Each parameter after the optimizer step, by name (CPU backend only).
+  std::map<std::string, std::vector<float>> parameters;
+  /// Wall time of each measured iteration, seconds.
+  std::vector<double> iteration_s;
+  /// Per instruction of the last measured iteration, device by device in program order.
+  std::vector<InstrTiming> timings;
+};
+
+/// A way to run programs (STYLE.md 9.6: plain C++; the CUDA backend implements it in
+/// exec/cuda/ without leaking CUDA types).
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual core::Result<ExecutionResult> run(const Program& program, const RunOptions& options) = 0;
+};
+
+}  // namespace alpasim::exec

@@ -1,0 +1,307 @@
+#include "exec/cpu/cpu_backend.h"
+
+#include <barrier>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <tuple>
+
+#include "exec/cpu/cpu_kernels.h"
+
+namespace alpasim::exec::cpu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Shared-memory communicator: a mailbox for SEND/RECV (sends never block) and a
+/// three-phase rendezvous per collective (arrive, compute into a private copy, write back).
+class Communicator {
+ public:
+  explicit Communicator(double timeout_s) : timeout_s_(timeout_s) {}
+
+  void abort() {
+    std::lock_guard lk(mu_);
+    aborted_ = true;
+    cv_.notify_all();
+  }
+
+  core::Status send(int iter, std::int32_t src, std::int32_t dst, std::int64_t tag, const float* data,
+                    std::int64_t n) {
+    std::lock_guard lk(mu_);
+    mail_[{iter, src, dst, tag}] = std::vector<float>(data, data + n);
+    cv_.notify_all();
+    return core::ok_status();
+  }
+
+  core::Status recv(int iter, std::int32_t src, std::int32_t dst, std::int64_t tag, float* data,
+                    std::int64_t n, const std::string& who) {
+    std::unique_lock lk(mu_);
+    const auto key = std::make_tuple(iter, src, dst, tag);
+    ALPASIM_RETURN_IF_ERROR(wait(lk, [&] { return mail_.count(key) > 0; }, who));
+    auto it = mail_.find(key);
+    if (static_cast<std::int64_t>(it->second.size()) != n) {
+      return core::internal_error(who + ": received " + std::to_string(it->second.size()) +
+                                  " elements, expected " + std::to_string(n));
+    }
+    std::copy(it->second.begin(), it->second.end(), data);
+    mail_.erase(it);
+    return core::ok_status();
+  }
+
+  core::Status collective(int iter, const Instruction& in, std::int32_t rank, float* data,
+                          std::int64_t n, const std::string& who) {
+    const auto k = static_cast<std::int32_t>(in.group.size());
+    const std::int64_t chunk = n / k;
+    std::unique_lock lk(mu_);
+    Slot& s = slots_[{iter, in.collective_id}];
+    s.ptrs.resize(static_cast<std::size_t>(k), nullptr);
+    s.ptrs[static_cast<std::size_t>(rank)] = data;
+    ++s.arrived;
+    cv_.notify_all();
+    ALPASIM_RETURN_IF_ERROR(wait(lk, [&] { return s.arrived == k; }, who));
+    lk.unlock();
+    std::vector<float> result(data, data + n);
+    switch (in.kind) {
+      case InstrKind::kAllReduce:
+        for (std::int64_t i = 0; i < n; ++i) {
+          double sum = 0;  // rank order: deterministic
+          for (float* p : s.ptrs) sum += p[i];
+          result[static_cast<std::size_t>(i)] = static_cast<float>(sum * in.scale);
+        }
+        break;
+      case InstrKind::kAllGather:
+        for (std::int32_t r = 0; r < k; ++r) {
+          std::copy(s.ptrs[static_cast<std::size_t>(r)] + r * chunk,
+                    s.ptrs[static_cast<std::size_t>(r)] + (r + 1) * chunk, result.begin() + r * chunk);
+        }
+        break;
+      case InstrKind::kReduceScatter:
+        for (std::int64_t i = rank * chunk; i < (rank + 1) * chunk; ++i) {
+          double sum = 0;
+          for (float* p : s.ptrs) sum += p[i];
+          result[static_cast<std::size_t>(i)] = static_cast<float>(sum * in.scale);
+        }
+        break;
+      case InstrKind::kAllToAll:
+        for (std::int32_t j = 0; j < k; ++j) {
+          std::copy(s.ptrs[static_cast<std::size_t>(j)] + rank * chunk,
+                    s.ptrs[static_cast<std::size_t>(j)] + (rank + 1) * chunk, result.begin() + j * chunk);
+        }
+        break;
+      default: return core::internal_error(who + ": not a collective");
+    }
+    lk.lock();
+    ++s.computed;
+    cv_.notify_all();
+    ALPASIM_RETURN_IF_ERROR(wait(lk, [&] { return s.computed == k; }, who));
+    std::copy(result.begin(), result.end(), data);
+    if (++s.left == k) slots_.erase({iter, in.collective_id});
+    return core::ok_status();
+  }
+
+ private:
+  struct Slot {
+    std::vector<float*> ptrs;
+    std::int32_t arrived = 0, computed = 0, left = 0;
+  };
+
+  core::Status wait(std::unique_lock<std::mutex>& lk, const std::function<bool()>& ready,
+                    const std::string& who) {
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(timeout_s_));
+    while (!ready()) {
+      if (aborted_) return core::unavailable("aborted: " + who + " (another device failed)");
+      if (cv_.wait_until(lk, deadline) == std::cv_status::timeout && !ready()) {
+        aborted_ = true;
+        cv_.notify_all();
+        return core::unavailable(who + ": timed out after " + std::to_string(timeout_s_) +
+                                 " s waiting for its peers");
+      }
+    }
+    return core::ok_status();
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool aborted_ = false;
+  double timeout_s_;
+  std::map<std::tuple<int, std::int32_t, std::int32_t, std::int64_t>, std::vector<float>> mail_;
+  std::map<std::pair<int, std::int64_t>, Slot> slots_;
+};
+
+std::string describe(const Program& p, std::size_t dev, std::size_t i) {
+  const Instruction& in = p.code[dev][i];
+  std::string s = "device " + std::to_string(p.devices[dev]) + " instruction #" + std::to_string(i) +
+                  " (" + std::string(instr_kind_name(in.kind));
+  if (in.op != ir::kNoOp && in.stage >= 0) s += " " + p.graph_of_stage(in.stage).op(in.op).name;
+  if (in.microbatch >= 0) s += " mb" + std::to_string(in.microbatch);
+  return s + ")";
+}
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+
+  core::Result<ExecutionResult> run(const Program& p, const RunOptions& options) override {
+    const std::size_t n = p.code.size();
+    Communicator comm(options.timeout_s);
+    std::vector<std::vector<float>> data(p.buffers.size());
+    std::vector<core::Status> status(n);
+    ExecutionResult result;
+    result.backend = name();
+    std::mutex result_mu;
+    std::map<BufferId, float> losses;
+    std::map<std::string, BufferId> grad_from, param_from;
+    const int total = options.warmup_iterations + options.iterations;
+    std::vector<std::vector<InstrTiming>> timings(n);
+    Clock::time_point start;
+    std::vector<double> iter_s;
+    int phase = 0;  // even: an iteration starts; odd: it ended
+    std::barrier sync(static_cast<std::ptrdiff_t>(n), [&]() noexcept {
+      const auto now = Clock::now();
+      if (phase++ % 2 == 0) {
+        start = now;
+      } else {
+        iter_s.push_back(std::chrono::duration<double>(now - start).count());
+      }
+    });
+
+    const Recorder record = [&](std::size_t dev, const Buffer& b) {
+      const auto& owners = p.stage_devices[static_cast<std::size_t>(b.stage)];
+      if (b.received || owners.empty() || static_cast<std::size_t>(owners[0]) != dev) {
+        if (b.role != BufferRole::kLoss) return;
+      }
+      const auto& v = data[static_cast<std::size_t>(b.id)];
+      std::lock_guard lk(result_mu);
+      const std::string& name = p.graph_of_stage(b.stage).op(b.tensor).name;
+      if (b.role == BufferRole::kLoss) {
+        losses[b.id] = v.empty() ? 0.0f : v[0];
+      } else if (b.role == BufferRole::kGradient) {
+        const std::string& pname = p.graph_of_stage(b.stage).op(
+            p.gradient_of[static_cast<std::size_t>(b.tensor)]).name;
+        if (!grad_from.count(pname) || grad_from[pname] > b.id) {
+          grad_from[pname] = b.id;
+          result.gradients[pname] = v;
+        }
+      } else if (b.role == BufferRole::kParameter) {
+        if (!param_from.count(name) || param_from[name] > b.id) {
+          param_from[name] = b.id;
+          result.parameters[name] = v;
+        }
+      }
+    };
+
+    auto device_main = [&](std::size_t dev) {
+      std::vector<float> scratch;
+      for (int iter = 0; iter < total; ++iter) {
+        sync.arrive_and_wait();
+        const bool measured = iter >= options.warmup_iterations;
+        const bool last = iter == total - 1;
+        if (status[dev].ok()) {
+          status[dev] = run_device(p, dev, iter, comm, data, scratch, iter == 0 ? record : Recorder(),
+                                   last && measured ? &timings[dev] : nullptr, start);
+          if (!status[dev].ok()) comm.abort();
+        }
+        sync.arrive_and_wait();
+      }
+    };
+    std::vector<std::thread> threads;
+    for (std::size_t d = 0; d < n; ++d) threads.emplace_back(device_main, d);
+    for (auto& t : threads) t.join();
+    // The root cause: the first failure that is not another device's abort.
+    for (const auto& s : status) {
+      if (!s.ok() && s.message().rfind("aborted", 0) != 0) return s;
+    }
+    for (const auto& s : status) {
+      if (!s.ok()) return s;
+    }
+    double sum = 0;
+    for (const auto& [id, v] : losses) sum += v;
+    result.loss = losses.empty() ? 0.0 : sum / static_cast<double>(losses.size());
+    for (std::size_t i = static_cast<std::size_t>(options.warmup_iterations); i < iter_s.size(); ++i) {
+      result.iteration_s.push_back(iter_s[i]);
+    }
+    for (auto& t : timings) result.timings.insert(result.timings.end(), t.begin(), t.end());
+    return result;
+  }
+
+ private:
+  using Recorder = std::function<void(std::size_t, const Buffer&)>;
+
+  static core::Status run_device(const Program& p, std::size_t dev, int iter, Communicator& comm,
+                                 std::vector<std::vector<float>>& data, std::vector<float>& scratch,
+                                 const Recorder& record, std::vector<InstrTiming>* timings,
+                                 Clock::time_point start) {
+    const auto& code = p.code[dev];
+    const auto d = static_cast<std::int32_t>(dev);
+    for (std::size_t i = 0; i < code.size(); ++i) {
+      const Instruction& in = code[i];
+      const auto t0 = Clock::now();
+      auto& buf = data[static_cast<std::size_t>(in.buffer)];
+      switch (in.kind) {
+        case InstrKind::kAllocate:
+          buf.assign(static_cast<std::size_t>(p.buffers[static_cast<std::size_t>(in.buffer)].elements), 0.0f);
+          break;
+        case InstrKind::kFree:
+          if (record) record(dev, p.buffers[static_cast<std::size_t>(in.buffer)]);
+          buf.clear();
+          buf.shrink_to_fit();
+          break;
+        case InstrKind::kRun: {
+          const ir::Graph& g = p.graph_of_stage(in.stage);
+          const ir::Op& op = g.op(in.op);
+          std::vector<TensorView> views;
+          for (BufferId b : in.inputs) {
+            auto& v = data[static_cast<std::size_t>(b)];
+            views.push_back({v.data(), &p.buffers[static_cast<std::size_t>(b)].shape,
+                             static_cast<std::int64_t>(v.size())});
+          }
+          const Buffer& ob = p.buffers[static_cast<std::size_t>(in.buffer)];
+          KernelContext ctx;
+          ctx.sample_offset = in.sample_offset;
+          ctx.index_range = p.index_range[static_cast<std::size_t>(in.op)];
+          float* target = buf.data();
+          if (in.accumulate) {
+            scratch.assign(buf.size(), 0.0f);
+            target = scratch.data();
+          }
+          core::Status st = run_cpu_kernel(g, op, views, {target, &ob.shape, static_cast<std::int64_t>(buf.size())}, ctx);
+          if (!st.ok()) return st.with_context(describe(p, dev, i));
+          if (in.accumulate) {
+            for (std::size_t k = 0; k < buf.size(); ++k) buf[k] += scratch[k];
+          }
+          break;
+        }
+        case InstrKind::kSend:
+          ALPASIM_RETURN_IF_ERROR(comm.send(iter, d, in.peer, in.tag, buf.data() + in.offset_elements,
+                                            in.count_elements));
+          break;
+        case InstrKind::kRecv:
+          ALPASIM_RETURN_IF_ERROR(comm.recv(iter, in.peer, d, in.tag, buf.data() + in.offset_elements,
+                                            in.count_elements, describe(p, dev, i)));
+          break;
+        default: {
+          const auto rank = static_cast<std::int32_t>(
+              std::find(in.group.begin(), in.group.end(), d) - in.group.begin());
+          ALPASIM_RETURN_IF_ERROR(comm.collective(iter, in, rank, buf.data(),
+                                                  static_cast<std::int64_t>(buf.size()), describe(p, dev, i)));
+          break;
+        }
+      }
+      if (timings) {
+        timings->push_back({d, static_cast<std::int32_t>(i),
+                            std::chrono::duration_cast<std::chrono::nanoseconds>(t0 - start).count(),
+                            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count()});
+      }
+    }
+    return core::ok_status();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace alpasim::exec::cpu

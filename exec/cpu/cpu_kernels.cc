@@ -1,0 +1,566 @@
+#include "exec/cpu/cpu_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace alpasim::exec::cpu {
+namespace {
+
+using Shape = std::vector<std::int64_t>;
+
+constexpr float kNormEps = 1e-5f;
+constexpr float kAdamLr = 1e-3f, kAdamBeta1 = 0.9f, kAdamBeta2 = 0.999f, kAdamEps = 1e-8f;
+constexpr float kSgdLr = 1e-2f, kSgdMomentum = 0.9f;
+
+core::Status unsupported(const ir::Op& op, const std::string& why = "") {
+  return core::unimplemented("op " + op.name + " (" + std::string(ir::op_kind_name(op.kind)) +
+                             ", function \"" + op.function + "\"): the CPU backend cannot run it" +
+                             (why.empty() ? "" : " (" + why + ")"));
+}
+
+/// splitmix64: a stateless hash, so a value depends only on (tensor, global index).
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t name_hash(const std::string& s) {
+  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  return h;
+}
+
+/// Uniform in [0, 1) from the top 24 bits (exact in fp32).
+float unit(std::uint64_t seed, std::int64_t i) {
+  return static_cast<float>(mix(seed ^ mix(static_cast<std::uint64_t>(i))) >> 40) / 16777216.0f;
+}
+
+std::int64_t product(const Shape& s, std::size_t from, std::size_t to) {
+  std::int64_t p = 1;
+  for (std::size_t i = from; i < to; ++i) p *= s[i];
+  return p;
+}
+
+/// For a reduction of shape `in` to shape `out`: the out index of every in index.
+/// Supported: to one element, to a suffix of `in` (broadcast operands), and NHWC -> NC.
+bool reduce_map(const Shape& in, const Shape& out, std::vector<std::int64_t>& map) {
+  const std::int64_t n = product(in, 0, in.size()), m = product(out, 0, out.size());
+  map.assign(static_cast<std::size_t>(n), 0);
+  if (m == 1) return true;
+  if (out.size() <= in.size() && std::equal(out.begin(), out.end(), in.end() - static_cast<std::ptrdiff_t>(out.size()))) {
+    for (std::int64_t i = 0; i < n; ++i) map[static_cast<std::size_t>(i)] = i % m;
+    return true;
+  }
+  if (in.size() == 4 && out.size() == 2 && out[0] == in[0] && out[1] == in[3]) {
+    const std::int64_t c = in[3], per = in[1] * in[2] * in[3];
+    for (std::int64_t i = 0; i < n; ++i) map[static_cast<std::size_t>(i)] = (i / per) * c + i % c;
+    return true;
+  }
+  return false;
+}
+
+float gelu(float x) {
+  const float k = 0.7978845608f;  // sqrt(2/pi), tanh approximation (GPT-2, Megatron)
+  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+}
+
+float gelu_grad(float x) {
+  const float k = 0.7978845608f;
+  const float u = k * (x + 0.044715f * x * x * x);
+  const float t = std::tanh(u);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+// ---- einsum ----
+core::Status einsum(const ir::Op& op, const std::vector<TensorView>& in, TensorView out) {
+  const ir::DotSpec& s = op.dot;
+  const TensorView& a = in[0];
+  const TensorView& b = in[1];
+  auto strides = [](const Shape& sh) {
+    Shape st(sh.size(), 1);
+    for (std::size_t i = sh.size(); i-- > 1;) st[i - 1] = st[i] * sh[i];
+    return st;
+  };
+  const Shape sa = strides(*a.shape), sb = strides(*b.shape), so = strides(*out.shape);
+  struct Letter {
+    std::int64_t size = 1, sa = 0, sb = 0, so = 0;
+  };
+  std::vector<Letter> batch, mdim, ndim, kdim;
+  std::string letters = s.lhs + s.rhs + s.out;
+  std::string seen;
+  for (char c : letters) {
+    if (seen.find(c) != std::string::npos) continue;
+    seen += c;
+    Letter l;
+    const auto pa = s.lhs.find(c), pb = s.rhs.find(c), po = s.out.find(c);
+    if (pa != std::string::npos) { l.size = (*a.shape)[pa]; l.sa = sa[pa]; }
+    if (pb != std::string::npos) { l.size = (*b.shape)[pb]; l.sb = sb[pb]; }
+    if (po != std::string::npos) { l.size = (*out.shape)[po]; l.so = so[po]; }
+    switch (ir::dot_dim_class(s, c)) {
+      case ir::DotDimClass::kBatch: batch.push_back(l); break;
+      case ir::DotDimClass::kLhsFree: mdim.push_back(l); break;
+      case ir::DotDimClass::kRhsFree: ndim.push_back(l); break;
+      case ir::DotDimClass::kContracting: kdim.push_back(l); break;
+    }
+  }
+  // Offsets of every combination of a class's letters, per operand.
+  auto offsets = [](const std::vector<Letter>& ls, std::int64_t Letter::*st) {
+    std::vector<std::int64_t> off{0};
+    for (const Letter& l : ls) {
+      std::vector<std::int64_t> next;
+      next.reserve(off.size() * static_cast<std::size_t>(l.size));
+      for (std::int64_t o : off) {
+        for (std::int64_t i = 0; i < l.size; ++i) next.push_back(o + i * (l.*st));
+      }
+      off = std::move(next);
+    }
+    return off;
+  };
+  const auto ba = offsets(batch, &Letter::sa), bb = offsets(batch, &Letter::sb), bo = offsets(batch, &Letter::so);
+  const auto ma = offsets(mdim, &Letter::sa), mo = offsets(mdim, &Letter::so);
+  const auto nb = offsets(ndim, &Letter::sb), no = offsets(ndim, &Letter::so);
+  const auto ka = offsets(kdim, &Letter::sa), kb = offsets(kdim, &Letter::sb);
+  const auto M = static_cast<std::int64_t>(ma.size()), N = static_cast<std::int64_t>(nb.size());
+  const auto K = static_cast<std::int64_t>(ka.size());
+  std::vector<float> pa(static_cast<std::size_t>(M * K)), pb(static_cast<std::size_t>(K * N)),
+      pc(static_cast<std::size_t>(M * N));
+  for (std::size_t bi = 0; bi < ba.size(); ++bi) {
+    for (std::int64_t m = 0; m < M; ++m) {
+      for (std::int64_t k = 0; k < K; ++k) {
+        pa[static_cast<std::size_t>(m * K + k)] = a.data[ba[bi] + ma[static_cast<std::size_t>(m)] + ka[static_cast<std::size_t>(k)]];
+      }
+    }
+    for (std::int64_t k = 0; k < K; ++k) {
+      for (std::int64_t n = 0; n < N; ++n) {
+        pb[static_cast<std::size_t>(k * N + n)] = b.data[bb[bi] + kb[static_cast<std::size_t>(k)] + nb[static_cast<std::size_t>(n)]];
+      }
+    }
+    matmul(pa.data(), pb.data(), pc.data(), M, N, K);
+    for (std::int64_t m = 0; m < M; ++m) {
+      for (std::int64_t n = 0; n < N; ++n) {
+        out.data[bo[bi] + mo[static_cast<std::size_t>(m)] + no[static_cast<std::size_t>(n)]] = pc[static_cast<std::size_t>(m * N + n)];
+      }
+    }
+  }
+  if (in.size() > 2) {  // bias: a suffix of the output shape
+    const std::int64_t nb_ = in[2].size;
+    for (std::int64_t i = 0; i < out.size; ++i) out.data[i] += in[2].data[i % nb_];
+  }
+  return core::ok_status();
+}
+
+// ---- convolution (NHWC, HWIO, SAME padding) ----
+void conv(const ir::ConvSpec& c, const float* x, const float* w, const float* dy, float* out) {
+  const std::int64_t ho = c.out_h(), wo = c.out_w();
+  const std::int64_t pt = std::max<std::int64_t>((ho - 1) * c.stride + c.kh - c.h, 0) / 2;
+  const std::int64_t pl = std::max<std::int64_t>((wo - 1) * c.stride + c.kw - c.w, 0) / 2;
+  for (std::int64_t n = 0; n < c.n; ++n) {
+    for (std::int64_t oy = 0; oy < ho; ++oy) {
+      for (std::int64_t ox = 0; ox < wo; ++ox) {
+        for (std::int64_t ky = 0; ky < c.kh; ++ky) {
+          const std::int64_t iy = oy * c.stride + ky - pt;
+          if (iy < 0 || iy >= c.h) continue;
+          for (std::int64_t kx = 0; kx < c.kw; ++kx) {
+            const std::int64_t ix = ox * c.stride + kx - pl;
+            if (ix < 0 || ix >= c.w) continue;
+            const std::int64_t xi = ((n * c.h + iy) * c.w + ix) * c.ci;
+            const std::int64_t wi = (ky * c.kw + kx) * c.ci * c.co;
+            const std::int64_t yi = ((n * ho + oy) * wo + ox) * c.co;
+            for (std::int64_t ci = 0; ci < c.ci; ++ci) {
+              for (std::int64_t co = 0; co < c.co; ++co) {
+                switch (c.variant) {
+                  case ir::ConvSpec::Variant::kForward:
+                    out[yi + co] += x[xi + ci] * w[wi + ci * c.co + co];
+                    break;
+                  case ir::ConvSpec::Variant::kGradInput:
+                    out[xi + ci] += dy[yi + co] * w[wi + ci * c.co + co];
+                    break;
+                  case ir::ConvSpec::Variant::kGradFilter:
+                    out[wi + ci * c.co + co] += x[xi + ci] * dy[yi + co];
+                    break;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---- norms: rows of `width` elements (layer/RMS norm: last axis; batch-norm: channels) ----
+struct NormStats {
+  std::vector<float> mean, inv_std;
+};
+
+/// Layer/RMS norm: per row; batch-norm: per channel over all rows.
+NormStats norm_stats(ir::NormType t, const float* x, std::int64_t rows, std::int64_t width) {
+  NormStats s;
+  const bool bn = t == ir::NormType::kBatchNorm;
+  const std::int64_t groups = bn ? width : rows, count = bn ? rows : width;
+  s.mean.assign(static_cast<std::size_t>(groups), 0.0f);
+  s.inv_std.assign(static_cast<std::size_t>(groups), 0.0f);
+  for (std::int64_t g = 0; g < groups; ++g) {
+    double sum = 0, sq = 0;
+    for (std::int64_t i = 0; i < count; ++i) {
+      const double v = bn ? x[i * width + g] : x[g * width + i];
+      sum += v;
+      sq += v * v;
+    }
+    const double mean = t == ir::NormType::kRmsNorm ? 0.0 : sum / static_cast<double>(count);
+    const double var = sq / static_cast<double>(count) - mean * mean;
+    s.mean[static_cast<std::size_t>(g)] = static_cast<float>(mean);
+    s.inv_std[static_cast<std::size_t>(g)] = static_cast<float>(1.0 / std::sqrt(std::max(var, 0.0) + kNormEps));
+  }
+  return s;
+}
+
+void xhat(ir::NormType t, const float* x, std::int64_t rows, std::int64_t width, std::vector<float>& out) {
+  const NormStats s = norm_stats(t, x, rows, width);
+  const bool bn = t == ir::NormType::kBatchNorm;
+  out.resize(static_cast<std::size_t>(rows * width));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < width; ++c) {
+      const auto g = static_cast<std::size_t>(bn ? c : r);
+      out[static_cast<std::size_t>(r * width + c)] = (x[r * width + c] - s.mean[g]) * s.inv_std[g];
+    }
+  }
+}
+
+/// dx of y = xhat·gamma (+beta): per group of `count` elements,
+/// dx = inv_std · (dxh − mean(dxh) − xhat · mean(dxh · xhat)), dxh = dy · gamma
+/// (RMS norm: without the mean(dxh) term).
+void norm_grad(ir::NormType t, const float* dy, const float* x, const float* gamma, std::int64_t rows,
+               std::int64_t width, float* dx) {
+  const NormStats s = norm_stats(t, x, rows, width);
+  const bool bn = t == ir::NormType::kBatchNorm;
+  const std::int64_t groups = bn ? width : rows, count = bn ? rows : width;
+  for (std::int64_t g = 0; g < groups; ++g) {
+    auto at = [&](std::int64_t i) { return bn ? i * width + g : g * width + i; };
+    double sum_d = 0, sum_dx = 0;
+    const float mean = s.mean[static_cast<std::size_t>(g)], inv = s.inv_std[static_cast<std::size_t>(g)];
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::int64_t k = at(i);
+      const double d = dy[k] * gamma[bn ? g : i];
+      sum_d += d;
+      sum_dx += d * (x[k] - mean) * inv;
+    }
+    const double md = t == ir::NormType::kRmsNorm ? 0.0 : sum_d / static_cast<double>(count);
+    const double mdx = sum_dx / static_cast<double>(count);
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::int64_t k = at(i);
+      const double d = dy[k] * gamma[bn ? g : i];
+      const double xh = (x[k] - mean) * inv;
+      dx[k] = static_cast<float>(inv * (d - md - xh * mdx));
+    }
+  }
+}
+
+ir::NormType norm_of_source(const ir::Graph& g, const ir::Op& op) {
+  return op.source != ir::kNoOp ? g.op(op.source).norm : op.norm;
+}
+
+bool is_causal_softmax(const ir::Graph& g, const ir::Op& op) {
+  const ir::Op& f = op.source != ir::kNoOp ? g.op(op.source) : op;
+  return f.name.find("attn/softmax") != std::string::npos;
+}
+
+void softmax_rows(const float* x, float* y, std::int64_t rows, std::int64_t width, std::int64_t causal_len) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    // Causal: query position s = r mod S may see keys t <= s.
+    const std::int64_t limit = causal_len > 0 ? (r % causal_len) + 1 : width;
+    const float* xr = x + r * width;
+    float* yr = y + r * width;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (std::int64_t i = 0; i < limit; ++i) mx = std::max(mx, xr[i]);
+    double sum = 0;
+    for (std::int64_t i = 0; i < width; ++i) {
+      yr[i] = i < limit ? std::exp(xr[i] - mx) : 0.0f;
+      sum += yr[i];
+    }
+    for (std::int64_t i = 0; i < width; ++i) yr[i] = static_cast<float>(yr[i] / sum);
+  }
+}
+
+core::Status pool(const ir::Graph& g, const ir::Op& op, const std::vector<TensorView>& in, TensorView out) {
+  const bool grad = op.function == "max_pool_grad";
+  const ir::Op& f = grad ? g.op(op.source) : op;
+  const Shape& xs = grad ? *in[1].shape : *in[0].shape;
+  const float* x = grad ? in[1].data : in[0].data;
+  const std::int64_t N = xs[0], H = xs[1], W = xs[2], C = xs[3];
+  const std::int64_t k = f.pool_window, st = f.pool_stride;
+  const std::int64_t ho = (H + st - 1) / st, wo = (W + st - 1) / st;
+  const std::int64_t pt = std::max<std::int64_t>((ho - 1) * st + k - H, 0) / 2;
+  const std::int64_t pl = std::max<std::int64_t>((wo - 1) * st + k - W, 0) / 2;
+  if (grad) std::fill(out.data, out.data + out.size, 0.0f);
+  for (std::int64_t n = 0; n < N; ++n) {
+    for (std::int64_t oy = 0; oy < ho; ++oy) {
+      for (std::int64_t ox = 0; ox < wo; ++ox) {
+        for (std::int64_t c = 0; c < C; ++c) {
+          float best = -std::numeric_limits<float>::infinity();
+          std::int64_t arg = -1;
+          for (std::int64_t ky = 0; ky < k; ++ky) {
+            const std::int64_t iy = oy * st + ky - pt;
+            if (iy < 0 || iy >= H) continue;
+            for (std::int64_t kx = 0; kx < k; ++kx) {
+              const std::int64_t ix = ox * st + kx - pl;
+              if (ix < 0 || ix >= W) continue;
+              const std::int64_t xi = ((n * H + iy) * W + ix) * C + c;
+              if (x[xi] > best) {
+                best = x[xi];
+                arg = xi;
+              }
+            }
+          }
+          const std::int64_t yi = ((n * ho + oy) * wo + ox) * C + c;
+          if (grad) {
+            if (arg >= 0) out.data[arg] += in[0].data[yi];
+          } else {
+            out.data[yi] = best;
+          }
+        }
+      }
+    }
+  }
+  return core::ok_status();
+}
+
+core::Status elementwise(const ir::Graph& g, const ir::Op& op, const std::vector<TensorView>& in, TensorView out) {
+  const std::string& fn = op.function;
+  const std::int64_t n = out.size;
+  auto operand = [&](std::size_t i, std::int64_t j) {
+    return in[i].data[in[i].size == n ? j : j % in[i].size];
+  };
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (fn == "broadcast" || fn == "softmax_cross_entropy_grad") break;
+    if (in[i].size != n) {
+      const Shape& s = *in[i].shape;
+      const Shape& o = *out.shape;
+      if (s.size() > o.size() || !std::equal(s.begin(), s.end(), o.end() - static_cast<std::ptrdiff_t>(s.size()))) {
+        return unsupported(op, "operand " + std::to_string(i) + " broadcasts other than as a suffix");
+      }
+    }
+  }
+  if (fn == "add") {
+    for (std::int64_t j = 0; j < n; ++j) out.data[j] = operand(0, j) + operand(1, j);
+  } else if (fn == "mul") {
+    for (std::int64_t j = 0; j < n; ++j) out.data[j] = operand(0, j) * operand(1, j);
+  } else if (fn == "reshape" || fn == "identity" || fn == "cast") {
+    std::copy(in[0].data, in[0].data + n, out.data);
+  } else if (fn == "dropout_mask" || fn == "ones") {
+    std::fill(out.data, out.data + n, 1.0f);  // dropout rate 0: see docs/executor.md
+  } else if (fn == "gelu") {
+    for (std::int64_t j = 0; j < n; ++j) out.data[j] = gelu(in[0].data[j]);
+  } else if (fn == "gelu_grad") {
+    for (std::int64_t j = 0; j < n; ++j) out.data[j] = in[0].data[j] * gelu_grad(in[1].data[j]);
+  } else if (fn == "relu") {
+    for (std::int64_t j = 0; j < n; ++j) out.data[j] = std::max(in[0].data[j], 0.0f);
+  } else if (fn == "relu_grad") {
+    for (std::int64_t j = 0; j < n; ++j) out.data[j] = in[1].data[j] > 0 ? in[0].data[j] : 0.0f;
+  } else if (fn == "broadcast") {
+    // Gradient of a reduction: spread dy back; a mean divides by the elements it averaged.
+    std::vector<std::int64_t> map;
+    if (!reduce_map(*out.shape, *in[0].shape, map)) return unsupported(op, "unsupported reduction shape");
+    float f = 1.0f;
+    if (op.source != ir::kNoOp && g.op(op.source).function == "mean") {
+      f = static_cast<float>(in[0].size) / static_cast<float>(n);
+    }
+    for (std::int64_t j = 0; j < n; ++j) out.data[j] = in[0].data[map[static_cast<std::size_t>(j)]] * f;
+  } else if (fn == "softmax_grad") {
+    const std::int64_t w = out.shape->back();
+    for (std::int64_t r = 0; r < n / w; ++r) {
+      double dot = 0;
+      for (std::int64_t i = 0; i < w; ++i) dot += in[0].data[r * w + i] * in[1].data[r * w + i];
+      for (std::int64_t i = 0; i < w; ++i) {
+        out.data[r * w + i] = static_cast<float>(in[1].data[r * w + i] * (in[0].data[r * w + i] - dot));
+      }
+    }
+  } else if (fn == "softmax_cross_entropy_grad") {
+    // d/dlogits of −log softmax(logits)[label], times the per-sample dy.
+    const std::int64_t v = out.shape->back();
+    softmax_rows(in[1].data, out.data, n / v, v, 0);
+    for (std::int64_t r = 0; r < n / v; ++r) {
+      out.data[r * v + static_cast<std::int64_t>(in[2].data[r])] -= 1.0f;
+      for (std::int64_t i = 0; i < v; ++i) out.data[r * v + i] *= in[0].data[r];
+    }
+  } else {
+    return unsupported(op);
+  }
+  return core::ok_status();
+}
+
+core::Status reduce(const ir::Graph& g, const ir::Op& op, const std::vector<TensorView>& in, TensorView out) {
+  const std::string& fn = op.function;
+  std::fill(out.data, out.data + out.size, 0.0f);
+  if (fn == "softmax_cross_entropy") {
+    const std::int64_t v = in[0].shape->back(), rows = in[0].size / v;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* x = in[0].data + r * v;
+      const float mx = *std::max_element(x, x + v);
+      double sum = 0;
+      for (std::int64_t i = 0; i < v; ++i) sum += std::exp(x[i] - mx);
+      out.data[r] = static_cast<float>(std::log(sum) + mx - x[static_cast<std::int64_t>(in[1].data[r])]);
+    }
+    return core::ok_status();
+  }
+  if (fn == "norm_scale_grad") {
+    const ir::NormType t = norm_of_source(g, op);
+    const std::int64_t w = out.size, rows = in[1].size / w;
+    std::vector<float> xh;
+    xhat(t, in[1].data, rows, w, xh);
+    for (std::int64_t j = 0; j < in[0].size; ++j) out.data[j % w] += in[0].data[j] * xh[static_cast<std::size_t>(j)];
+    return core::ok_status();
+  }
+  if (fn != "sum" && fn != "mean") return unsupported(op);
+  std::vector<std::int64_t> map;
+  if (!reduce_map(*in[0].shape, *out.shape, map)) return unsupported(op, "unsupported reduction shape");
+  std::vector<double> acc(static_cast<std::size_t>(out.size), 0.0);
+  for (std::int64_t j = 0; j < in[0].size; ++j) acc[static_cast<std::size_t>(map[static_cast<std::size_t>(j)])] += in[0].data[j];
+  const double f = fn == "mean" ? static_cast<double>(out.size) / static_cast<double>(in[0].size) : 1.0;
+  for (std::int64_t j = 0; j < out.size; ++j) out.data[j] = static_cast<float>(acc[static_cast<std::size_t>(j)] * f);
+  return core::ok_status();
+}
+
+void init_parameter(const ir::Op& op, TensorView out) {
+  const std::uint64_t seed = name_hash(op.name);
+  const Shape& s = *out.shape;
+  float scale = 0.1f;  // biases and shifts: small values
+  float base = 0.0f;
+  const bool norm_scale = op.name.size() >= 6 && op.name.compare(op.name.size() - 6, 6, "_scale") == 0;
+  if (norm_scale) {
+    base = 1.0f;  // norm scales around 1
+  } else if (s.size() >= 2) {
+    scale = 1.0f / std::sqrt(static_cast<float>(product(s, 0, s.size() - 1)));  // ~1/sqrt(fan-in)
+  }
+  for (std::int64_t i = 0; i < out.size; ++i) out.data[i] = base + scale * (2.0f * unit(seed, i) - 1.0f);
+}
+
+}  // namespace
+
+void matmul(const float* lhs, const float* rhs, float* out, std::int64_t m, std::int64_t n, std::int64_t k) {
+  // Blocked i-k-j loop: the inner loop streams a row of rhs and of out.
+  constexpr std::int64_t kBlock = 64;
+  std::fill(out, out + m * n, 0.0f);
+  for (std::int64_t i0 = 0; i0 < m; i0 += kBlock) {
+    for (std::int64_t k0 = 0; k0 < k; k0 += kBlock) {
+      const std::int64_t i1 = std::min(i0 + kBlock, m), k1 = std::min(k0 + kBlock, k);
+      for (std::int64_t i = i0; i < i1; ++i) {
+        for (std::int64_t kk = k0; kk < k1; ++kk) {
+          const float a = lhs[i * k + kk];
+          const float* r = rhs + kk * n;
+          float* o = out + i * n;
+          for (std::int64_t j = 0; j < n; ++j) o[j] += a * r[j];
+        }
+      }
+    }
+  }
+}
+
+core::Status run_cpu_kernel(const ir::Graph& g, const ir::Op& op, const std::vector<TensorView>& in,
+                            TensorView out, const KernelContext& ctx) {
+  switch (op.kind) {
+    case ir::OpKind::kParameter:
+      init_parameter(op, out);
+      return core::ok_status();
+    case ir::OpKind::kInput: {
+      const std::uint64_t seed = name_hash(op.name);
+      const std::int64_t per_sample = out.size / std::max<std::int64_t>(1, (*out.shape)[0]);
+      const std::int64_t base = ctx.sample_offset * per_sample;
+      for (std::int64_t i = 0; i < out.size; ++i) {
+        const float u = unit(seed, base + i);
+        out.data[i] = op.out.is_index
+                          ? static_cast<float>(std::min<std::int64_t>(
+                                static_cast<std::int64_t>(u * static_cast<float>(ctx.index_range)),
+                                ctx.index_range - 1))
+                          : 2.0f * u - 1.0f;
+      }
+      return core::ok_status();
+    }
+    case ir::OpKind::kDot: return einsum(op, in, out);
+    case ir::OpKind::kConv2d: {
+      std::fill(out.data, out.data + out.size, 0.0f);
+      const auto v = op.conv.variant;
+      if (v == ir::ConvSpec::Variant::kForward) conv(op.conv, in[0].data, in[1].data, nullptr, out.data);
+      if (v == ir::ConvSpec::Variant::kGradInput) conv(op.conv, nullptr, in[1].data, in[0].data, out.data);
+      if (v == ir::ConvSpec::Variant::kGradFilter) conv(op.conv, in[0].data, nullptr, in[1].data, out.data);
+      return core::ok_status();
+    }
+    case ir::OpKind::kElementwise: return elementwise(g, op, in, out);
+    case ir::OpKind::kReduce: return reduce(g, op, in, out);
+    case ir::OpKind::kSoftmax: {
+      const std::int64_t w = out.shape->back();
+      const std::int64_t causal = is_causal_softmax(g, op) && out.shape->size() >= 2 &&
+                                          (*out.shape)[out.shape->size() - 2] == w ? w : 0;
+      softmax_rows(in[0].data, out.data, out.size / w, w, causal);
+      return core::ok_status();
+    }
+    case ir::OpKind::kNorm: {
+      const ir::NormType t = norm_of_source(g, op);
+      const std::int64_t w = out.shape->back(), rows = out.size / w;
+      if (op.function.size() > 5 && op.function.ends_with("_grad")) {
+        norm_grad(t, in[0].data, in[1].data, in[2].data, rows, w, out.data);
+        return core::ok_status();
+      }
+      std::vector<float> xh;
+      xhat(t, in[0].data, rows, w, xh);
+      for (std::int64_t j = 0; j < out.size; ++j) {
+        out.data[j] = xh[static_cast<std::size_t>(j)] * in[1].data[j % w] + (in.size() > 2 ? in[2].data[j % w] : 0.0f);
+      }
+      return core::ok_status();
+    }
+    case ir::OpKind::kEmbedding: {
+      if (op.function == "gather") {
+        const std::int64_t w = in[0].shape->back();
+        for (std::int64_t r = 0; r < in[1].size; ++r) {
+          const auto row = static_cast<std::int64_t>(in[1].data[r]);
+          std::copy(in[0].data + row * w, in[0].data + (row + 1) * w, out.data + r * w);
+        }
+        return core::ok_status();
+      }
+      if (op.function == "scatter_add") {
+        std::fill(out.data, out.data + out.size, 0.0f);
+        const std::int64_t w = out.shape->back();
+        for (std::int64_t r = 0; r < in[1].size; ++r) {
+          const auto row = static_cast<std::int64_t>(in[1].data[r]);
+          for (std::int64_t i = 0; i < w; ++i) out.data[row * w + i] += in[0].data[r * w + i];
+        }
+        return core::ok_status();
+      }
+      return unsupported(op);
+    }
+    case ir::OpKind::kPool: return pool(g, op, in, out);
+    case ir::OpKind::kOptimizer: {
+      // in = {parameter, gradient, state}; `out` is the parameter (updated in place).
+      const std::int64_t n = out.size;
+      float* st = in[2].data;
+      const float* grad = in[1].data;
+      if (op.function == "adam") {
+        for (std::int64_t i = 0; i < n; ++i) {
+          float& m = st[i];
+          float& v = st[n + i];
+          m = kAdamBeta1 * m + (1 - kAdamBeta1) * grad[i];
+          v = kAdamBeta2 * v + (1 - kAdamBeta2) * grad[i] * grad[i];
+          // Bias correction for step 1 (states start at zero every iteration).
+          const float mh = m / (1 - kAdamBeta1), vh = v / (1 - kAdamBeta2);
+          out.data[i] -= kAdamLr * mh / (std::sqrt(vh) + kAdamEps);
+        }
+        return core::ok_status();
+      }
+      if (op.function == "sgd_momentum") {
+        for (std::int64_t i = 0; i < n; ++i) {
+          st[i] = kSgdMomentum * st[i] + grad[i];
+          out.data[i] -= kSgdLr * st[i];
+        }
+        return core::ok_status();
+      }
+      return unsupported(op);
+    }
+    default: return unsupported(op);
+  }
+}
+
+}  // namespace alpasim::exec::cpu

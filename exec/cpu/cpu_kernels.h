@@ -1,0 +1,42 @@
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "ir/graph.h"
+
+namespace alpasim::exec::cpu {
+
+/// A dense fp32 tensor view (row-major). Index tensors hold their ids as exact floats.
+struct TensorView {
+  float* data = nullptr;
+  const std::vector<std::int64_t>* shape = nullptr;
+  std::int64_t size = 0;  ///< elements
+};
+
+/// What a kernel needs beyond its operands.
+struct KernelContext {
+  /// kInput: global index of the first sample of this shard (inputs are a deterministic
+  /// function of the global element index, so every sharding sees the same data).
+  std::int64_t sample_offset = 0;
+  /// kInput with integer ids: exclusive upper bound of the ids.
+  std::int64_t index_range = 0;
+};
+
+/// Runs `op` of graph `g` on the CPU in fp32: `inputs` in operand order (for an optimizer
+/// op the last is its state), result written to `out` (overwritten; the caller adds for
+/// gradient accumulation). Semantics (docs/executor.md): dropout runs with rate 0, the
+/// attention softmax is causal and unscaled, norms use eps = 1e-5, batch-norm uses the
+/// statistics of the shard it sees, Adam (lr 1e-3) and SGD with momentum 0.9 (lr 1e-2)
+/// start from zero state. Errors: kUnimplemented naming the op, kind and function.
+core::Status run_cpu_kernel(const ir::Graph& g, const ir::Op& op,
+                            const std::vector<TensorView>& inputs, TensorView out,
+                            const KernelContext& ctx);
+
+/// out[b, m, n] = sum_k lhs[b, m, k] · rhs[b, k, n] for row-major operands (the blocked
+/// matmul the einsum kernel reduces to); exposed for the benchmark.
+void matmul(const float* lhs, const float* rhs, float* out, std::int64_t m, std::int64_t n,
+            std::int64_t k);
+
+}  // namespace alpasim::exec::cpu

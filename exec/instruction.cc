@@ -1,0 +1,85 @@
+#include "exec/instruction.h"
+
+#include <sstream>
+
+namespace alpasim::exec {
+
+std::string_view instr_kind_name(InstrKind kind) {
+  switch (kind) {
+    case InstrKind::kAllocate: return "allocate";
+    case InstrKind::kFree: return "free";
+    case InstrKind::kRun: return "run";
+    case InstrKind::kAllReduce: return "all_reduce";
+    case InstrKind::kAllGather: return "all_gather";
+    case InstrKind::kReduceScatter: return "reduce_scatter";
+    case InstrKind::kAllToAll: return "all_to_all";
+    case InstrKind::kSend: return "send";
+    case InstrKind::kRecv: return "recv";
+  }
+  return "?";
+}
+
+const std::vector<InstrKind>& all_instr_kinds() {
+  static const std::vector<InstrKind> kinds = {
+      InstrKind::kAllocate,      InstrKind::kFree,     InstrKind::kRun,
+      InstrKind::kAllReduce,     InstrKind::kAllGather, InstrKind::kReduceScatter,
+      InstrKind::kAllToAll,      InstrKind::kSend,     InstrKind::kRecv};
+  return kinds;
+}
+
+std::string_view task_kind_name(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kInit: return "init";
+    case TaskKind::kForward: return "forward";
+    case TaskKind::kBackward: return "backward";
+    case TaskKind::kOptimizer: return "optimizer";
+  }
+  return "?";
+}
+
+std::string_view buffer_role_name(BufferRole role) {
+  switch (role) {
+    case BufferRole::kParameter: return "parameters";
+    case BufferRole::kGradient: return "gradients";
+    case BufferRole::kOptimizerState: return "optimizer_states";
+    case BufferRole::kActivation: return "activations";
+    case BufferRole::kLoss: return "loss";
+  }
+  return "?";
+}
+
+std::string program_to_text(const Program& program) {
+  std::ostringstream os;
+  for (std::size_t d = 0; d < program.code.size(); ++d) {
+    const auto& code = program.code[d];
+    for (std::size_t i = 0; i < code.size(); ++i) {
+      const Instruction& in = code[i];
+      os << "dev" << program.devices[d] << " #" << i << ' ' << instr_kind_name(in.kind);
+      if (in.op != ir::kNoOp && in.stage >= 0) os << ' ' << program.graph_of_stage(in.stage).op(in.op).name;
+      if (in.microbatch >= 0) os << " mb" << in.microbatch;
+      if (in.stage >= 0) os << " stage" << in.stage;
+      if (in.buffer != kNoBuffer) os << " b" << in.buffer;
+      if (!in.inputs.empty()) {
+        os << " (";
+        for (std::size_t k = 0; k < in.inputs.size(); ++k) os << (k ? ", b" : "b") << in.inputs[k];
+        os << ')';
+      }
+      if (in.kind == InstrKind::kSend || in.kind == InstrKind::kRecv) {
+        os << (in.kind == InstrKind::kSend ? " to dev" : " from dev")
+           << program.devices[static_cast<std::size_t>(in.peer)] << " tag" << in.tag << " ["
+           << in.offset_elements << "+" << in.count_elements << ']';
+      }
+      if (!in.group.empty()) {
+        os << " group{";
+        for (std::size_t k = 0; k < in.group.size(); ++k) {
+          os << (k ? "," : "") << program.devices[static_cast<std::size_t>(in.group[k])];
+        }
+        os << "} id" << in.collective_id;
+      }
+      os << '\n';
+    }
+  }
+  return os.str();
+}
+
+}  // namespace alpasim::exec

@@ -1,0 +1,118 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace alpasim::exec {
+
+/// Index of a buffer in Program::buffers. A buffer lives on exactly one device.
+using BufferId = std::int32_t;
+inline constexpr BufferId kNoBuffer = -1;
+
+/// The instruction kinds of Alpa's MPMD runtime (paper §6), one static list per device.
+enum class InstrKind {
+  kAllocate,       ///< reserve `buffer` (zero-filled)
+  kFree,           ///< release `buffer`
+  kRun,            ///< run one operator's shard: inputs -> buffer (or += with accumulate)
+  kAllReduce,      ///< in place over `group`, then multiply by `scale`
+  kAllGather,      ///< in place: rank r contributes elements [r·n/k, (r+1)·n/k) of `buffer`
+  kReduceScatter,  ///< in place: rank r ends with the sum of its 1/k slice
+  kAllToAll,       ///< in place: slice j of rank r goes to slice r of rank j
+  kSend,           ///< elements [offset, offset+count) of `buffer` to device `peer`
+  kRecv,           ///< elements [offset, offset+count) of `buffer` from device `peer`
+};
+
+/// "allocate", "run", "all_reduce", ... (stable: used in traces and tables).
+std::string_view instr_kind_name(InstrKind kind);
+/// All kinds in enum order.
+const std::vector<InstrKind>& all_instr_kinds();
+
+/// Which part of an iteration an instruction belongs to (trace categories, docs/trace.md).
+enum class TaskKind { kInit, kForward, kBackward, kOptimizer };
+std::string_view task_kind_name(TaskKind kind);
+
+/// One instruction of one device's program.
+struct Instruction {
+  InstrKind kind = InstrKind::kRun;
+  TaskKind task = TaskKind::kInit;
+  BufferId buffer = kNoBuffer;  ///< the buffer written, sent, received, allocated or freed
+  /// kRun: buffers of the operator's inputs, in operand order; for an optimizer op one more
+  /// at the end, its state buffer.
+  std::vector<BufferId> inputs;
+  ir::OpId op = ir::kNoOp;      ///< kRun: the operator (in the stage's graph)
+  std::int32_t stage = -1;      ///< pipeline stage (virtual stage with interleaving)
+  std::int32_t microbatch = -1; ///< -1: once per iteration
+  bool accumulate = false;      ///< kRun: add into `buffer` (gradient accumulation)
+  /// kRun of an input op: global index of the first sample of this shard.
+  std::int64_t sample_offset = 0;
+  std::int32_t peer = -1;         ///< kSend/kRecv: device index (Program::devices)
+  std::int64_t tag = -1;          ///< kSend/kRecv: transfer id, equal on both sides
+  std::int64_t offset_elements = 0;  ///< kSend/kRecv: first element of the range
+  std::int64_t count_elements = 0;   ///< kSend/kRecv: elements in the range
+  std::vector<std::int32_t> group;   ///< collectives: device indices in rank order
+  std::int64_t collective_id = -1;   ///< collectives: equal on every member
+  double scale = 1.0;                ///< kAllReduce: factor applied after the sum
+};
+
+/// What a buffer holds (memory breakdown and what the backends report back).
+enum class BufferRole {
+  kParameter,       ///< weights (updated in place by the optimizer)
+  kGradient,        ///< a parameter's accumulated gradient (the optimizer's input)
+  kOptimizerState,  ///< Adam moments or SGD momentum
+  kActivation,      ///< any per-microbatch tensor, stashed or working
+  kLoss,            ///< the scalar loss of one microbatch shard
+};
+std::string_view buffer_role_name(BufferRole role);
+
+/// A tensor instance on one device.
+struct Buffer {
+  BufferId id = kNoBuffer;
+  std::int32_t device = -1;     ///< index into Program::devices
+  ir::OpId tensor = ir::kNoOp;  ///< the operator whose output it holds
+  std::int32_t stage = -1;      ///< stage whose graph gives the local shape
+  std::int32_t microbatch = -1;
+  BufferRole role = BufferRole::kActivation;
+  std::vector<std::int64_t> shape;  ///< local (per-device) shape
+  std::int64_t elements = 0;        ///< fp32 elements the CPU backend stores
+  std::int64_t bytes = 0;           ///< bytes at the plan's dtype (memory accounting)
+  /// True for a copy received from another stage; false for the instance its producer
+  /// (or, for parameters, its owning stage) writes.
+  bool received = false;
+};
+
+/// A lowered plan: the static instruction list of every device for one training iteration.
+struct Program {
+  /// Global device ids (cluster numbering) in increasing order; instructions and buffers
+  /// refer to positions in this list.
+  std::vector<std::int64_t> devices;
+  /// One training graph per distinct per-device batch size; `stage_graph[s]` indexes it.
+  std::vector<ir::Graph> graphs;
+  std::vector<std::int32_t> stage_graph;
+  /// Devices (indices) of each stage, row-major over its logical mesh.
+  std::vector<std::vector<std::int32_t>> stage_devices;
+  std::int64_t num_microbatches = 0;
+  std::int64_t global_batch_size = 0;
+  std::string optimizer;  ///< "adam" or "sgd" (the optimizer ops' function)
+  /// Per op id: for index inputs, the exclusive upper bound of the ids (table rows or
+  /// classes); 0 otherwise.
+  std::vector<std::int64_t> index_range;
+  /// Per op id: the parameter whose accumulated gradient the op produces (the optimizer's
+  /// gradient input), kNoOp for other ops.
+  std::vector<ir::OpId> gradient_of;
+  std::vector<Buffer> buffers;
+  /// Per device (same order as `devices`): its instructions in execution order.
+  std::vector<std::vector<Instruction>> code;
+
+  const ir::Graph& graph_of_stage(std::int32_t stage) const {
+    return graphs[static_cast<std::size_t>(stage_graph[static_cast<std::size_t>(stage)])];
+  }
+};
+
+/// One line per instruction, "dev0 #3 run block0/attn/q mb1 stage0 -> b12 (b3, b7)".
+std::string program_to_text(const Program& program);
+
+}  // namespace alpasim::exec

@@ -1,0 +1,757 @@
+#include "exec/lower.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "core/check.h"
+#include "ir/builders.h"
+
+namespace alpasim::exec {
+namespace {
+
+using ir::OpId;
+using ir::OpKind;
+
+/// How a tensor is laid out over a stage's data-parallel mesh.
+enum class Layout {
+  kBatch,       ///< axis 0 is the batch: device r holds rows [r·b, (r+1)·b)
+  kReplicated,  ///< every device holds the whole tensor
+  kPartial,     ///< every device holds a partial sum (a reduction over its batch rows)
+};
+
+enum class TaskType { kForward, kBackward, kOptimizer };
+
+struct Task {
+  TaskType type = TaskType::kForward;
+  std::int32_t stage = 0;
+  std::int32_t microbatch = -1;
+};
+
+/// One piece of a cross-mesh transfer: elements [src_off, src_off+count) of the source
+/// device's buffer land at dst_off of the destination device's buffer.
+struct Piece {
+  std::int32_t src = 0;
+  std::int32_t dst = 0;
+  std::int64_t src_off = 0;
+  std::int64_t dst_off = 0;
+  std::int64_t count = 0;
+};
+
+struct Transfer {
+  std::vector<Piece> pieces;
+  bool gather = false;  ///< the receiving mesh all-gathers the 1/k slices afterwards
+};
+
+using InstanceKey = std::pair<OpId, std::int32_t>;  // (tensor, microbatch or -1)
+
+class Lowerer {
+ public:
+  Lowerer(const schema::Plan& plan, const LowerOptions& options) : plan_(plan), opt_(options) {}
+
+  core::Result<Program> run() {
+    ALPASIM_RETURN_IF_ERROR(check_plan());
+    ALPASIM_RETURN_IF_ERROR(build_graphs());
+    ALPASIM_RETURN_IF_ERROR(classify());
+    ALPASIM_RETURN_IF_ERROR(build_schedules());
+    prog_.code.resize(prog_.devices.size());
+    have_.resize(prog_.devices.size());
+    for (std::size_t d = 0; d < prog_.devices.size(); ++d) {
+      ALPASIM_RETURN_IF_ERROR(lower_device(static_cast<std::int32_t>(d)));
+    }
+    fix_channel_order();
+    insert_frees();
+    return std::move(prog_);
+  }
+
+ private:
+  // ---- plan checks and graphs ----
+  core::Status check_plan() {
+    S_ = static_cast<std::int32_t>(plan_.stages.size());
+    if (S_ == 0) return core::invalid_argument("plan: /stages: expected at least one stage, got 0");
+    M_ = plan_.num_microbatches;
+    if (M_ <= 0 || plan_.global_batch_size <= 0 || plan_.global_batch_size % M_ != 0) {
+      return core::invalid_argument(
+          "plan: /num_microbatches: expected a divisor of global_batch_size " +
+          std::to_string(plan_.global_batch_size) + ", got " + std::to_string(M_));
+    }
+    V_ = plan_.schedule == schema::Schedule::kInterleavedOneFOneB
+             ? static_cast<std::int32_t>(std::max<std::int64_t>(1, plan_.interleave))
+             : 1;
+    if (S_ % V_ != 0) {
+      return core::invalid_argument("plan: /interleave: expected a divisor of the " +
+                                    std::to_string(S_) + " stages, got " + std::to_string(V_));
+    }
+    P_ = S_ / V_;
+    const std::int64_t mb_samples = plan_.global_batch_size / M_;
+    std::set<std::int64_t> ids;
+    for (const auto& st : plan_.stages) ids.insert(st.device_ids.begin(), st.device_ids.end());
+    prog_.devices.assign(ids.begin(), ids.end());
+    for (std::int32_t s = 0; s < S_; ++s) {
+      const auto& st = plan_.stages[static_cast<std::size_t>(s)];
+      const std::string where = "plan: /stages/" + std::to_string(s);
+      if (!st.shardings.empty() && !opt_.ignore_operator_shardings) {
+        return core::unimplemented(
+            where + "/shardings: the executor runs stages data parallel only; per-operator "
+                    "shardings (" + std::to_string(st.shardings.size()) +
+            " given) are not lowered yet (alpa-exec --data-parallel-default runs the plan "
+            "with them replaced by data parallelism)");
+      }
+      const auto d = static_cast<std::int64_t>(st.device_ids.size());
+      if (d <= 0 || mb_samples % d != 0) {
+        return core::invalid_argument(where + "/device_ids: expected a mesh size dividing the " +
+                                      std::to_string(mb_samples) +
+                                      " samples of a microbatch, got " + std::to_string(d));
+      }
+      local_batch_.push_back(mb_samples / d);
+      std::vector<std::int32_t> devs;
+      for (std::int64_t id : st.device_ids) {
+        devs.push_back(static_cast<std::int32_t>(
+            std::lower_bound(prog_.devices.begin(), prog_.devices.end(), id) -
+            prog_.devices.begin()));
+      }
+      prog_.stage_devices.push_back(std::move(devs));
+    }
+    prog_.num_microbatches = M_;
+    prog_.global_batch_size = plan_.global_batch_size;
+    return core::ok_status();
+  }
+
+  core::Result<ir::Graph> training_graph(std::int64_t samples) {
+    core::Result<ir::Graph> fwd =
+        opt_.build_forward ? opt_.build_forward(samples)
+                           : ir::build_forward_graph(plan_.model, {samples, plan_.dtype});
+    if (!fwd.ok()) return fwd.status();
+    if (fwd->meta.loss == ir::kNoOp) {
+      return core::invalid_argument("model " + fwd->meta.model_name +
+                                    ": the graph has no loss, nothing to train");
+    }
+    ir::TrainingOptions t;
+    t.optimizer = executor_optimizer(*fwd);
+    t.recompute = plan_.recompute == schema::Recompute::kFull ? ir::RecomputePolicy::kFull
+                  : plan_.recompute == schema::Recompute::kSelective
+                      ? ir::RecomputePolicy::kSelective
+                      : ir::RecomputePolicy::kNone;
+    return ir::derive_training_graph(*fwd, t);
+  }
+
+  core::Status build_graphs() {
+    std::map<std::int64_t, std::int32_t> by_batch;
+    for (std::int32_t s = 0; s < S_; ++s) {
+      const std::int64_t b = local_batch_[static_cast<std::size_t>(s)];
+      auto it = by_batch.find(b);
+      if (it == by_batch.end()) {
+        ALPASIM_ASSIGN_OR_RETURN(ir::Graph g, training_graph(b));
+        it = by_batch.emplace(b, static_cast<std::int32_t>(prog_.graphs.size())).first;
+        prog_.graphs.push_back(std::move(g));
+      }
+      prog_.stage_graph.push_back(it->second);
+    }
+    const ir::Graph& g0 = prog_.graphs[0];
+    for (const auto& g : prog_.graphs) {
+      ALPASIM_CHECK(g.size() == g0.size()) << "graphs of different batch sizes differ in ops";
+    }
+    prog_.optimizer = g0.meta.optimizer;
+    const std::int64_t layers = g0.num_layers();
+    if (plan_.stages.back().layer_end != layers) {
+      return core::invalid_argument(
+          "plan: /stages/" + std::to_string(S_ - 1) + "/layers: expected the stages to cover the " +
+          std::to_string(layers) + " layers of the model graph, got " +
+          std::to_string(plan_.stages.back().layer_end) +
+          " (plans over clustered layers are not executable)");
+    }
+    stage_of_layer_.assign(static_cast<std::size_t>(layers), 0);
+    for (std::int32_t s = 0; s < S_; ++s) {
+      const auto& st = plan_.stages[static_cast<std::size_t>(s)];
+      for (std::int64_t l = st.layer_begin; l < st.layer_end; ++l) {
+        stage_of_layer_[static_cast<std::size_t>(l)] = s;
+      }
+    }
+    return core::ok_status();
+  }
+
+  // ---- tensor classification ----
+  core::Status classify() {
+    // The batch axis of every tensor: the axis that doubles when the per-device batch does.
+    ALPASIM_ASSIGN_OR_RETURN(ir::Graph one, training_graph(1));
+    ALPASIM_ASSIGN_OR_RETURN(ir::Graph two, training_graph(2));
+    const ir::Graph& g = prog_.graphs[0];
+    const std::size_t n = g.size();
+    if (one.size() != n || two.size() != n) {
+      return core::unimplemented("model " + g.meta.model_name +
+                                 ": the graph's operators change with the batch size");
+    }
+    layout_.assign(n, Layout::kReplicated);
+    bool any_batch = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      const ir::Op& a = one.op(static_cast<OpId>(i));
+      const ir::Op& b = two.op(static_cast<OpId>(i));
+      const ir::Op& o = g.op(static_cast<OpId>(i));
+      if (a.out.shape != b.out.shape) {
+        bool axis0 = a.out.shape.size() == b.out.shape.size() && !a.out.shape.empty() &&
+                     b.out.shape[0] == 2 * a.out.shape[0];
+        for (std::size_t k = 1; axis0 && k < a.out.shape.size(); ++k) {
+          axis0 = a.out.shape[k] == b.out.shape[k];
+        }
+        if (!axis0) {
+          return core::unimplemented("op " + o.name +
+                                     ": the batch is not the leading axis of its output; the "
+                                     "executor splits batches along axis 0 only");
+        }
+        layout_[i] = Layout::kBatch;
+        any_batch = true;
+        continue;
+      }
+      if (o.kind == OpKind::kParameter) continue;
+      for (OpId in : o.inputs) {
+        if (layout_[static_cast<std::size_t>(in)] != Layout::kReplicated) {
+          layout_[i] = Layout::kPartial;
+        }
+      }
+      if (o.kind == OpKind::kOptimizer) layout_[i] = Layout::kReplicated;
+    }
+    if (!any_batch) {
+      return core::unimplemented("model " + g.meta.model_name +
+                                 ": no tensor scales with the batch size (a model file with "
+                                 "static shapes?); the executor needs a batch axis to split");
+    }
+    // Stages, per-iteration ops, final gradients.
+    op_stage_.assign(n, 0);
+    per_iter_.assign(n, 0);
+    final_grad_.assign(n, 0);
+    prog_.gradient_of.assign(n, ir::kNoOp);
+    consumer_stages_.assign(n, {});
+    fwd_ops_.assign(static_cast<std::size_t>(S_), {});
+    bwd_ops_.assign(static_cast<std::size_t>(S_), {});
+    opt_ops_.assign(static_cast<std::size_t>(S_), {});
+    param_ops_.assign(static_cast<std::size_t>(S_), {});
+    for (const ir::Op& o : g.ops()) {
+      if (o.kind == OpKind::kOptimizer) {
+        prog_.gradient_of[static_cast<std::size_t>(o.inputs[1])] = o.inputs[0];
+        per_iter_[static_cast<std::size_t>(o.id)] = 1;
+        final_grad_[static_cast<std::size_t>(o.inputs[1])] = 1;
+        per_iter_[static_cast<std::size_t>(o.inputs[1])] = 1;
+      }
+      if (o.kind == OpKind::kParameter) per_iter_[static_cast<std::size_t>(o.id)] = 1;
+    }
+    prog_.index_range.assign(n, 0);
+    for (const ir::Op& o : g.ops()) {
+      const auto i = static_cast<std::size_t>(o.id);
+      if (o.layer < 0 || static_cast<std::size_t>(o.layer) >= stage_of_layer_.size()) {
+        return core::internal_error("op " + o.name + ": layer outside the graph's layers");
+      }
+      const std::int32_t s = stage_of_layer_[static_cast<std::size_t>(o.layer)];
+      op_stage_[i] = s;
+      const auto si = static_cast<std::size_t>(s);
+      if (o.kind == OpKind::kParameter) {
+        param_ops_[si].push_back(o.id);
+      } else if (o.kind == OpKind::kOptimizer) {
+        opt_ops_[si].push_back(o.id);
+      } else if (o.phase == ir::Phase::kForward) {
+        fwd_ops_[si].push_back(o.id);
+      } else {
+        bwd_ops_[si].push_back(o.id);
+      }
+      if (o.kind == OpKind::kEmbedding && o.inputs.size() == 2 && o.function == "gather") {
+        prog_.index_range[static_cast<std::size_t>(o.inputs[1])] = g.op(o.inputs[0]).out.shape[0];
+      }
+      if (o.function == "softmax_cross_entropy") {
+        prog_.index_range[static_cast<std::size_t>(o.inputs[1])] = g.op(o.inputs[0]).out.shape.back();
+      }
+    }
+    for (const ir::Op& o : g.ops()) {
+      for (OpId in : o.inputs) {
+        consumer_stages_[static_cast<std::size_t>(in)].insert(op_stage_[static_cast<std::size_t>(o.id)]);
+      }
+    }
+    // Partial sums can only move 1:1 between meshes of equal size.
+    for (const ir::Op& o : g.ops()) {
+      const auto i = static_cast<std::size_t>(o.id);
+      if (per_iter_[i] || layout_[i] != Layout::kPartial) continue;
+      for (std::int32_t k : consumer_stages_[i]) {
+        if (mesh_size(k) != mesh_size(op_stage_[i])) {
+          return core::unimplemented("op " + o.name + ": a partial sum crosses from stage " +
+                                     std::to_string(op_stage_[i]) + " to stage " +
+                                     std::to_string(k) + " whose mesh has another size");
+        }
+      }
+    }
+    return core::ok_status();
+  }
+
+  std::int32_t loss_stage() const {
+    return op_stage_[static_cast<std::size_t>(prog_.graphs[0].meta.loss)];
+  }
+
+  std::int64_t mesh_size(std::int32_t stage) const {
+    return static_cast<std::int64_t>(prog_.stage_devices[static_cast<std::size_t>(stage)].size());
+  }
+
+  // ---- schedules ----
+  core::Status build_schedules() {
+    const auto M = static_cast<std::int32_t>(M_);
+    mesh_tasks_.assign(static_cast<std::size_t>(P_), {});
+    for (std::int32_t p = 0; p < P_; ++p) {
+      std::vector<Task>& t = mesh_tasks_[static_cast<std::size_t>(p)];
+      if (V_ == 1) {
+        if (plan_.schedule == schema::Schedule::kGpipe) {
+          for (std::int32_t m = 0; m < M; ++m) t.push_back({TaskType::kForward, p, m});
+          for (std::int32_t m = 0; m < M; ++m) t.push_back({TaskType::kBackward, p, m});
+        } else {  // 1F1B (PipeDream-flush): warm-up forwards, then one forward, one backward
+          const std::int32_t warm = std::min(P_ - p - 1, M);
+          for (std::int32_t m = 0; m < warm; ++m) t.push_back({TaskType::kForward, p, m});
+          for (std::int32_t i = 0; i < M - warm; ++i) {
+            t.push_back({TaskType::kForward, p, warm + i});
+            t.push_back({TaskType::kBackward, p, i});
+          }
+          for (std::int32_t m = M - warm; m < M; ++m) t.push_back({TaskType::kBackward, p, m});
+        }
+      } else {
+        // Megatron-LM's interleaved 1F1B (schedules.py forward_backward_pipelining_with_
+        // interleaving): microbatches in groups of P per model chunk.
+        if (M % P_ != 0) {
+          return core::invalid_argument("plan: /num_microbatches: the interleaved schedule needs "
+                                        "a multiple of the " + std::to_string(P_) +
+                                        " pipeline meshes, got " + std::to_string(M));
+        }
+        const std::int32_t total = M * V_;
+        auto chunk = [&](std::int32_t k, bool forward) {
+          const std::int32_t c = (k % (P_ * V_)) / P_;
+          return forward ? c : V_ - 1 - c;
+        };
+        auto mb = [&](std::int32_t k) { return (k / (P_ * V_)) * P_ + k % P_; };
+        std::int32_t warm = M == P_ ? total : std::min((P_ - p - 1) * 2 + (V_ - 1) * P_, total);
+        for (std::int32_t k = 0; k < warm; ++k) {
+          t.push_back({TaskType::kForward, chunk(k, true) * P_ + p, mb(k)});
+        }
+        for (std::int32_t i = 0; i < total - warm; ++i) {
+          t.push_back({TaskType::kForward, chunk(warm + i, true) * P_ + p, mb(warm + i)});
+          t.push_back({TaskType::kBackward, chunk(i, false) * P_ + p, mb(i)});
+        }
+        for (std::int32_t k = total - warm; k < total; ++k) {
+          t.push_back({TaskType::kBackward, chunk(k, false) * P_ + p, mb(k)});
+        }
+      }
+      for (std::int32_t c = 0; c < V_; ++c) t.push_back({TaskType::kOptimizer, c * P_ + p, -1});
+      auto& pos = task_pos_.emplace_back();
+      for (std::size_t i = 0; i < t.size(); ++i) {
+        pos[{static_cast<int>(t[i].type), t[i].stage, t[i].microbatch}] =
+            static_cast<std::int32_t>(i);
+      }
+    }
+    return core::ok_status();
+  }
+
+  /// Position of the task producing instance `key` in its mesh's schedule (-1: init).
+  std::int32_t producer_position(const InstanceKey& key) const {
+    const ir::Op& o = prog_.graphs[0].op(key.first);
+    const std::int32_t s = op_stage_[static_cast<std::size_t>(key.first)];
+    if (o.kind == OpKind::kParameter) return -1;
+    TaskType t = final_grad_[static_cast<std::size_t>(key.first)] ? TaskType::kOptimizer
+                 : o.phase == ir::Phase::kForward                  ? TaskType::kForward
+                                                                   : TaskType::kBackward;
+    const auto& pos = task_pos_[static_cast<std::size_t>(s % P_)];
+    return pos.at({static_cast<int>(t), s, t == TaskType::kOptimizer ? -1 : key.second});
+  }
+
+  // ---- transfers ----
+  Transfer transfer(OpId t, std::int32_t from, std::int32_t to) const {
+    const auto& A = prog_.stage_devices[static_cast<std::size_t>(from)];
+    const auto& B = prog_.stage_devices[static_cast<std::size_t>(to)];
+    const auto dA = static_cast<std::int64_t>(A.size()), dB = static_cast<std::int64_t>(B.size());
+    const ir::Op& src = prog_.graph_of_stage(from).op(t);
+    const std::int64_t n = src.out.num_elements();
+    Transfer tr;
+    const auto i = static_cast<std::size_t>(t);
+    const Layout l = per_iter_[i] ? Layout::kReplicated : layout_[i];
+    if (l == Layout::kBatch) {
+      const std::int64_t rA = local_batch_[static_cast<std::size_t>(from)];
+      const std::int64_t rB = local_batch_[static_cast<std::size_t>(to)];
+      const std::int64_t row = n / rA;
+      for (std::int64_t j = 0; j < dB; ++j) {
+        for (std::int64_t a = 0; a < dA; ++a) {
+          const std::int64_t lo = std::max(a * rA, j * rB), hi = std::min((a + 1) * rA, (j + 1) * rB);
+          if (lo >= hi) continue;
+          tr.pieces.push_back({A[static_cast<std::size_t>(a)], B[static_cast<std::size_t>(j)],
+                               (lo - a * rA) * row, (lo - j * rB) * row, (hi - lo) * row});
+        }
+      }
+    } else if (l == Layout::kReplicated && dB > 1 && n % dB == 0) {
+      tr.gather = true;
+      const std::int64_t part = n / dB;
+      for (std::int64_t j = 0; j < dB; ++j) {
+        tr.pieces.push_back({A[static_cast<std::size_t>(j % dA)], B[static_cast<std::size_t>(j)],
+                             j * part, j * part, part});
+      }
+    } else {  // replicated without an even split, or a partial sum (equal mesh sizes)
+      for (std::int64_t j = 0; j < dB; ++j) {
+        tr.pieces.push_back({A[static_cast<std::size_t>(j % dA)], B[static_cast<std::size_t>(j)],
+                             0, 0, n});
+      }
+    }
+    return tr;
+  }
+
+  std::int64_t tag_of(OpId t, std::int32_t mb, std::int32_t from, std::int32_t to, std::size_t piece) {
+    auto key = std::make_tuple(t, mb, from, to, piece);
+    auto it = tags_.find(key);
+    if (it == tags_.end()) it = tags_.emplace(key, static_cast<std::int64_t>(tags_.size())).first;
+    return it->second;
+  }
+
+  std::int64_t collective_of(int what, OpId t, std::int32_t mb, std::int32_t stage) {
+    auto key = std::make_tuple(what, t, mb, stage);
+    auto it = colls_.find(key);
+    if (it == colls_.end()) it = colls_.emplace(key, static_cast<std::int64_t>(colls_.size())).first;
+    return it->second;
+  }
+
+  // ---- emission ----
+  BufferId new_buffer(std::int32_t dev, OpId t, std::int32_t stage, std::int32_t mb, BufferRole role,
+                      TaskKind task) {
+    const ir::Op& o = prog_.graph_of_stage(stage).op(t);
+    Buffer b;
+    b.id = static_cast<BufferId>(prog_.buffers.size());
+    b.device = dev;
+    b.tensor = t;
+    b.stage = stage;
+    b.microbatch = mb;
+    b.role = role;
+    b.shape = o.out.shape;
+    b.elements = o.out.num_elements();
+    b.bytes = o.out.bytes();
+    prog_.buffers.push_back(b);
+    Instruction in;
+    in.kind = InstrKind::kAllocate;
+    in.task = task;
+    in.buffer = b.id;
+    in.stage = stage;
+    in.microbatch = mb;
+    in.op = t;
+    out_->push_back(in);
+    return b.id;
+  }
+
+  BufferRole role_of(OpId t) const {
+    const ir::Graph& g = prog_.graphs[0];
+    if (g.op(t).kind == OpKind::kParameter) return BufferRole::kParameter;
+    if (final_grad_[static_cast<std::size_t>(t)]) return BufferRole::kGradient;
+    if (t == g.meta.loss) return BufferRole::kLoss;
+    return BufferRole::kActivation;
+  }
+
+  InstanceKey key_of(OpId t, std::int32_t mb) const {
+    return {t, per_iter_[static_cast<std::size_t>(t)] ? -1 : mb};
+  }
+
+  void emit_sends(std::int32_t dev, OpId t, std::int32_t mb, TaskKind task) {
+    const std::int32_t from = op_stage_[static_cast<std::size_t>(t)];
+    const BufferId buf = have_[static_cast<std::size_t>(dev)].at({t, mb});
+    std::set<std::int32_t> meshes;  // stages on one mesh (interleaving) receive one copy
+    for (std::int32_t to : consumer_stages_[static_cast<std::size_t>(t)]) {
+      if (to == from || on_mesh(dev, to) || !meshes.insert(to % P_).second) continue;
+      const Transfer tr = transfer(t, from, to);
+      for (std::size_t k = 0; k < tr.pieces.size(); ++k) {
+        const Piece& p = tr.pieces[k];
+        if (p.src != dev) continue;
+        Instruction in;
+        in.kind = InstrKind::kSend;
+        in.task = task;
+        in.buffer = buf;
+        in.op = t;
+        in.stage = from;
+        in.microbatch = mb;
+        in.peer = p.dst;
+        in.tag = tag_of(t, mb, from, to % P_, k);
+        in.offset_elements = p.src_off;
+        in.count_elements = p.count;
+        out_->push_back(in);
+      }
+    }
+  }
+
+  bool on_mesh(std::int32_t dev, std::int32_t stage) const {
+    const auto& d = prog_.stage_devices[static_cast<std::size_t>(stage)];
+    return std::find(d.begin(), d.end(), dev) != d.end();
+  }
+
+  std::int32_t rank_in(std::int32_t dev, std::int32_t stage) const {
+    const auto& d = prog_.stage_devices[static_cast<std::size_t>(stage)];
+    return static_cast<std::int32_t>(std::find(d.begin(), d.end(), dev) - d.begin());
+  }
+
+  /// RECVs (and local all-gathers) of every remote input the ops of a task need.
+  void receive_inputs(std::int32_t dev, std::int32_t stage, std::int32_t mb, TaskKind task,
+                      const std::vector<OpId>& ops) {
+    const ir::Graph& g = prog_.graphs[0];
+    auto& have = have_[static_cast<std::size_t>(dev)];
+    std::set<std::tuple<std::int32_t, OpId, std::int32_t>> needed;  // (position, tensor, mb)
+    for (OpId id : ops) {
+      for (OpId in : g.op(id).inputs) {
+        const InstanceKey key = key_of(in, mb);
+        const std::int32_t from = op_stage_[static_cast<std::size_t>(in)];
+        if (have.count(key) || on_mesh(dev, from)) continue;
+        needed.insert({producer_position(key), key.first, key.second});
+      }
+    }
+    for (const auto& [pos, t, m] : needed) {
+      const std::int32_t from = op_stage_[static_cast<std::size_t>(t)];
+      const BufferId buf = new_buffer(dev, t, stage, m, role_of(t), task);
+      prog_.buffers[static_cast<std::size_t>(buf)].received = true;
+      const Transfer tr = transfer(t, from, stage);
+      for (std::size_t k = 0; k < tr.pieces.size(); ++k) {
+        const Piece& p = tr.pieces[k];
+        if (p.dst != dev) continue;
+        Instruction in;
+        in.kind = InstrKind::kRecv;
+        in.task = task;
+        in.buffer = buf;
+        in.op = t;
+        in.stage = stage;
+        in.microbatch = m;
+        in.peer = p.src;
+        in.tag = tag_of(t, m, from, stage % P_, k);
+        in.offset_elements = p.dst_off;
+        in.count_elements = p.count;
+        out_->push_back(in);
+      }
+      if (tr.gather) {
+        Instruction in;
+        in.kind = InstrKind::kAllGather;
+        in.task = task;
+        in.buffer = buf;
+        in.op = t;
+        in.stage = stage;
+        in.microbatch = m;
+        in.group = prog_.stage_devices[static_cast<std::size_t>(stage)];
+        in.collective_id = collective_of(0, t, m, stage);
+        out_->push_back(in);
+      }
+      have[{t, m}] = buf;
+    }
+  }
+
+  void emit_run(std::int32_t dev, OpId id, std::int32_t stage, std::int32_t mb, TaskKind task) {
+    const ir::Graph& g = prog_.graph_of_stage(stage);
+    const ir::Op& o = g.op(id);
+    auto& have = have_[static_cast<std::size_t>(dev)];
+    Instruction in;
+    in.kind = InstrKind::kRun;
+    in.task = task;
+    in.op = id;
+    in.stage = stage;
+    in.microbatch = mb;
+    for (OpId x : o.inputs) {
+      auto it = have.find(key_of(x, mb));
+      ALPASIM_CHECK(it != have.end()) << "input " << g.op(x).name << " of " << o.name
+                                      << " missing on device " << dev;
+      in.inputs.push_back(it->second);
+    }
+    if (o.kind == OpKind::kOptimizer) {
+      // In place on the parameter; the optimizer state is a buffer of its own.
+      in.buffer = in.inputs[0];
+      const BufferId state = new_buffer(dev, id, stage, -1, BufferRole::kOptimizerState, task);
+      Buffer& sb = prog_.buffers[static_cast<std::size_t>(state)];
+      const std::int64_t slots = o.function == "adam" ? 2 : 1;
+      sb.elements = o.out.num_elements() * slots;
+      sb.bytes = o.out.num_elements() *
+                 ir::optimizer_state_bytes_per_parameter(
+                     o.function == "adam" ? ir::OptimizerKind::kAdam : ir::OptimizerKind::kSgd,
+                     g.meta.dtype);
+      in.inputs.push_back(state);
+      out_->push_back(in);
+      return;
+    }
+    const InstanceKey key = key_of(id, mb);
+    auto it = have.find(key);
+    if (it == have.end()) {
+      it = have.emplace(key, new_buffer(dev, id, stage, key.second, role_of(id), task)).first;
+    }
+    in.buffer = it->second;
+    in.accumulate = final_grad_[static_cast<std::size_t>(id)] != 0;
+    if (o.kind == OpKind::kInput && layout_[static_cast<std::size_t>(id)] == Layout::kBatch) {
+      in.sample_offset = mb * (plan_.global_batch_size / M_) +
+                         rank_in(dev, stage) * local_batch_[static_cast<std::size_t>(stage)];
+    }
+    out_->push_back(in);
+    if (!per_iter_[static_cast<std::size_t>(id)]) emit_sends(dev, id, key.second, task);
+  }
+
+  core::Status lower_device(std::int32_t dev) {
+    out_ = &prog_.code[static_cast<std::size_t>(dev)];
+    std::int32_t mesh = -1;
+    for (std::int32_t s = 0; s < P_; ++s) {
+      if (on_mesh(dev, s)) mesh = s;
+    }
+    ALPASIM_CHECK(mesh >= 0) << "device " << dev << " is on no stage";
+    // Init: parameters of every stage this device serves, then their sends.
+    for (std::int32_t c = 0; c < V_; ++c) {
+      const std::int32_t s = c * P_ + mesh;
+      for (OpId p : param_ops_[static_cast<std::size_t>(s)]) emit_run(dev, p, s, -1, TaskKind::kInit);
+    }
+    for (std::int32_t c = 0; c < V_; ++c) {
+      const std::int32_t s = c * P_ + mesh;
+      for (OpId p : param_ops_[static_cast<std::size_t>(s)]) emit_sends(dev, p, -1, TaskKind::kInit);
+    }
+    for (const Task& t : mesh_tasks_[static_cast<std::size_t>(mesh)]) {
+      const auto si = static_cast<std::size_t>(t.stage);
+      if (t.type == TaskType::kOptimizer) {
+        const ir::Graph& g = prog_.graph_of_stage(t.stage);
+        // Data-parallel gradient sync: sum over the mesh, then · 1/(M · d_loss). Each device
+        // of the loss stage seeds the backward pass with the mean over its own rows, so the
+        // summed gradients are those of M · d_loss times the batch mean, whatever the mesh
+        // sizes of the other stages.
+        for (const ir::Op& o : g.ops()) {
+          if (!final_grad_[static_cast<std::size_t>(o.id)] || op_stage_[static_cast<std::size_t>(o.id)] != t.stage) continue;
+          auto& have = have_[static_cast<std::size_t>(dev)];
+          auto it = have.find({o.id, -1});
+          ALPASIM_CHECK(it != have.end()) << "gradient " << o.name << " never produced";
+          Instruction in;
+          in.kind = InstrKind::kAllReduce;
+          in.task = TaskKind::kOptimizer;
+          in.buffer = it->second;
+          in.op = o.id;
+          in.stage = t.stage;
+          in.group = prog_.stage_devices[si];
+          in.collective_id = collective_of(1, o.id, -1, t.stage);
+          in.scale = 1.0 / static_cast<double>(M_ * mesh_size(loss_stage()));
+          out_->push_back(in);
+          emit_sends(dev, o.id, -1, TaskKind::kOptimizer);
+        }
+        receive_inputs(dev, t.stage, -1, TaskKind::kOptimizer, opt_ops_[si]);
+        for (OpId id : opt_ops_[si]) emit_run(dev, id, t.stage, -1, TaskKind::kOptimizer);
+        continue;
+      }
+      const bool fwd = t.type == TaskType::kForward;
+      const TaskKind tk = fwd ? TaskKind::kForward : TaskKind::kBackward;
+      const auto& ops = fwd ? fwd_ops_[si] : bwd_ops_[si];
+      receive_inputs(dev, t.stage, t.microbatch, tk, ops);
+      for (OpId id : ops) emit_run(dev, id, t.stage, t.microbatch, tk);
+    }
+    return core::ok_status();
+  }
+
+  /// Point-to-point transfers must be received in the order they were sent on each
+  /// (sender, receiver) channel (NCCL's rule; the CPU backend matches by tag but keeps the
+  /// same order). A receiver that needs a later transfer first gets the earlier ones hoisted
+  /// right before it (with their ALLOCATE). Hoisting a RECV earlier cannot deadlock: its send
+  /// precedes, in the sender's program, the send the receiver was already waiting for there.
+  void fix_channel_order() {
+    const std::size_t n = prog_.code.size();
+    std::vector<std::map<std::int32_t, std::vector<std::int64_t>>> order(n);  // [dst][src] tags
+    for (std::size_t src = 0; src < n; ++src) {
+      for (const Instruction& in : prog_.code[src]) {
+        if (in.kind == InstrKind::kSend) {
+          order[static_cast<std::size_t>(in.peer)][static_cast<std::int32_t>(src)].push_back(in.tag);
+        }
+      }
+    }
+    for (std::size_t d = 0; d < n; ++d) {
+      std::map<std::int64_t, Instruction> recv_of;
+      for (const Instruction& in : prog_.code[d]) {
+        if (in.kind == InstrKind::kRecv) recv_of[in.tag] = in;
+      }
+      std::map<std::int32_t, std::size_t> next;
+      std::set<std::int64_t> done;
+      std::set<BufferId> allocated;
+      std::vector<Instruction> out;
+      out.reserve(prog_.code[d].size());
+      auto emit_recv = [&](const Instruction& in) {
+        if (allocated.insert(in.buffer).second) {
+          Instruction a;
+          a.kind = InstrKind::kAllocate;
+          a.task = in.task;
+          a.buffer = in.buffer;
+          a.op = in.op;
+          a.stage = in.stage;
+          a.microbatch = in.microbatch;
+          out.push_back(a);
+        }
+        out.push_back(in);
+        done.insert(in.tag);
+        ++next[in.peer];
+      };
+      for (const Instruction& in : prog_.code[d]) {
+        if (in.kind == InstrKind::kAllocate) {
+          if (allocated.insert(in.buffer).second) out.push_back(in);
+          continue;
+        }
+        if (in.kind != InstrKind::kRecv) {
+          out.push_back(in);
+          continue;
+        }
+        if (done.count(in.tag)) continue;
+        const auto& tags = order[d][in.peer];
+        while (next[in.peer] < tags.size() && tags[next[in.peer]] != in.tag) {
+          emit_recv(recv_of.at(tags[next[in.peer]]));
+        }
+        emit_recv(in);
+      }
+      prog_.code[d] = std::move(out);
+    }
+  }
+
+  /// FREE each buffer right after the last instruction that touches it.
+  void insert_frees() {
+    for (auto& code : prog_.code) {
+      std::map<BufferId, std::size_t> last;
+      for (std::size_t i = 0; i < code.size(); ++i) {
+        last[code[i].buffer] = i;
+        for (BufferId b : code[i].inputs) last[b] = i;
+      }
+      std::vector<std::vector<BufferId>> after(code.size());
+      for (const auto& [b, i] : last) {
+        if (b != kNoBuffer) after[i].push_back(b);
+      }
+      std::vector<Instruction> out;
+      out.reserve(code.size() + last.size());
+      for (std::size_t i = 0; i < code.size(); ++i) {
+        out.push_back(code[i]);
+        for (BufferId b : after[i]) {
+          Instruction f;
+          f.kind = InstrKind::kFree;
+          f.task = code[i].task;
+          f.buffer = b;
+          f.op = prog_.buffers[static_cast<std::size_t>(b)].tensor;
+          f.stage = prog_.buffers[static_cast<std::size_t>(b)].stage;
+          f.microbatch = prog_.buffers[static_cast<std::size_t>(b)].microbatch;
+          out.push_back(f);
+        }
+      }
+      code = std::move(out);
+    }
+  }
+
+  const schema::Plan& plan_;
+  LowerOptions opt_;
+  Program prog_;
+  std::int32_t S_ = 0, P_ = 0, V_ = 1;
+  std::int64_t M_ = 0;
+  std::vector<std::int64_t> local_batch_;
+  std::vector<std::int32_t> stage_of_layer_;
+  std::vector<Layout> layout_;
+  std::vector<std::int32_t> op_stage_;
+  std::vector<char> per_iter_, final_grad_;
+  std::vector<std::set<std::int32_t>> consumer_stages_;
+  std::vector<std::vector<OpId>> fwd_ops_, bwd_ops_, opt_ops_, param_ops_;
+  std::vector<std::vector<Task>> mesh_tasks_;
+  std::vector<std::map<std::tuple<int, std::int32_t, std::int32_t>, std::int32_t>> task_pos_;
+  std::map<std::tuple<OpId, std::int32_t, std::int32_t, std::int32_t, std::size_t>, std::int64_t> tags_;
+  std::map<std::tuple<int, OpId, std::int32_t, std::int32_t>, std::int64_t> colls_;
+  std::vector<std::map<InstanceKey, BufferId>> have_;
+  std::vector<Instruction>* out_ = nullptr;
+};
+
+}  // namespace
+
+ir::OptimizerKind executor_optimizer(const ir::Graph& forward) {
+  return forward.meta.family == "wide_resnet" ? ir::OptimizerKind::kSgd : ir::OptimizerKind::kAdam;
+}
+
+core::Result<Program> lower_plan(const schema::Plan& plan, const LowerOptions& options) {
+  return Lowerer(plan, options).run();
+}
+
+}  // namespace alpasim::exec

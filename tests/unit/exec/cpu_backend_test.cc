@@ -1,0 +1,212 @@
+// The CPU backend runs sharded plans and must reproduce the unsharded reference: the same
+// loss and the same gradients (and, for SGD, the same updated weights).
+//
+// Tolerance: |sharded − reference| <= 1e-4 · max|reference| + 1e-6 per tensor. Both runs are
+// fp32 (24-bit significand, eps 1.2e-7); they differ only in the order of sums (microbatch
+// accumulation, the all-reduce over devices, matmuls over split batches). Each gradient here
+// is a sum of at most a few hundred terms, so reordering moves it by at most ~1e2 · eps of
+// its largest magnitude, about 1e-5 relative: 1e-4 leaves a 10x margin, while a wrong shard,
+// a missing 1/k or a lost microbatch changes a gradient by 10 % or more.
+#include "exec/cpu/cpu_backend.h"
+
+#include <doctest/doctest.h>
+
+#include "exec/verify.h"
+#include "tests/unit/exec/exec_fixtures.h"
+
+namespace alpasim::exec {
+namespace {
+
+using schema::Schedule;
+using testing::StageSpec;
+
+constexpr double kRelTol = 1e-4;
+constexpr double kAbsTol = 1e-6;
+
+ExecutionResult run(const schema::Plan& plan, const LowerOptions& opt = {}) {
+  auto p = lower_plan(plan, opt);
+  REQUIRE_MESSAGE(p.ok(), p.status().message());
+  auto v = verify_program(*p);
+  REQUIRE_MESSAGE(v.ok(), v.status().message());
+  auto r = cpu::make_cpu_backend()->run(*p, {});
+  REQUIRE_MESSAGE(r.ok(), r.status().message());
+  return *r;
+}
+
+void compare(const ExecutionResult& got, const ExecutionResult& ref, bool compare_parameters) {
+  CHECK(got.loss == doctest::Approx(ref.loss).epsilon(kRelTol));
+  CHECK(std::isfinite(ref.loss));
+  CHECK(ref.loss > 0);
+  REQUIRE(got.gradients.size() == ref.gradients.size());
+  REQUIRE(!ref.gradients.empty());
+  for (const auto& [name, g] : ref.gradients) {
+    REQUIRE(got.gradients.count(name));
+    const auto& s = got.gradients.at(name);
+    REQUIRE(s.size() == g.size());
+    const testing::Diff d = testing::diff(s, g);
+    INFO("gradient of " << name << ": max |diff| " << d.max_abs_diff << ", max |ref| " << d.max_abs_ref);
+    CHECK(d.max_abs_diff <= kRelTol * d.max_abs_ref + kAbsTol);
+  }
+  REQUIRE(got.parameters.size() == ref.parameters.size());
+  if (!compare_parameters) return;
+  for (const auto& [name, w] : ref.parameters) {
+    const testing::Diff d = testing::diff(got.parameters.at(name), w);
+    INFO("parameter " << name);
+    CHECK(d.max_abs_diff <= kRelTol * d.max_abs_ref + kAbsTol);
+  }
+}
+
+/// The unsharded reference: every layer on device 0, the batch in `microbatches` pieces.
+schema::Plan reference_of(const schema::Plan& plan, std::int64_t microbatches) {
+  schema::Plan r = plan;
+  r.stages.resize(1);
+  r.stages[0] = plan.stages[0];
+  r.stages[0].layer_begin = 0;
+  r.stages[0].layer_end = plan.stages.back().layer_end;
+  r.stages[0].device_ids = {0};
+  r.stages[0].logical_rows = r.stages[0].logical_cols = 1;
+  r.schedule = Schedule::kGpipe;
+  r.interleave = 1;
+  r.num_microbatches = microbatches;
+  return r;
+}
+
+TEST_CASE("MLP: sharded forward and backward equal the unsharded reference") {
+  LowerOptions o;
+  o.build_forward = [](std::int64_t b) -> core::Result<ir::Graph> { return testing::build_mlp(b, 3); };
+  const ir::ModelConfig m{"mlp", ir::TransformerConfig{}};  // replaced by build_forward
+  // Layers: input, fc1, fc2, fc3, head.
+  const auto ref = run(reference_of(testing::make_plan(m, {{0, 5, 1, 1, {0}}}, Schedule::kGpipe, 1, 8), 1), o);
+  for (const auto& stages : std::vector<std::vector<StageSpec>>{
+           {{0, 5, 1, 2, {0, 1}}},
+           {{0, 5, 2, 2, {0, 1, 2, 3}}},
+           {{0, 2, 1, 1, {0}}, {2, 5, 1, 1, {1}}},
+           {{0, 3, 1, 2, {0, 1}}, {3, 5, 1, 1, {2}}}}) {
+    for (Schedule s : {Schedule::kGpipe, Schedule::kOneFOneB}) {
+      compare(run(testing::make_plan(m, stages, s, 2, 8), o), ref, false);
+    }
+  }
+}
+
+TEST_CASE("tiny GPT: sharded equals unsharded on 1x2, 2x2, two stages and interleaved") {
+  const ir::ModelConfig gpt = testing::tiny_gpt();
+  const auto ref = run(reference_of(testing::make_plan(gpt, {{0, 4, 1, 1, {0}}}, Schedule::kGpipe, 1, 8), 1));
+  struct Case {
+    std::vector<StageSpec> stages;
+    Schedule schedule;
+    std::int64_t microbatches, interleave;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{{0, 4, 1, 2, {0, 1}}}, Schedule::kOneFOneB, 2, 1},
+           {{{0, 4, 2, 2, {0, 1, 2, 3}}}, Schedule::kGpipe, 2, 1},
+           {{{0, 2, 1, 1, {0}}, {2, 4, 1, 1, {1}}}, Schedule::kOneFOneB, 4, 1},
+           {{{0, 1, 1, 2, {0, 1}}, {1, 4, 1, 2, {2, 3}}}, Schedule::kGpipe, 2, 1},
+           {{{0, 1, 1, 1, {0}}, {1, 2, 1, 1, {1}}, {2, 3, 1, 1, {0}}, {3, 4, 1, 1, {1}}},
+            Schedule::kInterleavedOneFOneB, 4, 2}}) {
+    compare(run(testing::make_plan(gpt, c.stages, c.schedule, c.microbatches, 8, c.interleave)), ref, false);
+  }
+}
+
+TEST_CASE("tiny GPT with full recomputation equals the reference without it") {
+  const ir::ModelConfig gpt = testing::tiny_gpt();
+  const auto ref = run(reference_of(testing::make_plan(gpt, {{0, 4, 1, 1, {0}}}, Schedule::kGpipe, 1, 4), 1));
+  auto plan = testing::make_plan(gpt, {{0, 2, 1, 1, {0}}, {2, 4, 1, 1, {1}}}, Schedule::kOneFOneB, 2, 4);
+  plan.recompute = schema::Recompute::kFull;
+  compare(run(plan), ref, false);
+}
+
+TEST_CASE("tiny Wide-ResNet: sharded equals the reference with the same batch-norm groups") {
+  // Batch-norm uses the statistics of the rows a device holds (no cross-device sync, like
+  // PyTorch DDP without SyncBatchNorm), so the reference runs the batch in the same 2-image
+  // groups: 8 images = 4 microbatches of 2 on one device.
+  const ir::ModelConfig w = testing::tiny_wide_resnet();
+  const auto ref = run(reference_of(testing::make_plan(w, {{0, 18, 1, 1, {0}}}, Schedule::kGpipe, 1, 8), 4));
+  for (const auto& stages : std::vector<std::vector<StageSpec>>{
+           {{0, 18, 1, 2, {0, 1}}}, {{0, 9, 1, 1, {0}}, {9, 18, 1, 1, {1}}},
+           {{0, 9, 1, 2, {0, 1}}, {9, 18, 1, 2, {2, 3}}}}) {
+    const std::int64_t devices = static_cast<std::int64_t>(stages[0].devices.size());
+    compare(run(testing::make_plan(w, stages, Schedule::kOneFOneB, 4 / devices, 8)), ref, true);
+  }
+}
+
+TEST_CASE("an op the CPU backend cannot run fails with kUnimplemented naming it") {
+  ir::ModelConfig llama = testing::tiny_gpt();
+  auto& t = std::get<ir::TransformerConfig>(llama.spec);
+  t.builtin = "llama";
+  ir::set_architecture_defaults(t);
+  auto p = lower_plan(testing::make_plan(llama, {{0, 4, 1, 1, {0}}}, Schedule::kGpipe, 1, 2));
+  REQUIRE(p.ok());
+  auto r = cpu::make_cpu_backend()->run(*p, {});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == core::StatusCode::kUnimplemented);
+  CHECK(r.status().message().find("op block0/attn/q_rotary (elementwise, function \"rotary\"): the CPU "
+                                  "backend cannot run it") != std::string::npos);
+}
+
+TEST_CASE("a receive without its send times out with the device and instruction, no hang") {
+  Program p;
+  p.devices = {0, 1};
+  p.code.resize(2);
+  Buffer b;
+  b.id = 0;
+  b.device = 1;
+  b.elements = 2;
+  b.bytes = 8;
+  p.buffers.push_back(b);
+  Instruction alloc;
+  alloc.kind = InstrKind::kAllocate;
+  alloc.buffer = 0;
+  Instruction recv = alloc;
+  recv.kind = InstrKind::kRecv;
+  recv.peer = 0;
+  recv.tag = 7;
+  recv.count_elements = 2;
+  p.code[1] = {alloc, recv};
+  RunOptions o;
+  o.timeout_s = 0.05;
+  auto r = cpu::make_cpu_backend()->run(p, o);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message() == "device 1 instruction #1 (recv): timed out after 0.050000 s waiting for its peers");
+}
+
+}  // namespace
+}  // namespace alpasim::exec
+
+namespace alpasim::exec {
+namespace {
+
+TEST_CASE("the comparison has teeth: a program with a wrong gradient scale is caught") {
+  // Doubling one stage's all-reduce scale doubles its gradients: far outside the tolerance.
+  const ir::ModelConfig gpt = testing::tiny_gpt();
+  auto ref_p = lower_plan(reference_of(testing::make_plan(gpt, {{0, 4, 1, 1, {0}}}, Schedule::kGpipe, 1, 4), 1));
+  auto p = lower_plan(testing::make_plan(gpt, {{0, 4, 1, 2, {0, 1}}}, Schedule::kGpipe, 1, 4));
+  REQUIRE(ref_p.ok());
+  REQUIRE(p.ok());
+  for (auto& code : p->code) {
+    for (auto& in : code) {
+      if (in.kind == InstrKind::kAllReduce) in.scale *= 2;
+    }
+  }
+  auto ref = cpu::make_cpu_backend()->run(*ref_p, {});
+  auto bad = cpu::make_cpu_backend()->run(*p, {});
+  REQUIRE(ref.ok());
+  REQUIRE(bad.ok());
+  std::size_t nonzero = 0;
+  for (const auto& [name, g] : ref->gradients) {
+    const testing::Diff d = testing::diff(bad->gradients.at(name), g);
+    if (d.max_abs_ref > 1e-6) {
+      CHECK(d.max_abs_diff > kRelTol * d.max_abs_ref + kAbsTol);
+      CHECK(d.max_abs_diff == doctest::Approx(d.max_abs_ref).epsilon(1e-3));
+      ++nonzero;
+    } else {
+      // The key bias adds q·b_k to every score of a softmax row, which softmax ignores: its
+      // gradient is exactly zero.
+      CHECK(name.ends_with("attn/k_bias"));
+    }
+  }
+  CHECK(nonzero == ref->gradients.size() - 2);  // all but the 2 key biases
+  CHECK(bad->loss == doctest::Approx(ref->loss).epsilon(kRelTol));  // the forward is unaffected
+}
+
+}  // namespace
+}  // namespace alpasim::exec

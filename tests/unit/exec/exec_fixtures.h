@@ -1,0 +1,110 @@
+#pragma once
+// Tiny models and hand-written plans for the executor tests.
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "exec/lower.h"
+#include "ir/builders.h"
+#include "schema/plan.h"
+
+namespace alpasim::exec::testing {
+
+/// An MLP with `hidden_layers` GELU layers (ir has no MLP builtin): layer 0 holds the input,
+/// layers 1..h the dense+GELU blocks, layer h+1 the classifier and the loss.
+inline ir::Graph build_mlp(std::int64_t batch, int hidden_layers) {
+  ir::Graph g;
+  g.meta.model_name = "mlp";
+  g.meta.family = "mlp";
+  g.meta.dtype = core::DType::kFp32;
+  g.meta.samples_per_microbatch = batch;
+  g.layers.push_back({"input", "prologue"});
+  ir::OpId x = g.add_input("input/x", {batch, 12}, false, 0);
+  std::int64_t width = 12;
+  for (int l = 1; l <= hidden_layers; ++l) {
+    const std::string p = "fc" + std::to_string(l) + "/";
+    g.layers.push_back({"fc" + std::to_string(l), "block"});
+    ir::OpId w = g.add_parameter(p + "weight", {width, 16}, l);
+    ir::OpId b = g.add_parameter(p + "bias", {16}, l);
+    x = g.add_elementwise(p + "gelu", "gelu", {g.add_dot(p + "dot", "bh,hf->bf", x, w, l, b)}, 8, l);
+    width = 16;
+  }
+  const auto head = static_cast<std::int32_t>(hidden_layers + 1);
+  g.layers.push_back({"head", "epilogue"});
+  ir::OpId logits = g.add_dot("head/logits", "bf,fk->bk", x, g.add_parameter("head/weight", {width, 6}, head), head);
+  ir::OpId labels = g.add_input("head/labels", {batch}, true, head);
+  ir::OpId ce = g.add_reduce("head/cross_entropy", "softmax_cross_entropy", {logits, labels}, {batch}, 5, head);
+  g.mutable_op(ce).no_grad_inputs = 1u << 1;
+  g.meta.loss = g.add_reduce("head/loss", "mean", {ce}, {1}, 1, head);
+  return g;
+}
+
+inline ir::ModelConfig tiny_gpt(std::int64_t layers = 2) {
+  ir::TransformerConfig t;
+  t.builtin = "gpt";
+  t.num_layers = layers;
+  t.hidden_size = 8;
+  t.num_heads = 2;
+  t.num_kv_heads = 2;
+  t.seq_len = 4;
+  t.vocab_size = 16;
+  t.ffn_hidden_size = 16;
+  ir::set_architecture_defaults(t);
+  return {"tiny gpt", t};
+}
+
+inline ir::ModelConfig tiny_wide_resnet() {
+  ir::WideResNetConfig w;
+  w.num_layers = 50;
+  w.base_channels = 2;
+  w.width_factor = 1;
+  w.image_size = 8;
+  w.num_classes = 4;
+  return {"tiny wide-resnet", w};
+}
+
+struct StageSpec {
+  std::int64_t begin = 0, end = 0, rows = 1, cols = 1;
+  std::vector<std::int64_t> devices;
+};
+
+inline schema::Plan make_plan(const ir::ModelConfig& model, const std::vector<StageSpec>& stages,
+                              schema::Schedule schedule, std::int64_t microbatches,
+                              std::int64_t batch, std::int64_t interleave = 1) {
+  schema::Plan p;
+  p.model = model;
+  p.dtype = core::DType::kFp16;
+  p.global_batch_size = batch;
+  p.num_microbatches = microbatches;
+  p.schedule = schedule;
+  p.interleave = interleave;
+  for (const StageSpec& s : stages) {
+    schema::PlanStage st;
+    st.layer_begin = s.begin;
+    st.layer_end = s.end;
+    st.submesh_nodes = 1;
+    st.submesh_gpus_per_node = s.rows * s.cols;
+    st.logical_rows = s.rows;
+    st.logical_cols = s.cols;
+    st.device_ids = s.devices;
+    p.stages.push_back(st);
+  }
+  return p;
+}
+
+/// Largest |a − b| over the elements, and the largest |b| (the reference's scale).
+struct Diff {
+  double max_abs_diff = 0;
+  double max_abs_ref = 0;
+};
+inline Diff diff(const std::vector<float>& a, const std::vector<float>& b) {
+  Diff d;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    d.max_abs_diff = std::max(d.max_abs_diff, std::abs(static_cast<double>(a[i]) - b[i]));
+    d.max_abs_ref = std::max(d.max_abs_ref, std::abs(static_cast<double>(b[i])));
+  }
+  return d;
+}
+
+}  // namespace alpasim::exec::testing
