@@ -13,6 +13,7 @@
 #include "core/json_reader.h"
 #include "core/status.h"
 #include "core/version.h"
+#include "driver/calibrate.h"
 #include "driver/run.h"
 #include "driver/scenario.h"
 
@@ -27,6 +28,14 @@ struct Options {
   bool json = false;
   bool quiet = false;
   std::string out_dir;
+  std::string profile;  ///< --profile FILE: overrides the scenario's "profile"
+};
+
+struct CalibrateOptions {
+  std::string profile;
+  std::string machine;
+  bool json = false;
+  bool all_rows = false;
 };
 
 int report_error(const alpasim::core::Status& status) {
@@ -40,6 +49,9 @@ int run(const Options& opt) {
   core::Result<driver::Scenario> scenario =
       opt.scenario.empty() ? driver::load_default_scenario() : driver::load_scenario(opt.scenario);
   if (!scenario.ok()) return report_error(scenario.status());
+  if (!opt.profile.empty()) {
+    if (auto st = driver::use_profile_file(*scenario, opt.profile); !st.ok()) return report_error(st);
+  }
   core::Result<driver::RunReport> report = driver::run_scenario(*scenario);
   if (!report.ok()) return report_error(report.status());
   if (!opt.out_dir.empty()) {
@@ -62,6 +74,17 @@ void add_run_options(CLI::App& app, Options& opt) {
   app.add_flag("--json", opt.json, "Print one JSON object on stdout and nothing else");
   app.add_flag("-q,--quiet", opt.quiet, "Print nothing on success (errors still go to stderr)");
   app.add_option("--out", opt.out_dir, "Write output files (summary, scenario, plan, trace) here");
+  app.add_option("--profile", opt.profile,
+                 "Use this profile file (alpa-profile's output) instead of the scenario's \"profile\"");
+}
+
+int calibrate(const CalibrateOptions& opt) {
+  using namespace alpasim;
+  auto rep = driver::calibrate_profile(opt.profile, {opt.machine, opt.all_rows});
+  if (!rep.ok()) return report_error(rep.status());
+  std::cout << (opt.json ? core::dump_json(rep->json) : rep->text);
+  std::cout.flush();
+  return std::cout ? kExitOk : kExitInternalError;
 }
 
 }  // namespace
@@ -80,6 +103,15 @@ int main(int argc, char** argv) {
     CLI::App* run_cmd = app.add_subcommand("run", "Plan and predict one scenario (the default)");
     Options run_opt;
     add_run_options(*run_cmd, run_opt);
+    CLI::App* cal_cmd = app.add_subcommand(
+        "calibrate", "Fit the cost model to a profile and print the fit and held-out error per "
+                     "operator class (docs/profilers.md)");
+    CalibrateOptions cal_opt;
+    cal_cmd->add_option("profile", cal_opt.profile, "Profile file (docs/profiles.md)")->required();
+    cal_cmd->add_option("--machine", cal_opt.machine,
+                        "Cluster preset of the machine (default: the profile's)");
+    cal_cmd->add_flag("--json", cal_opt.json, "Print one JSON object on stdout and nothing else");
+    cal_cmd->add_flag("--all-rows", cal_opt.all_rows, "List fit rows too, not only check rows");
     app.require_subcommand(0, 1);
     try {
       app.parse(argc, argv);
@@ -87,6 +119,7 @@ int main(int argc, char** argv) {
       int code = app.exit(e);  // prints help/version on stdout, errors on stderr
       return code == 0 ? kExitOk : kExitUserError;
     }
+    if (cal_cmd->parsed()) return calibrate(cal_opt);
     return run(run_cmd->parsed() ? run_opt : opt);
   } catch (const std::exception& e) {
     std::cerr << "alpa-sim: internal error: " << e.what() << "\n";
