@@ -441,6 +441,11 @@ void init_parameter(const ir::Op& op, TensorView out) {
 
 }  // namespace
 
+bool reduction_index_map(const std::vector<std::int64_t>& in, const std::vector<std::int64_t>& out,
+                         std::vector<std::int64_t>& map) {
+  return reduce_map(in, out, map);
+}
+
 void matmul(const float* lhs, const float* rhs, float* out, std::int64_t m, std::int64_t n, std::int64_t k) {
   // Blocked i-k-j loop: the inner loop streams a row of rhs and of out.
   constexpr std::int64_t kBlock = 64;

@@ -34,6 +34,12 @@ core::Status run_cpu_kernel(const ir::Graph& g, const ir::Op& op,
                             const std::vector<TensorView>& inputs, TensorView out,
                             const KernelContext& ctx);
 
+/// For a reduction of shape `in` to shape `out`, the flat out index of every flat in index
+/// (supported: to one element, to a suffix of `in`, NHWC -> NC); false when unsupported.
+/// Shared with the CUDA backend so both reduce the same way.
+bool reduction_index_map(const std::vector<std::int64_t>& in, const std::vector<std::int64_t>& out,
+                         std::vector<std::int64_t>& map);
+
 /// out[b, m, n] = sum_k lhs[b, m, k] · rhs[b, k, n] for row-major operands (the blocked
 /// matmul the einsum kernel reduces to); exposed for the benchmark.
 void matmul(const float* lhs, const float* rhs, float* out, std::int64_t m, std::int64_t n,

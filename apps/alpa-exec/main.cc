@@ -1,0 +1,151 @@
+// alpa-exec: run a plan (docs/plan.md) on real devices and report measured times.
+// A thin main: parsing, printing and files; lowering and backends live in exec/.
+//
+// Exit codes (docs/executor.md): 0 success, 1 user error or failed run (message on stderr),
+// 2 internal error, 77 no usable GPU for --backend cuda (a skip, as CTest counts it).
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "apps/alpa-exec/backends.h"
+#include "core/version.h"
+#include "exec/lower.h"
+#include "exec/trace.h"
+#include "exec/verify.h"
+#include "schema/plan.h"
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitUserError = 1;
+constexpr int kExitInternalError = 2;
+constexpr int kExitNoDevice = 77;
+
+struct Options {
+  std::string plan;
+  std::string backend = "cpu";
+  int iterations = 3;
+  int warmup = 1;
+  double timeout_s = 300;
+  std::string out_dir;
+  std::string predicted;
+  bool json = false;
+  bool data_parallel_default = false;
+  bool print_program = false;
+};
+
+int fail(const alpasim::core::Status& s) {
+  std::cerr << "alpa-exec: error: " << s.message() << "\n";
+  if (s.code() == alpasim::core::StatusCode::kUnavailable) return kExitNoDevice;
+  return s.code() == alpasim::core::StatusCode::kInternal ? kExitInternalError : kExitUserError;
+}
+
+alpasim::core::Status write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  f.close();
+  if (!f) return alpasim::core::invalid_argument(path.string() + ": cannot write file");
+  return alpasim::core::ok_status();
+}
+
+int run(const Options& opt) {
+  using namespace alpasim;
+  auto plan = schema::read_plan_file(opt.plan);
+  if (!plan.ok()) return fail(plan.status());
+  exec::LowerOptions lo;
+  lo.ignore_operator_shardings = opt.data_parallel_default;
+  auto program = exec::lower_plan(*plan, lo);
+  if (!program.ok()) return fail(program.status().with_context(opt.plan));
+  auto stats = exec::verify_program(*program);
+  if (!stats.ok()) return fail(stats.status());
+  if (opt.print_program) {
+    std::cout << exec::program_to_text(*program);
+    return kExitOk;
+  }
+  std::optional<exec::Prediction> prediction;
+  if (!opt.predicted.empty()) {
+    auto p = exec::read_prediction(opt.predicted);
+    if (!p.ok()) return fail(p.status());
+    prediction = *p;
+  }
+  auto backend = apps::make_backend(opt.backend);
+  if (!backend.ok()) return fail(backend.status());
+  exec::RunOptions ro;
+  ro.iterations = opt.iterations;
+  ro.warmup_iterations = opt.warmup;
+  ro.timeout_s = opt.timeout_s;
+  auto result = (*backend)->run(*program, ro);
+  if (!result.ok()) return fail(result.status());
+  const exec::MeasuredSummary summary = exec::summarize(*program, *result);
+  core::Json j = exec::summary_to_json(*program, summary, stats->peak_bytes, prediction);
+  j["backend"] = result->backend;
+  j["plan"] = opt.plan;
+  j["loss"] = result->loss;
+  j["iterations"] = opt.iterations;
+  j["warmup"] = opt.warmup;
+  if (!opt.out_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(opt.out_dir, ec);
+    if (ec) return fail(core::invalid_argument(opt.out_dir + ": cannot create directory: " + ec.message()));
+    const std::string gen = "alpa-exec " + std::string(core::version()) + " backend=" + result->backend;
+    if (auto st = write_file(std::filesystem::path(opt.out_dir) / "trace.json",
+                             exec::measured_trace_json(*program, *result, gen));
+        !st.ok()) {
+      return fail(st);
+    }
+    if (auto st = write_file(std::filesystem::path(opt.out_dir) / "measured.json", j.dump(2) + "\n"); !st.ok()) {
+      return fail(st);
+    }
+  }
+  if (opt.json) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << "plan " << opt.plan << ": " << program->stage_devices.size() << " stages, "
+              << program->devices.size() << " devices, " << program->num_microbatches
+              << " microbatches, backend " << result->backend << ", loss " << result->loss << "\n\n"
+              << exec::summary_to_text(*program, summary, stats->peak_bytes, prediction);
+    if (!prediction) {
+      std::cout << "\n(no prediction: pass --predicted REPORT.json, the simulator's report for this plan, "
+                   "to print the error in percent)\n";
+    }
+  }
+  std::cout.flush();
+  return std::cout ? kExitOk : kExitInternalError;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  CLI::App app{"alpa-exec: run a plan on real devices and measure it"};
+  app.add_option("plan", opt.plan, "Plan file (docs/plan.md)")->required();
+  std::string names;
+  for (const auto& n : alpasim::apps::backend_names()) names += (names.empty() ? "" : "|") + n;
+  app.add_option("--backend", opt.backend, "cpu|cuda (this build: " + names + ")");
+  app.add_option("--iterations", opt.iterations, "Measured iterations")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", opt.warmup, "Unmeasured iterations first")->check(CLI::NonNegativeNumber);
+  app.add_option("--timeout", opt.timeout_s, "Seconds a device waits for a peer before the run aborts")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--out", opt.out_dir, "Write trace.json and measured.json here");
+  app.add_option("--predicted", opt.predicted,
+                 "The simulator's report JSON for this plan: print predicted vs measured and the error");
+  app.add_flag("--json", opt.json, "Print one JSON object on stdout");
+  app.add_flag("--data-parallel-default", opt.data_parallel_default,
+               "Run stages that carry per-operator shardings data parallel instead of refusing them");
+  app.add_flag("--print-program", opt.print_program, "Print the lowered instruction lists and exit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kExitOk : kExitUserError;
+  }
+  try {
+    return run(opt);
+  } catch (const std::exception& e) {
+    std::cerr << "alpa-exec: internal error: " << e.what() << "\n";
+    return kExitInternalError;
+  }
+}

@@ -1,0 +1,250 @@
+#include "exec/cuda/exec_kernels.h"
+
+#include <math.h>
+
+namespace alpasim::exec::cuda::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr float kEps = 1e-5f;
+
+inline unsigned blocks(i64 n) {
+  const i64 b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 * 16 ? 65535 * 16 : b));
+}
+
+#define GRID_LOOP(i, n) for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<i64>(blockDim.x) * gridDim.x)
+
+__device__ float gelu_f(float x) {
+  const float k = 0.7978845608f;
+  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
+__device__ float gelu_grad_f(float x) {
+  const float k = 0.7978845608f;
+  const float t = tanhf(k * (x + 0.044715f * x * x * x));
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+__global__ void gather_k(float* d, const float* s, const i64* idx, i64 n) { GRID_LOOP(i, n) d[i] = s[idx[i]]; }
+__global__ void scatter_k(float* d, const float* s, const i64* idx, i64 n) { GRID_LOOP(i, n) d[idx[i]] = s[i]; }
+__global__ void fill_k(float* d, float v, i64 n) { GRID_LOOP(i, n) d[i] = v; }
+__global__ void axpby_k(float* d, float a, const float* s, float b, i64 n, i64 sn) {
+  GRID_LOOP(i, n) d[i] = a * d[i] + (s ? b * s[i % sn] : 0.0f);
+}
+__global__ void pointwise_k(int fn, float* o, const float* a, i64 an, const float* b, i64 bn, i64 n) {
+  GRID_LOOP(i, n) {
+    const float x = a[i % an];
+    const float y = b ? b[i % bn] : 0.0f;
+    switch (fn) {
+      case 0: o[i] = x + y; break;
+      case 1: o[i] = x * y; break;
+      case 2: o[i] = gelu_f(x); break;
+      case 3: o[i] = x * gelu_grad_f(y); break;
+      case 4: o[i] = x > 0.0f ? x : 0.0f; break;
+      default: o[i] = y > 0.0f ? x : 0.0f; break;
+    }
+  }
+}
+__global__ void reduce_map_k(float* o, const float* in, const i64* map, float f, i64 n) {
+  GRID_LOOP(i, n) atomicAdd(o + map[i], f * in[i]);
+}
+__global__ void broadcast_map_k(float* o, const float* in, const i64* map, float f, i64 n) {
+  GRID_LOOP(i, n) o[i] = f * in[map[i]];
+}
+// One thread per row: the tiny models this backend is validated on have short rows.
+__global__ void softmax_k(float* y, const float* x, i64 rows, i64 w, i64 causal) {
+  GRID_LOOP(r, rows) {
+    const i64 lim = causal > 0 ? (r % causal) + 1 : w;
+    const float* xr = x + r * w;
+    float* yr = y + r * w;
+    float mx = -INFINITY;
+    for (i64 i = 0; i < lim; ++i) mx = fmaxf(mx, xr[i]);
+    double sum = 0;
+    for (i64 i = 0; i < w; ++i) {
+      yr[i] = i < lim ? expf(xr[i] - mx) : 0.0f;
+      sum += yr[i];
+    }
+    for (i64 i = 0; i < w; ++i) yr[i] = static_cast<float>(yr[i] / sum);
+  }
+}
+__global__ void softmax_grad_k(float* dx, const float* dy, const float* y, i64 rows, i64 w) {
+  GRID_LOOP(r, rows) {
+    double dot = 0;
+    for (i64 i = 0; i < w; ++i) dot += dy[r * w + i] * y[r * w + i];
+    for (i64 i = 0; i < w; ++i) dx[r * w + i] = static_cast<float>(y[r * w + i] * (dy[r * w + i] - dot));
+  }
+}
+__device__ void row_stats(const float* x, i64 w, int rms, float* mean, float* inv) {
+  double s = 0, q = 0;
+  for (i64 i = 0; i < w; ++i) {
+    s += x[i];
+    q += static_cast<double>(x[i]) * x[i];
+  }
+  const double m = rms ? 0.0 : s / w;
+  const double v = q / w - m * m;
+  *mean = static_cast<float>(m);
+  *inv = static_cast<float>(1.0 / sqrt((v > 0 ? v : 0) + kEps));
+}
+__global__ void layer_norm_k(float* y, const float* x, const float* g, const float* b, i64 rows, i64 w, int rms) {
+  GRID_LOOP(r, rows) {
+    float m, inv;
+    row_stats(x + r * w, w, rms, &m, &inv);
+    for (i64 i = 0; i < w; ++i) y[r * w + i] = (x[r * w + i] - m) * inv * g[i] + (b ? b[i] : 0.0f);
+  }
+}
+__global__ void layer_norm_grad_k(float* dx, const float* dy, const float* x, const float* g, i64 rows, i64 w,
+                                  int rms) {
+  GRID_LOOP(r, rows) {
+    float m, inv;
+    row_stats(x + r * w, w, rms, &m, &inv);
+    double sd = 0, sdx = 0;
+    for (i64 i = 0; i < w; ++i) {
+      const double d = dy[r * w + i] * g[i];
+      sd += d;
+      sdx += d * (x[r * w + i] - m) * inv;
+    }
+    const double md = rms ? 0.0 : sd / w, mdx = sdx / w;
+    for (i64 i = 0; i < w; ++i) {
+      const double d = dy[r * w + i] * g[i];
+      dx[r * w + i] = static_cast<float>(inv * (d - md - (x[r * w + i] - m) * inv * mdx));
+    }
+  }
+}
+__global__ void layer_norm_scale_grad_k(float* dg, const float* dy, const float* x, i64 rows, i64 w, int rms) {
+  GRID_LOOP(c, w) {
+    double acc = 0;
+    for (i64 r = 0; r < rows; ++r) {
+      float m, inv;
+      row_stats(x + r * w, w, rms, &m, &inv);
+      acc += dy[r * w + c] * (x[r * w + c] - m) * inv;
+    }
+    dg[c] = static_cast<float>(acc);
+  }
+}
+__global__ void ce_k(float* o, const float* x, const float* lab, i64 rows, i64 w) {
+  GRID_LOOP(r, rows) {
+    const float* xr = x + r * w;
+    float mx = -INFINITY;
+    for (i64 i = 0; i < w; ++i) mx = fmaxf(mx, xr[i]);
+    double s = 0;
+    for (i64 i = 0; i < w; ++i) s += expf(xr[i] - mx);
+    o[r] = static_cast<float>(log(s) + mx - xr[static_cast<i64>(lab[r])]);
+  }
+}
+__global__ void ce_grad_k(float* dx, const float* dy, const float* x, const float* lab, i64 rows, i64 w) {
+  GRID_LOOP(r, rows) {
+    const float* xr = x + r * w;
+    float mx = -INFINITY;
+    for (i64 i = 0; i < w; ++i) mx = fmaxf(mx, xr[i]);
+    double s = 0;
+    for (i64 i = 0; i < w; ++i) s += expf(xr[i] - mx);
+    for (i64 i = 0; i < w; ++i) {
+      const float p = static_cast<float>(expf(xr[i] - mx) / s) - (i == static_cast<i64>(lab[r]) ? 1.0f : 0.0f);
+      dx[r * w + i] = dy[r] * p;
+    }
+  }
+}
+__global__ void embedding_k(float* o, const float* t, const float* ids, i64 rows, i64 w) {
+  GRID_LOOP(i, rows * w) o[i] = t[static_cast<i64>(ids[i / w]) * w + i % w];
+}
+__global__ void embedding_grad_k(float* g, const float* dy, const float* ids, i64 rows, i64 w) {
+  GRID_LOOP(i, rows * w) atomicAdd(g + static_cast<i64>(ids[i / w]) * w + i % w, dy[i]);
+}
+__global__ void adam_k(float* w, const float* g, float* st, i64 n) {
+  GRID_LOOP(i, n) {
+    float& m = st[i];
+    float& v = st[n + i];
+    m = 0.9f * m + 0.1f * g[i];
+    v = 0.999f * v + 0.001f * g[i] * g[i];
+    const float mh = m / 0.1f, vh = v / 0.001f;
+    w[i] -= 1e-3f * mh / (sqrtf(vh) + 1e-8f);
+  }
+}
+__global__ void sgd_k(float* w, const float* g, float* st, i64 n) {
+  GRID_LOOP(i, n) {
+    st[i] = 0.9f * st[i] + g[i];
+    w[i] -= 1e-2f * st[i];
+  }
+}
+
+}  // namespace
+
+cudaError_t gather(float* d, const float* s, const i64* idx, i64 n, cudaStream_t st) {
+  gather_k<<<blocks(n), kThreads, 0, st>>>(d, s, idx, n);
+  return cudaGetLastError();
+}
+cudaError_t scatter(float* d, const float* s, const i64* idx, i64 n, cudaStream_t st) {
+  scatter_k<<<blocks(n), kThreads, 0, st>>>(d, s, idx, n);
+  return cudaGetLastError();
+}
+cudaError_t fill(float* d, float v, i64 n, cudaStream_t st) {
+  fill_k<<<blocks(n), kThreads, 0, st>>>(d, v, n);
+  return cudaGetLastError();
+}
+cudaError_t axpby(float* d, float a, const float* s, float b, i64 n, i64 sn, cudaStream_t st) {
+  axpby_k<<<blocks(n), kThreads, 0, st>>>(d, a, s, b, n, sn);
+  return cudaGetLastError();
+}
+cudaError_t pointwise(int fn, float* o, const float* a, i64 an, const float* b, i64 bn, i64 n, cudaStream_t st) {
+  pointwise_k<<<blocks(n), kThreads, 0, st>>>(fn, o, a, an, b, bn, n);
+  return cudaGetLastError();
+}
+cudaError_t reduce_map(float* o, const float* in, const i64* map, float f, i64 n, cudaStream_t st) {
+  reduce_map_k<<<blocks(n), kThreads, 0, st>>>(o, in, map, f, n);
+  return cudaGetLastError();
+}
+cudaError_t broadcast_map(float* o, const float* in, const i64* map, float f, i64 n, cudaStream_t st) {
+  broadcast_map_k<<<blocks(n), kThreads, 0, st>>>(o, in, map, f, n);
+  return cudaGetLastError();
+}
+cudaError_t softmax(float* y, const float* x, i64 rows, i64 w, i64 causal, cudaStream_t st) {
+  softmax_k<<<blocks(rows), kThreads, 0, st>>>(y, x, rows, w, causal);
+  return cudaGetLastError();
+}
+cudaError_t softmax_grad(float* dx, const float* dy, const float* y, i64 rows, i64 w, cudaStream_t st) {
+  softmax_grad_k<<<blocks(rows), kThreads, 0, st>>>(dx, dy, y, rows, w);
+  return cudaGetLastError();
+}
+cudaError_t layer_norm(float* y, const float* x, const float* g, const float* b, i64 rows, i64 w, int rms,
+                       cudaStream_t st) {
+  layer_norm_k<<<blocks(rows), kThreads, 0, st>>>(y, x, g, b, rows, w, rms);
+  return cudaGetLastError();
+}
+cudaError_t layer_norm_grad(float* dx, const float* dy, const float* x, const float* g, i64 rows, i64 w, int rms,
+                            cudaStream_t st) {
+  layer_norm_grad_k<<<blocks(rows), kThreads, 0, st>>>(dx, dy, x, g, rows, w, rms);
+  return cudaGetLastError();
+}
+cudaError_t layer_norm_scale_grad(float* dg, const float* dy, const float* x, i64 rows, i64 w, int rms,
+                                  cudaStream_t st) {
+  layer_norm_scale_grad_k<<<blocks(w), kThreads, 0, st>>>(dg, dy, x, rows, w, rms);
+  return cudaGetLastError();
+}
+cudaError_t cross_entropy(float* o, const float* x, const float* lab, i64 rows, i64 w, cudaStream_t st) {
+  ce_k<<<blocks(rows), kThreads, 0, st>>>(o, x, lab, rows, w);
+  return cudaGetLastError();
+}
+cudaError_t cross_entropy_grad(float* dx, const float* dy, const float* x, const float* lab, i64 rows, i64 w,
+                               cudaStream_t st) {
+  ce_grad_k<<<blocks(rows), kThreads, 0, st>>>(dx, dy, x, lab, rows, w);
+  return cudaGetLastError();
+}
+cudaError_t embedding(float* o, const float* t, const float* ids, i64 rows, i64 w, cudaStream_t st) {
+  embedding_k<<<blocks(rows * w), kThreads, 0, st>>>(o, t, ids, rows, w);
+  return cudaGetLastError();
+}
+cudaError_t embedding_grad(float* g, const float* dy, const float* ids, i64 rows, i64 w, cudaStream_t st) {
+  embedding_grad_k<<<blocks(rows * w), kThreads, 0, st>>>(g, dy, ids, rows, w);
+  return cudaGetLastError();
+}
+cudaError_t adam(float* w, const float* g, float* s, i64 n, cudaStream_t st) {
+  adam_k<<<blocks(n), kThreads, 0, st>>>(w, g, s, n);
+  return cudaGetLastError();
+}
+cudaError_t sgd_momentum(float* w, const float* g, float* s, i64 n, cudaStream_t st) {
+  sgd_k<<<blocks(n), kThreads, 0, st>>>(w, g, s, n);
+  return cudaGetLastError();
+}
+
+}  // namespace alpasim::exec::cuda::kernels

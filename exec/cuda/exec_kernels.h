@@ -1,0 +1,58 @@
+#pragma once
+
+// Kernels of the CUDA backend, compiled by nvcc as C++17: plain types only (STYLE.md 9.6).
+// Sizes are element counts; every launch goes to `stream` and returns the launch error.
+// Semantics match exec/cpu/cpu_kernels.h (fp32; causal unscaled attention softmax; eps 1e-5).
+
+#include <cuda_runtime_api.h>
+
+namespace alpasim::exec::cuda::kernels {
+
+using i64 = long long;
+
+/// dst[i] = src[index[i]] (einsum operand packing).
+cudaError_t gather(float* dst, const float* src, const i64* index, i64 n, cudaStream_t stream);
+/// dst[index[i]] = src[i] (einsum result unpacking).
+cudaError_t scatter(float* dst, const float* src, const i64* index, i64 n, cudaStream_t stream);
+/// dst[i] = value.
+cudaError_t fill(float* dst, float value, i64 n, cudaStream_t stream);
+/// dst[i] = alpha · dst[i] + beta · src[i % src_n] (bias add, accumulation, scaling).
+cudaError_t axpby(float* dst, float alpha, const float* src, float beta, i64 n, i64 src_n,
+                  cudaStream_t stream);
+/// Pointwise function `fn` of a (and b, each indexed modulo its size):
+/// 0 add, 1 mul, 2 gelu(a), 3 a·gelu'(b), 4 relu(a), 5 a·[b > 0].
+cudaError_t pointwise(int fn, float* out, const float* a, i64 a_n, const float* b, i64 b_n, i64 n,
+                      cudaStream_t stream);
+/// out[map[i]] += f · in[i] (out zeroed by the caller): reductions.
+cudaError_t reduce_map(float* out, const float* in, const i64* map, float f, i64 n, cudaStream_t stream);
+/// out[i] = f · in[map[i]]: gradient of a reduction.
+cudaError_t broadcast_map(float* out, const float* in, const i64* map, float f, i64 n, cudaStream_t stream);
+/// Row softmax; causal > 0: row r sees the first (r mod causal) + 1 entries.
+cudaError_t softmax(float* y, const float* x, i64 rows, i64 width, i64 causal, cudaStream_t stream);
+/// dx = y · (dy − Σ dy·y) per row.
+cudaError_t softmax_grad(float* dx, const float* dy, const float* y, i64 rows, i64 width, cudaStream_t stream);
+/// Layer norm (rms != 0: RMS norm) over rows: y = xhat·gamma + beta (beta may be null).
+cudaError_t layer_norm(float* y, const float* x, const float* gamma, const float* beta, i64 rows, i64 width,
+                       int rms, cudaStream_t stream);
+/// dx of layer/RMS norm.
+cudaError_t layer_norm_grad(float* dx, const float* dy, const float* x, const float* gamma, i64 rows,
+                            i64 width, int rms, cudaStream_t stream);
+/// dgamma[c] = Σ_rows dy·xhat (layer/RMS norm).
+cudaError_t layer_norm_scale_grad(float* dgamma, const float* dy, const float* x, i64 rows, i64 width,
+                                  int rms, cudaStream_t stream);
+/// Per row: log Σ exp(x) − x[label].
+cudaError_t cross_entropy(float* out, const float* logits, const float* labels, i64 rows, i64 width,
+                          cudaStream_t stream);
+/// Per row: dy[r] · (softmax(x) − onehot(label)).
+cudaError_t cross_entropy_grad(float* dx, const float* dy, const float* logits, const float* labels, i64 rows,
+                               i64 width, cudaStream_t stream);
+/// out[r, :] = table[ids[r], :].
+cudaError_t embedding(float* out, const float* table, const float* ids, i64 rows, i64 width, cudaStream_t stream);
+/// grad[ids[r], :] += dy[r, :] (grad zeroed by the caller).
+cudaError_t embedding_grad(float* grad, const float* dy, const float* ids, i64 rows, i64 width,
+                           cudaStream_t stream);
+/// Adam (step 1 from zero state, as the CPU backend) or SGD with momentum.
+cudaError_t adam(float* w, const float* g, float* state, i64 n, cudaStream_t stream);
+cudaError_t sgd_momentum(float* w, const float* g, float* state, i64 n, cudaStream_t stream);
+
+}  // namespace alpasim::exec::cuda::kernels
