@@ -42,6 +42,8 @@ struct CalibrateReport {
   /// rows as its table: trilinear interpolation of log(time) inside a complete measured grid
   /// (alpa-profile's fit rows form one), the curve outside it.
   ErrorStats held_out_gemm_interpolated;
+  /// held_out's GEMM groups again, predicted by grid interpolation (same group names).
+  std::vector<ErrorStats> held_out_interpolated;
   std::string text;  ///< the human report
   core::Json json;   ///< the --json object (sorted keys: byte-stable)
 };
