@@ -21,6 +21,10 @@
 namespace alpasim::exec::microbench {
 namespace {
 
+// Result lines start with this tag: NCCL_DEBUG output also goes to a worker's stdout, and
+// the launcher passes every other line on to stderr.
+constexpr const char* kResultTag = "ALPA_PROFILE_RESULT";
+
 core::Status nccl_status(ncclResult_t r, const std::string& what) {
   if (r == ncclSuccess) return core::Status();
   return core::internal_error(what + ": " + ncclGetErrorString(r));
@@ -165,7 +169,7 @@ core::Result<std::vector<std::string>> sweep_rank(ncclComm_t world, int rank, in
           const double busbw = algbw * busbw_factor(coll, n);
           std::ostringstream os;
           os.precision(17);
-          os << coll << '\t' << n << '\t' << g.num_nodes << '\t' << g.placement << '\t'
+          os << kResultTag << '\t' << coll << '\t' << n << '\t' << g.num_nodes << '\t' << g.placement << '\t'
              << schema::profile_role_name(g.role) << '\t' << ranks_text << '\t' << bytes << '\t'
              << secs * 1e6 << '\t' << algbw << '\t' << busbw;
           lines.push_back(os.str());
@@ -353,7 +357,11 @@ core::Result<std::vector<schema::CollectiveEntry>> run_nccl_launcher(
       std::stringstream ss(text);
       std::string l;
       while (std::getline(ss, l)) {
-        if (!l.empty()) lines.push_back(l);
+        if (l.rfind(std::string(kResultTag) + "\t", 0) == 0) {
+          lines.push_back(l.substr(std::string(kResultTag).size() + 1));
+        } else if (!l.empty()) {
+          std::fprintf(stderr, "%s\n", l.c_str());  // e.g. NCCL_DEBUG=INFO lines
+        }
       }
     }
   }
@@ -412,8 +420,10 @@ core::Result<std::vector<schema::CollectiveEntry>> run_nccl_mpi(
     std::filesystem::remove(file, ec);  // every rank has joined once init returned
   }
   ALPASIM_RETURN_IF_ERROR(lines.status());
+  std::vector<std::string> untagged;
+  for (const auto& l : *lines) untagged.push_back(l.substr(std::string(kResultTag).size() + 1));
   core::Status st;
-  auto out = to_entries(*lines, options.citation, st);
+  auto out = to_entries(untagged, options.citation, st);
   ALPASIM_RETURN_IF_ERROR(st);
   return out;
 }

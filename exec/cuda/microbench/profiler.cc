@@ -204,7 +204,9 @@ core::Result<ProfilerResult> run_profiler(const ProfilerOptions& o) {
     }
     summary << "nccl: " << p.collectives.size() << " rows\n";
   }
-  if (mpi && mpi->rank != 0) return res;  // rank 0 measures the single-GPU families
+  if (mpi && mpi->size > 1 && mpi->rank != 0) {
+    return res;  // rank 0 measures the single-GPU families and writes; the others say nothing
+  }
 
   if (o.ops.gemm) {
     std::vector<core::DType> dtypes = o.gemm_dtypes;
