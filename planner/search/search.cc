@@ -1,0 +1,1225 @@
+#include "planner/search/search.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <tuple>
+#include <utility>
+
+#include "core/check.h"
+#include "core/text.h"
+#include "ir/accounting.h"
+#include "ir/autodiff.h"
+#include "ir/builders.h"
+#include "planner/adapters/ir_adapter.h"
+#include "planner/intra_op/intra_op_pass.h"
+#include "planner/inter_op/inter_op_dp.h"
+#include "sim/pipeline_sim.h"
+
+namespace alpasim::planner {
+namespace {
+
+using adapters::SubmeshShape;
+using intra_op::LogicalMesh;
+using Clock = std::chrono::steady_clock;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Costs of one model layer on one GPU of a stage mesh, per microbatch (optimizer and
+// gradient synchronisation: per iteration).
+struct LayerCost {
+  double fwd_s = 0, bwd_s = 0, rc_s = 0;  // include the communication below
+  double fwd_comm_s = 0, bwd_comm_s = 0;
+  double grad_sync_s = 0;  // once per iteration (weight-update sharding collectives)
+  double opt_s = 0;        // once per iteration
+  std::int64_t param_b = 0, grad_b = 0, opt_b = 0, act_b = 0, work_b = 0, boundary_b = 0;
+  double fwd_flops = 0, bwd_flops = 0, rc_flops = 0;  // per GPU
+  double total_s() const { return fwd_s + bwd_s + rc_s; }
+};
+
+// One training graph: (microbatch size, recompute).
+struct Point {
+  std::int64_t mbs = 1;
+  schema::Recompute recompute = schema::Recompute::kNone;
+  ir::Graph graph;
+  std::vector<ir::LayerStats> stats;
+  int num_layers = 0;
+  std::vector<int> rep;  // representative layer of each layer's structural class
+  std::map<int, intra_op::IntraOpGraph> graphs;  // by representative
+  std::map<int, std::vector<ir::OpId>> node_ops;
+  std::map<int, std::string> keys;
+};
+
+ir::RecomputePolicy to_ir(schema::Recompute r) {
+  switch (r) {
+    case schema::Recompute::kNone: return ir::RecomputePolicy::kNone;
+    case schema::Recompute::kSelective: return ir::RecomputePolicy::kSelective;
+    case schema::Recompute::kFull: return ir::RecomputePolicy::kFull;
+  }
+  return ir::RecomputePolicy::kNone;
+}
+
+std::string mesh_key(const SubmeshShape& s, const LogicalMesh& m) {
+  return std::to_string(s.nodes) + "x" + std::to_string(s.gpus_per_node) + "/" + m.to_string();
+}
+
+std::vector<LogicalMesh> logical_shapes(const SubmeshShape& s, std::int64_t max_cols) {
+  std::vector<LogicalMesh> out;
+  for (std::int64_t c = 1; c <= s.size(); ++c) {
+    if (s.size() % c != 0 || c > max_cols) continue;
+    out.push_back({s.size() / c, c});
+  }
+  return out;
+}
+
+struct Evaluated {
+  schema::Plan plan;
+  Prediction prediction;
+  sim::PipelineProblem problem;
+  bool ok = false;
+  std::string error;
+};
+
+class Searcher {
+ public:
+  explicit Searcher(const SearchInput& in) : in_(in), cost_(*in.cost) {
+    nodes_ = in.cluster.nodes;
+    gpn_ = in.cluster.gpus_per_node;
+    num_gpus_ = nodes_ * gpn_;
+    memory_limit_ = in.options.memory_limit ? in.options.memory_limit->value()
+                                            : in.cluster.gpu.memory.value();
+    ir::parse_optimizer_kind(in.optimizer, &optimizer_);
+  }
+
+  double memory_limit() const { return static_cast<double>(memory_limit_); }
+  void set_unlimited_memory() { memory_limit_ = std::numeric_limits<std::int64_t>::max() / 4; }
+  std::int64_t num_gpus() const { return num_gpus_; }
+  std::int64_t nodes() const { return nodes_; }
+  std::int64_t gpn() const { return gpn_; }
+  int solves() const { return solves_; }
+  int queries() const { return queries_; }
+
+  core::Result<Point*> point(std::int64_t mbs, schema::Recompute rc) {
+    const auto key = std::make_pair(mbs, static_cast<int>(rc));
+    auto it = points_.find(key);
+    if (it != points_.end()) return it->second.get();
+    auto p = std::make_unique<Point>();
+    p->mbs = mbs;
+    p->recompute = rc;
+    ir::BuildOptions bo;
+    bo.microbatch_size = mbs;
+    bo.dtype = in_.dtype;
+    ALPASIM_ASSIGN_OR_RETURN(ir::Graph fwd, ir::build_forward_graph(in_.model, bo));
+    ir::TrainingOptions to;
+    to.optimizer = optimizer_;
+    to.recompute = to_ir(rc);
+    p->graph = ir::derive_training_graph(fwd, to);
+    p->stats = ir::layer_stats(p->graph);
+    p->num_layers = p->graph.num_layers();
+    std::map<std::string, int> first;
+    for (int l = 0; l < p->num_layers; ++l) {
+      std::vector<ir::OpId> ops;
+      ALPASIM_ASSIGN_OR_RETURN(intra_op::IntraOpGraph g,
+                               adapters::layer_range_graph(p->graph, l, l + 1, &ops, false));
+      std::string skey = g.structural_key();
+      auto [f, inserted] = first.emplace(skey, l);
+      p->rep.push_back(f->second);
+      if (inserted) {
+        p->graphs.emplace(l, std::move(g));
+        p->node_ops.emplace(l, std::move(ops));
+        p->keys.emplace(l, std::move(skey));
+      }
+    }
+    Point* raw = p.get();
+    points_.emplace(key, std::move(p));
+    return raw;
+  }
+
+  // Solves every (representative layer, mesh) of `p` not solved yet, in parallel.
+  core::Status ensure_costs(Point& p, const std::vector<std::pair<SubmeshShape, LogicalMesh>>& meshes) {
+    struct Task {
+      int rep;
+      SubmeshShape sub;
+      LogicalMesh mesh;
+      std::string key;
+    };
+    std::vector<Task> tasks;
+    std::set<std::string> queued;
+    for (const auto& [sub, mesh] : meshes) {
+      for (const auto& [rep, g] : p.graphs) {
+        std::string key = cost_key(p, rep, sub, mesh);
+        ++queries_;
+        if (costs_.count(key) || !queued.insert(key).second) continue;
+        tasks.push_back({rep, sub, mesh, key});
+      }
+    }
+    if (tasks.empty()) return core::Status();
+    // Hooks are built sequentially (cost model group derivation), solves in parallel.
+    std::vector<intra_op::CollectiveCostFn> hooks;
+    for (const Task& t : tasks) {
+      ALPASIM_ASSIGN_OR_RETURN(intra_op::CollectiveCostFn h,
+                               adapters::make_collective_hook(cost_, t.sub, t.mesh));
+      hooks.push_back(std::move(h));
+    }
+    std::vector<core::Result<intra_op::IntraOpPlan>> results(
+        tasks.size(), core::Result<intra_op::IntraOpPlan>(core::internal_error("not run")));
+    std::atomic<std::size_t> next{0};
+    auto worker = [&]() {
+      intra_op::IntraOpPass pass;
+      for (;;) {
+        const std::size_t i = next.fetch_add(1);
+        if (i >= tasks.size()) return;
+        intra_op::CostHooks h;
+        h.collective = hooks[i];
+        intra_op::IntraOpOptions o;
+        o.time_limit = core::seconds(30.0);
+        results[i] = pass.run(p.graphs.at(tasks[i].rep), tasks[i].mesh, h, o);
+      }
+    };
+    const int threads = std::max(1, std::min<int>(in_.options.threads, static_cast<int>(tasks.size())));
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+    worker();
+    for (auto& th : pool) th.join();
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      if (!results[i].ok()) return results[i].status();
+      ++solves_;
+      costs_.emplace(tasks[i].key,
+                     to_layer_cost(p, tasks[i].rep, tasks[i].mesh, results[i].value(), hooks[i]));
+      plans_.emplace(tasks[i].key, std::move(results[i]).value());
+    }
+    return core::Status();
+  }
+
+  const LayerCost& layer_cost(const Point& p, int layer, const SubmeshShape& sub,
+                              const LogicalMesh& mesh) const {
+    return costs_.at(cost_key(p, p.rep[static_cast<std::size_t>(layer)], sub, mesh));
+  }
+  const intra_op::IntraOpPlan& layer_plan(const Point& p, int layer, const SubmeshShape& sub,
+                                          const LogicalMesh& mesh) const {
+    return plans_.at(cost_key(p, p.rep[static_cast<std::size_t>(layer)], sub, mesh));
+  }
+
+  // ---- Lowering of a plan (stages with costs per layer) into the simulator. ----
+
+  // `layer_costs[i]`: the per-layer costs of virtual stage i's layers. `meshes[i]`: device ids
+  // of physical stage i (p entries).
+  struct Lowering {
+    std::vector<std::vector<LayerCost>> chunk_layers;  // p·v chunks
+    std::vector<std::vector<std::int64_t>> mesh_devices;  // p meshes, all GPUs of a mesh
+    std::vector<int> mesh_gpus;  // representative-GPU count per mesh (num_gpus in sim)
+    int data_parallel = 1;
+    sim::GradSyncMode grad_sync_mode = sim::GradSyncMode::kAllReduce;
+    bool blocking_p2p = false;
+    bool local_all_gather = true;
+    // dp > 1: groups per mesh for the gradient collective (concurrent), set by the caller.
+    std::vector<std::vector<std::vector<std::int64_t>>> dp_groups;
+  };
+
+  core::Result<Evaluated> simulate(const Lowering& lw, const schema::Plan& plan) {
+    sim::PipelineProblem pb;
+    const int p = static_cast<int>(lw.mesh_devices.size());
+    const int chunks = static_cast<int>(lw.chunk_layers.size());
+    const int v = chunks / p;
+    pb.schedule = plan.schedule == schema::Schedule::kGpipe ? sim::PipelineSchedule::kGPipe
+                  : v > 1 ? sim::PipelineSchedule::kInterleaved1F1B
+                          : sim::PipelineSchedule::kOneFOneB;
+    pb.num_microbatches = static_cast<int>(plan.num_microbatches);
+    pb.interleave = v;
+    pb.data_parallel = lw.data_parallel;
+    pb.grad_sync_mode = lw.grad_sync_mode;
+    pb.blocking_p2p = lw.blocking_p2p;
+    for (int m = 0; m < p; ++m) {
+      sim::MeshSpec ms;
+      ms.num_gpus = lw.mesh_gpus[static_cast<std::size_t>(m)];
+      ms.memory_limit = core::bytes(memory_limit_);
+      pb.meshes.push_back(ms);
+    }
+    // One link per mesh pair and direction, at the point-to-point bandwidth of the meshes'
+    // first GPUs (each receiving GPU's share).
+    auto route = [&](int from, int to) {
+      const auto a = lw.mesh_devices[static_cast<std::size_t>(from)].front();
+      const auto b = lw.mesh_devices[static_cast<std::size_t>(to)].front();
+      sim::Route r;
+      if (a == b) return r;
+      const cluster::PathInfo path = cost_.topology().point_to_point(a, b);
+      sim::LinkSpec link;
+      link.name = "mesh" + std::to_string(from) + "->mesh" + std::to_string(to);
+      link.capacity = path.bandwidth;
+      pb.links.push_back(link);
+      r.links.push_back(static_cast<sim::LinkId>(pb.links.size() - 1));
+      r.latency = path.latency;
+      return r;
+    };
+    if (p > 1) {
+      for (int m = 0; m < p; ++m) {
+        const int next = (m + 1) % p;
+        const int prev = (m + p - 1) % p;
+        if (m + 1 < p || v > 1) pb.meshes[static_cast<std::size_t>(m)].send_next = route(m, next);
+        if (m > 0 || v > 1) pb.meshes[static_cast<std::size_t>(m)].send_prev = route(m, prev);
+      }
+    }
+    for (int c = 0; c < chunks; ++c) {
+      const auto& layers = lw.chunk_layers[static_cast<std::size_t>(c)];
+      sim::StageCosts st;
+      double fwd = 0, bwd = 0, rc = 0, fc = 0, bc = 0, gs = 0, opt = 0, ff = 0, bf = 0, rf = 0;
+      std::int64_t act = 0, work = 0, par = 0, grad = 0, os = 0;
+      for (const LayerCost& l : layers) {
+        fwd += l.fwd_s; bwd += l.bwd_s; rc += l.rc_s; fc += l.fwd_comm_s; bc += l.bwd_comm_s;
+        gs += l.grad_sync_s; opt += l.opt_s; ff += l.fwd_flops; bf += l.bwd_flops; rf += l.rc_flops;
+        act += l.act_b; work = std::max(work, l.work_b); par += l.param_b; grad += l.grad_b;
+        os += l.opt_b;
+      }
+      st.forward_s = core::seconds(fwd);
+      st.backward_s = core::seconds(bwd);
+      st.recompute_s = core::seconds(rc);
+      st.forward_tp_comm_s = core::seconds(std::min(fc, fwd));
+      st.backward_tp_comm_s = core::seconds(std::min(bc, bwd));
+      st.forward_flops = core::Flops(ff);
+      st.backward_flops = core::Flops(bf);
+      st.recompute_flops = core::Flops(rf);
+      st.stored_activation_bytes = core::bytes(act);
+      st.working_activation_bytes = core::bytes(work);
+      st.parameter_bytes = core::bytes(par);
+      st.gradient_bytes = core::bytes(grad);
+      st.optimizer_state_bytes = core::bytes(os);
+      const int mesh = c % p;
+      const int next_mesh = (c + 1) % p;
+      if (c + 1 < chunks && !layers.empty()) {
+        st.output_activation_bytes = core::bytes(layers.back().boundary_b);
+        const auto& nd = lw.mesh_devices[static_cast<std::size_t>(next_mesh)];
+        if (lw.local_all_gather && nd.size() > 1) {
+          st.output_reshard = sim::ReshardMode::kLocalAllGather;
+          st.reshard_group = static_cast<int>(nd.size());
+          ALPASIM_ASSIGN_OR_RETURN(cluster::GroupInfo g, cost_.group(nd));
+          st.reshard_all_gather_s =
+              cost_.collective(cost_model::Collective::kAllGather,
+                               core::bytes(layers.back().boundary_b), g).time;
+        }
+      }
+      if (lw.data_parallel > 1) {
+        st.grad_sync_bytes = core::bytes(par);
+        st.optimizer_step_s = core::seconds(opt);
+        if (par > 0) {
+          const auto& groups = lw.dp_groups[static_cast<std::size_t>(mesh)];
+          ALPASIM_ASSIGN_OR_RETURN(std::vector<cluster::GroupInfo> gi, cost_.concurrent_groups(groups));
+          const auto kind = lw.grad_sync_mode == sim::GradSyncMode::kAllReduce
+                                ? cost_model::Collective::kAllReduce
+                                : cost_model::Collective::kReduceScatter;
+          st.grad_sync_s = cost_.collective(kind, core::bytes(par), gi.front()).time;
+          if (lw.grad_sync_mode == sim::GradSyncMode::kReduceScatterAllGather) {
+            st.param_all_gather_s =
+                cost_.collective(cost_model::Collective::kAllGather, core::bytes(par), gi.front()).time;
+          }
+        }
+      } else {
+        // Gradient collectives inside the stage mesh (the intra-op pass's weight-update
+        // sharding) run once per iteration, after the last backward: not overlapped.
+        st.optimizer_step_s = core::seconds(opt + gs);
+      }
+      pb.stages.push_back(st);
+    }
+    ALPASIM_RETURN_IF_ERROR(sim::validate(pb));
+    ALPASIM_ASSIGN_OR_RETURN(sim::PipelineSimulation s, sim::simulate_pipeline(pb));
+    Evaluated e;
+    e.plan = plan;
+    e.problem = std::move(pb);
+    const sim::PipelineReport& r = s.report;
+    Prediction& pr = e.prediction;
+    pr.iteration_time_s = r.iteration_time.value();
+    pr.model_tflops_per_gpu = r.model_flops_per_gpu.value() / 1e12;
+    pr.hardware_tflops_per_gpu = r.hardware_flops_per_gpu.value() / 1e12;
+    pr.samples_per_s = pr.iteration_time_s > 0
+                           ? static_cast<double>(plan.global_batch_size) / pr.iteration_time_s
+                           : 0;
+    pr.bubble_fraction = r.bubble_fraction;
+    pr.peak_memory_bytes = r.peak_memory_bytes;
+    for (const auto& d : r.devices) pr.peak_memory_bytes_per_stage.push_back(d.peak_memory_bytes);
+    pr.fits = r.overflows.empty();
+    if (!pr.fits) pr.memory_message = r.memory_status().message();
+    e.ok = true;
+    return e;
+  }
+
+  // Evaluates a plan whose stages carry submesh + logical mesh, under the intra-op costs.
+  core::Result<Evaluated> evaluate(const schema::Plan& plan) {
+    if (plan.global_batch_size % plan.num_microbatches != 0) {
+      return core::invalid_argument("global batch " + std::to_string(plan.global_batch_size) +
+                                    " is not divisible by " +
+                                    std::to_string(plan.num_microbatches) + " microbatches");
+    }
+    const std::int64_t mbs = plan.global_batch_size / plan.num_microbatches;
+    ALPASIM_ASSIGN_OR_RETURN(Point * pt, point(mbs, plan.recompute));
+    std::vector<std::pair<SubmeshShape, LogicalMesh>> meshes;
+    for (const auto& st : plan.stages) {
+      meshes.push_back({{st.submesh_nodes, st.submesh_gpus_per_node},
+                        {st.logical_rows, st.logical_cols}});
+    }
+    ALPASIM_RETURN_IF_ERROR(ensure_costs(*pt, meshes));
+    const int v = static_cast<int>(plan.interleave);
+    const int chunks = static_cast<int>(plan.stages.size());
+    if (chunks % v != 0) return core::invalid_argument("stages are not a multiple of interleave");
+    if (plan.stages.back().layer_end != pt->num_layers) {
+      return core::invalid_argument("the plan's stages end at layer " +
+                                    std::to_string(plan.stages.back().layer_end) +
+                                    " but the model has " + std::to_string(pt->num_layers) +
+                                    " layers");
+    }
+    Lowering lw;
+    const int p = chunks / v;
+    for (int c = 0; c < chunks; ++c) {
+      const auto& st = plan.stages[static_cast<std::size_t>(c)];
+      std::vector<LayerCost> layers;
+      for (auto l = st.layer_begin; l < st.layer_end; ++l) {
+        layers.push_back(layer_cost(*pt, static_cast<int>(l), meshes[static_cast<std::size_t>(c)].first,
+                                    meshes[static_cast<std::size_t>(c)].second));
+      }
+      lw.chunk_layers.push_back(std::move(layers));
+      if (c < p) {
+        lw.mesh_devices.push_back(st.device_ids);
+        lw.mesh_gpus.push_back(static_cast<int>(st.device_ids.size()));
+      }
+    }
+    return simulate(lw, plan);
+  }
+
+  schema::Plan base_plan() const {
+    schema::Plan plan;
+    plan.model = in_.model;
+    plan.cluster = in_.cluster;
+    plan.dtype = in_.dtype;
+    plan.global_batch_size = in_.global_batch_size;
+    plan.generator = "alpa-sim search.mode=" + in_.mode;
+    return plan;
+  }
+
+  // Fills a plan stage's intra-op shardings from the solved plans of its layers.
+  void fill_shardings(const Point& pt, schema::PlanStage* st) const {
+    const SubmeshShape sub{st->submesh_nodes, st->submesh_gpus_per_node};
+    const LogicalMesh mesh{st->logical_rows, st->logical_cols};
+    for (auto l = st->layer_begin; l < st->layer_end; ++l) {
+      const auto& ip = layer_plan(pt, static_cast<int>(l), sub, mesh);
+      const int rep = pt.rep[static_cast<std::size_t>(l)];
+      // Names come from the representative layer: rename to this layer's ops.
+      std::vector<ir::OpId> own;
+      auto g = adapters::layer_range_graph(pt.graph, static_cast<std::int32_t>(l),
+                                           static_cast<std::int32_t>(l + 1), &own);
+      (void)rep;
+      schema::PlanStage tmp;
+      intra_op::write_to_stage(ip, &tmp);
+      for (std::size_t i = 0; i < tmp.shardings.size() && i < own.size(); ++i) {
+        const ir::Op& op = pt.graph.op(own[i]);
+        if (op.layer != l || op.is_source()) continue;
+        tmp.shardings[i].op = op.name;
+        st->shardings.push_back(std::move(tmp.shardings[i]));
+      }
+      st->weight_update_sharding = st->weight_update_sharding || tmp.weight_update_sharding;
+    }
+  }
+
+  const SearchInput& input() const { return in_; }
+  const cost_model::CostModel& cost() const { return cost_; }
+  ir::OptimizerKind optimizer() const { return optimizer_; }
+
+ private:
+  std::string cost_key(const Point& p, int rep, const SubmeshShape& sub,
+                       const LogicalMesh& mesh) const {
+    return std::to_string(p.mbs) + "|" + std::to_string(static_cast<int>(p.recompute)) + "|" +
+           std::to_string(rep) + "|" + mesh_key(sub, mesh);
+  }
+
+  LayerCost to_layer_cost(const Point& p, int rep, const LogicalMesh& mesh,
+                          const intra_op::IntraOpPlan& plan,
+                          const intra_op::CollectiveCostFn& hook) {
+    LayerCost c;
+    const auto& g = p.graphs.at(rep);
+    const auto& ops = p.node_ops.at(rep);
+    const std::int64_t devices = mesh.num_devices();
+    // The pass prices forward and activation-gradient collectives per microbatch (weight
+    // gradients are not in its graph); a third is charged to the forward, two thirds to
+    // the backward (two matmuls per forward matmul there).
+    const double comm = plan.cost.value();
+    c.fwd_comm_s = comm / 3;
+    c.bwd_comm_s = comm - c.fwd_comm_s;
+    const auto ct = compute_for(p, rep, devices);
+    c.fwd_s = ct.forward.value() + c.fwd_comm_s;
+    c.bwd_s = ct.backward.value() + c.bwd_comm_s;
+    c.rc_s = ct.recompute.value();
+    c.opt_s = ct.optimizer.value();
+    const std::int64_t state_per_param =
+        ir::optimizer_state_bytes_per_parameter(optimizer_, in_.dtype);
+    // Gradient bytes per device to synchronise, by the mesh axes each weight is
+    // replicated over (accumulated over the microbatches, synchronised once).
+    std::map<intra_op::MeshAxes, std::int64_t> sync_bytes;
+    for (std::size_t v = 0; v < g.nodes.size() && v < ops.size(); ++v) {
+      const ir::Op& op = p.graph.op(ops[v]);
+      if (op.layer != rep) continue;  // an input from another layer
+      std::int64_t shards = devices;
+      intra_op::MeshAxes used = intra_op::kBothAxes;
+      if (v < plan.shardings.size()) {
+        const auto& spec = plan.shardings[v].output;
+        shards = std::max<std::int64_t>(1, spec.num_shards(mesh.rows, mesh.cols));
+        used = (spec.uses_mesh_axis(0) ? intra_op::kAxis0 : 0u) |
+               (spec.uses_mesh_axis(1) ? intra_op::kAxis1 : 0u);
+      }
+      const std::int64_t bytes = op.out.bytes() / shards;
+      if (op.kind == ir::OpKind::kParameter) {
+        c.param_b += bytes;
+        c.grad_b += bytes;
+        // Weight-update sharding (Alpa §4.2 / ZeRO): states split over every device.
+        c.opt_b += op.out.num_elements() * state_per_param / devices;
+        intra_op::MeshAxes replicated = 0;
+        if (mesh.rows > 1 && !(used & intra_op::kAxis0)) replicated |= intra_op::kAxis0;
+        if (mesh.cols > 1 && !(used & intra_op::kAxis1)) replicated |= intra_op::kAxis1;
+        if (replicated != 0) sync_bytes[replicated] += bytes;
+      } else if (op.phase == ir::Phase::kForward) {
+        bool saved = false;
+        for (ir::OpId u : p.graph.consumers(op.id)) {
+          const auto ph = p.graph.op(u).phase;
+          saved = saved || ph == ir::Phase::kBackward || ph == ir::Phase::kRecompute;
+        }
+        // Activations count as split over every device: the memory-unconstrained solve
+        // leaves cheap tensors (masks, inputs) in arbitrary layouts, which a memory-
+        // constrained one would split.
+        if (saved) c.act_b += op.out.bytes() / devices;
+      } else if (op.phase == ir::Phase::kRecompute) {
+        c.work_b += op.out.bytes() / devices;
+      }
+    }
+    // Reduce-scatter the accumulated gradients, update the shard, all-gather the weights.
+    for (const auto& [axes, bytes] : sync_bytes) {
+      c.grad_sync_s += hook(intra_op::Collective::kReduceScatter, core::bytes(bytes), axes).value() +
+                       hook(intra_op::Collective::kAllGather, core::bytes(bytes), axes).value();
+    }
+    const auto& s = p.stats[static_cast<std::size_t>(rep)];
+    c.boundary_b = s.boundary_bytes;
+    const double d = static_cast<double>(devices);
+    c.fwd_flops = static_cast<double>(s.flops.matmul_forward) / d;
+    c.bwd_flops = static_cast<double>(s.flops.matmul_backward) / d;
+    c.rc_flops = static_cast<double>(s.flops.matmul_recompute) / d;
+    if (std::getenv("ALPASIM_SEARCH_DEBUG") != nullptr) {
+      std::fprintf(stderr, "layer %d mbs %lld rc %d mesh %s: fwd %.3g bwd %.3g rc %.3g comm %.3g gs %.3g opt %.3g | param %lld opt %lld act %lld work %lld | %s %zu wus\n",
+                   rep, static_cast<long long>(p.mbs), static_cast<int>(p.recompute), mesh.to_string().c_str(),
+                   c.fwd_s, c.bwd_s, c.rc_s, comm, c.grad_sync_s, c.opt_s, static_cast<long long>(c.param_b),
+                   static_cast<long long>(c.opt_b), static_cast<long long>(c.act_b),
+                   static_cast<long long>(c.work_b), plan.method.c_str(), sync_bytes.size());
+    }
+    return c;
+  }
+
+ public:
+  adapters::ComputeTimes compute_for(const Point& p, int layer, std::int64_t devices) {
+    const std::string key = std::to_string(p.mbs) + "|" + std::to_string(static_cast<int>(p.recompute)) +
+                            "|" + std::to_string(layer) + "|" + std::to_string(devices);
+    auto it = compute_.find(key);
+    if (it != compute_.end()) return it->second;
+    auto t = adapters::layer_range_compute(p.graph, layer, layer + 1, devices, cost_);
+    compute_.emplace(key, t);
+    return t;
+  }
+
+ private:
+  const SearchInput& in_;
+  cost_model::CostModel cost_;
+  std::int64_t nodes_ = 1, gpn_ = 1, num_gpus_ = 1;
+  std::int64_t memory_limit_ = 0;
+  ir::OptimizerKind optimizer_ = ir::OptimizerKind::kAdam;
+  std::map<std::pair<std::int64_t, int>, std::unique_ptr<Point>> points_;
+  std::map<std::string, LayerCost> costs_;
+  std::map<std::string, intra_op::IntraOpPlan> plans_;
+  std::map<std::string, adapters::ComputeTimes> compute_;
+  int solves_ = 0;
+  int queries_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------
+// Helpers shared by the modes.
+
+std::vector<std::int64_t> microbatch_sizes(const SearchInput& in, std::int64_t min_divisor) {
+  std::vector<std::int64_t> out;
+  if (in.num_microbatches) {
+    if (in.global_batch_size % *in.num_microbatches == 0) {
+      out.push_back(in.global_batch_size / *in.num_microbatches);
+    }
+    return out;
+  }
+  std::vector<std::int64_t> cand = in.options.microbatch_sizes;
+  if (cand.empty()) cand = {1, 2, 4, 8, 16, 32};
+  for (std::int64_t m : cand) {
+    if (m >= 1 && in.global_batch_size % m == 0 && m % min_divisor == 0 &&
+        m <= in.global_batch_size) {
+      out.push_back(m);
+    }
+  }
+  return out;
+}
+
+// Contiguous groups of layers with near-equal FLOPs: minimises the heaviest group (exact
+// linear-partition DP), at most `groups` groups. Returns the group starts + num_layers.
+std::vector<int> balanced_partition(const std::vector<double>& w, int groups) {
+  const int n = static_cast<int>(w.size());
+  groups = std::max(1, std::min(groups, n));
+  std::vector<double> pre(static_cast<std::size_t>(n + 1), 0);
+  for (int i = 0; i < n; ++i) pre[static_cast<std::size_t>(i + 1)] = pre[static_cast<std::size_t>(i)] + w[static_cast<std::size_t>(i)];
+  // best[g][i]: min max-weight of splitting the first i layers into g groups.
+  std::vector<std::vector<double>> best(static_cast<std::size_t>(groups + 1),
+                                        std::vector<double>(static_cast<std::size_t>(n + 1), kInf));
+  std::vector<std::vector<int>> cut(best.size(), std::vector<int>(static_cast<std::size_t>(n + 1), 0));
+  best[0][0] = 0;
+  for (int g = 1; g <= groups; ++g) {
+    for (int i = g; i <= n; ++i) {
+      for (int j = g - 1; j < i; ++j) {
+        const double v = std::max(best[static_cast<std::size_t>(g - 1)][static_cast<std::size_t>(j)],
+                                  pre[static_cast<std::size_t>(i)] - pre[static_cast<std::size_t>(j)]);
+        if (v < best[static_cast<std::size_t>(g)][static_cast<std::size_t>(i)]) {
+          best[static_cast<std::size_t>(g)][static_cast<std::size_t>(i)] = v;
+          cut[static_cast<std::size_t>(g)][static_cast<std::size_t>(i)] = j;
+        }
+      }
+    }
+  }
+  std::vector<int> starts;
+  int i = n;
+  for (int g = groups; g >= 1; --g) {
+    starts.push_back(i);
+    i = cut[static_cast<std::size_t>(g)][static_cast<std::size_t>(i)];
+  }
+  starts.push_back(0);
+  std::reverse(starts.begin(), starts.end());
+  return starts;  // groups + 1 entries
+}
+
+std::vector<double> layer_weights(const Point& p) {
+  std::vector<double> w;
+  for (const auto& s : p.stats) {
+    w.push_back(static_cast<double>(s.flops.total_forward + s.flops.total_backward) + 1.0);
+  }
+  return w;
+}
+
+std::string describe_plan(const schema::Plan& plan) {
+  std::ostringstream os;
+  os << plan.stages.size() / static_cast<std::size_t>(plan.interleave) << " stage(s)";
+  if (plan.interleave > 1) os << " x " << plan.interleave << " chunks";
+  os << ", " << plan.num_microbatches << " microbatches of "
+     << plan.global_batch_size / plan.num_microbatches << ", " << schema::schedule_name(plan.schedule)
+     << ", recompute " << schema::recompute_name(plan.recompute) << ":";
+  for (const auto& st : plan.stages) {
+    os << " [" << st.layer_begin << "," << st.layer_end << ") " << st.submesh_nodes << "x"
+       << st.submesh_gpus_per_node << " as " << st.logical_rows << "x" << st.logical_cols << ";";
+  }
+  return os.str();
+}
+
+bool better(const Evaluated& a, const Evaluated& b) {
+  if (!b.ok) return a.ok;
+  if (!a.ok) return false;
+  if (a.prediction.fits != b.prediction.fits) return a.prediction.fits;
+  if (!a.prediction.fits) return a.prediction.peak_memory_bytes < b.prediction.peak_memory_bytes;
+  return a.prediction.iteration_time_s < b.prediction.iteration_time_s;
+}
+
+// Plans with stages placed by assign_devices.
+core::Result<schema::Plan> make_plan(Searcher& s, const std::vector<schema::PlanStage>& stages_in,
+                                     std::int64_t num_microbatches, schema::Schedule schedule,
+                                     int interleave, schema::Recompute rc) {
+  schema::Plan plan = s.base_plan();
+  plan.num_microbatches = num_microbatches;
+  plan.schedule = schedule;
+  plan.interleave = interleave;
+  plan.recompute = rc;
+  const int p = static_cast<int>(stages_in.size()) / interleave;
+  std::vector<SubmeshShape> subs;
+  for (int i = 0; i < p; ++i) {
+    subs.push_back({stages_in[static_cast<std::size_t>(i)].submesh_nodes,
+                    stages_in[static_cast<std::size_t>(i)].submesh_gpus_per_node});
+  }
+  ALPASIM_ASSIGN_OR_RETURN(std::vector<inter_op::Placement> place,
+                           inter_op::assign_devices(subs, s.nodes(), s.gpn()));
+  plan.stages = stages_in;
+  for (std::size_t c = 0; c < plan.stages.size(); ++c) {
+    auto& st = plan.stages[c];
+    const auto& pl = place[c % static_cast<std::size_t>(p)];
+    st.device_ids = adapters::mesh_device_ids({st.submesh_nodes, st.submesh_gpus_per_node},
+                                              {st.logical_rows, st.logical_cols}, s.gpn(),
+                                              pl.first_node, pl.first_local);
+  }
+  return plan;
+}
+
+SubmeshShape shape_of_size(std::int64_t size, std::int64_t gpn) {
+  if (size <= gpn) return {1, size};
+  return {size / gpn, gpn};
+}
+
+bool valid_submesh_size(std::int64_t size, std::int64_t nodes, std::int64_t gpn) {
+  if (size <= 0) return false;
+  if (size < gpn) return (size & (size - 1)) == 0;
+  return size % gpn == 0 && size / gpn <= nodes;
+}
+
+// ---------------------------------------------------------------------------------------
+// Mode "alpa".
+
+struct AlpaStats {
+  int points = 0, dp_passes = 0, t_max_candidates = 0, simulated = 0;
+  std::vector<std::string> lines;
+};
+
+core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_point start,
+                                 bool restrict_to_data_parallel_meshes = false) {
+  const SearchInput& in = s.input();
+  const std::int64_t nodes = s.nodes(), gpn = s.gpn();
+  // Submeshes of Alpa §5.2; above 8 nodes only power-of-two node counts (search speed),
+  // and logical meshes keep the model axis inside a node there.
+  std::vector<SubmeshShape> subs;
+  for (const auto& sm : inter_op::submesh_shapes(nodes, gpn)) {
+    if (nodes > 8 && sm.nodes > 1 && (sm.nodes & (sm.nodes - 1)) != 0) continue;
+    subs.push_back(sm);
+  }
+  const std::int64_t max_cols = nodes > 8 ? gpn : std::numeric_limits<std::int64_t>::max();
+  std::vector<std::pair<SubmeshShape, LogicalMesh>> meshes;
+  std::vector<std::vector<LogicalMesh>> logical(subs.size());
+  for (std::size_t j = 0; j < subs.size(); ++j) {
+    for (const auto& m : logical_shapes(subs[j], restrict_to_data_parallel_meshes ? 1 : max_cols)) {
+      logical[j].push_back(m);
+      meshes.push_back({subs[j], m});
+    }
+  }
+  Evaluated best;
+  for (schema::Recompute rc : in.options.recompute) {
+    for (std::int64_t mbs : microbatch_sizes(in, 1)) {
+      const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      if (stats.points > 0 && elapsed > in.options.time_limit_s) {
+        stats.lines.push_back("time limit reached after " + std::to_string(stats.points) +
+                              " (microbatch, recompute) points");
+        break;
+      }
+      ++stats.points;
+      ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(mbs, rc));
+      ALPASIM_RETURN_IF_ERROR(s.ensure_costs(*pt, meshes));
+      const std::int64_t B = in.global_batch_size / mbs;
+      // Clustered layers.
+      const std::vector<int> starts = balanced_partition(layer_weights(*pt), in.options.max_layers);
+      const int L = static_cast<int>(starts.size()) - 1;
+      inter_op::InterOpProblem prob;
+      prob.num_layers = L;
+      prob.num_devices = s.num_gpus();
+      prob.num_microbatches = B;
+      prob.max_stages = L;
+      prob.submeshes = subs;
+      prob.resize();
+      // Chosen logical mesh per (begin, end, submesh, s).
+      std::vector<int> chosen(prob.table.size(), -1);
+      for (std::size_t j = 0; j < subs.size(); ++j) {
+        for (std::size_t q = 0; q < logical[j].size(); ++q) {
+          // Per clustered layer sums.
+          std::vector<double> t(static_cast<std::size_t>(L), 0), st(static_cast<std::size_t>(L), 0),
+              act(static_cast<std::size_t>(L), 0), work(static_cast<std::size_t>(L), 0);
+          for (int g = 0; g < L; ++g) {
+            for (int l = starts[static_cast<std::size_t>(g)]; l < starts[static_cast<std::size_t>(g + 1)]; ++l) {
+              const LayerCost& c = s.layer_cost(*pt, l, subs[j], logical[j][q]);
+              t[static_cast<std::size_t>(g)] += c.total_s();
+              st[static_cast<std::size_t>(g)] += static_cast<double>(c.param_b + c.grad_b + c.opt_b);
+              act[static_cast<std::size_t>(g)] += static_cast<double>(c.act_b);
+              work[static_cast<std::size_t>(g)] = std::max(work[static_cast<std::size_t>(g)], static_cast<double>(c.work_b));
+            }
+          }
+          for (int k = 0; k < L; ++k) {
+            double tt = 0, ss = 0, aa = 0, ww = 0;
+            for (int i = k + 1; i <= L; ++i) {
+              tt += t[static_cast<std::size_t>(i - 1)];
+              ss += st[static_cast<std::size_t>(i - 1)];
+              aa += act[static_cast<std::size_t>(i - 1)];
+              ww = std::max(ww, work[static_cast<std::size_t>(i - 1)]);
+              for (int sfe = 1; sfe <= L; ++sfe) {
+                const double in_flight = static_cast<double>(std::min<std::int64_t>(sfe, B));
+                if (ss + in_flight * aa + ww > s.memory_limit()) continue;
+                const std::size_t idx = prob.index(k, i, static_cast<int>(j), sfe);
+                if (tt < prob.table[idx]) {
+                  prob.table[idx] = tt;
+                  chosen[idx] = static_cast<int>(q);
+                }
+              }
+            }
+          }
+        }
+      }
+      inter_op::InterOpOptions opt;
+      opt.epsilon = in.options.epsilon;
+      opt.top_k = in.options.top_k;
+      const inter_op::InterOpResult res = inter_op::solve_inter_op(prob, opt);
+      stats.dp_passes += res.t_max_enumerated;
+      stats.t_max_candidates += res.t_max_candidates;
+      for (const auto& sol : res.solutions) {
+        std::vector<schema::PlanStage> stages;
+        const int ns = static_cast<int>(sol.stages.size());
+        for (int si = 0; si < ns; ++si) {
+          const auto& c = sol.stages[static_cast<std::size_t>(si)];
+          const int q = chosen[prob.index(c.layer_begin, c.layer_end, c.submesh, ns - si)];
+          schema::PlanStage st;
+          st.layer_begin = starts[static_cast<std::size_t>(c.layer_begin)];
+          st.layer_end = starts[static_cast<std::size_t>(c.layer_end)];
+          st.submesh_nodes = subs[static_cast<std::size_t>(c.submesh)].nodes;
+          st.submesh_gpus_per_node = subs[static_cast<std::size_t>(c.submesh)].gpus_per_node;
+          st.logical_rows = logical[static_cast<std::size_t>(c.submesh)][static_cast<std::size_t>(q)].rows;
+          st.logical_cols = logical[static_cast<std::size_t>(c.submesh)][static_cast<std::size_t>(q)].cols;
+          stages.push_back(st);
+        }
+        std::vector<std::tuple<schema::Schedule, int>> schedules = {{schema::Schedule::kOneFOneB, 1}};
+        if (in.options.try_gpipe && ns > 1) schedules.push_back({schema::Schedule::kGpipe, 1});
+        bool uniform = ns > 1;
+        for (const auto& st : stages) {
+          uniform = uniform && st.submesh_nodes == stages[0].submesh_nodes &&
+                    st.submesh_gpus_per_node == stages[0].submesh_gpus_per_node &&
+                    st.logical_rows == stages[0].logical_rows && st.logical_cols == stages[0].logical_cols;
+        }
+        if (in.options.try_interleave && uniform && pt->num_layers >= 2 * ns && B % ns == 0) {
+          schedules.push_back({schema::Schedule::kInterleavedOneFOneB, 2});
+        }
+        for (const auto& [sched, v] : schedules) {
+          std::vector<schema::PlanStage> chunks = stages;
+          if (v > 1) {
+            const std::vector<int> cs = balanced_partition(layer_weights(*pt), ns * v);
+            if (static_cast<int>(cs.size()) != ns * v + 1) continue;
+            chunks.clear();
+            for (int c = 0; c < ns * v; ++c) {
+              schema::PlanStage st = stages[static_cast<std::size_t>(c % ns)];
+              st.layer_begin = cs[static_cast<std::size_t>(c)];
+              st.layer_end = cs[static_cast<std::size_t>(c + 1)];
+              chunks.push_back(st);
+            }
+          }
+          ALPASIM_ASSIGN_OR_RETURN(schema::Plan plan, make_plan(s, chunks, B, sched, v, rc));
+          ALPASIM_ASSIGN_OR_RETURN(Evaluated e, s.evaluate(plan));
+          ++stats.simulated;
+          if (better(e, best)) best = std::move(e);
+        }
+      }
+    }
+  }
+  if (!best.ok) return core::resource_exhausted("the inter-op DP found no plan that fits memory");
+  return best;
+}
+
+// Equal partitions (layers or FLOPs) over p equal submeshes, intra-op costs per stage.
+core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages = 0,
+                                  std::int64_t forced_cols = 0) {
+  const SearchInput& in = s.input();
+  Evaluated best;
+  for (schema::Recompute rc : in.options.recompute) {
+    for (std::int64_t mbs : microbatch_sizes(in, 1)) {
+      ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(mbs, rc));
+      const std::int64_t B = in.global_batch_size / mbs;
+      for (int p = 1; p <= pt->num_layers; p *= 2) {
+        if (forced_stages > 0 && p != forced_stages) continue;
+        if (s.num_gpus() % p != 0 || !valid_submesh_size(s.num_gpus() / p, s.nodes(), s.gpn())) continue;
+        const SubmeshShape sub = shape_of_size(s.num_gpus() / p, s.gpn());
+        std::vector<int> starts;
+        if (by_flops) {
+          starts = balanced_partition(layer_weights(*pt), p);
+        } else {
+          for (int i = 0; i <= p; ++i) starts.push_back(i * pt->num_layers / p);
+        }
+        if (static_cast<int>(starts.size()) != p + 1) continue;
+        for (const auto& mesh : logical_shapes(sub, std::numeric_limits<std::int64_t>::max())) {
+          if (forced_cols > 0 && mesh.cols != forced_cols) continue;
+          std::vector<schema::PlanStage> stages;
+          for (int i = 0; i < p; ++i) {
+            schema::PlanStage st;
+            st.layer_begin = starts[static_cast<std::size_t>(i)];
+            st.layer_end = starts[static_cast<std::size_t>(i + 1)];
+            st.submesh_nodes = sub.nodes;
+            st.submesh_gpus_per_node = sub.gpus_per_node;
+            st.logical_rows = mesh.rows;
+            st.logical_cols = mesh.cols;
+            stages.push_back(st);
+          }
+          ALPASIM_ASSIGN_OR_RETURN(schema::Plan plan,
+                                   make_plan(s, stages, B, schema::Schedule::kOneFOneB, 1, rc));
+          ALPASIM_ASSIGN_OR_RETURN(Evaluated e, s.evaluate(plan));
+          if (better(e, best)) best = std::move(e);
+        }
+      }
+    }
+  }
+  if (!best.ok) return core::failed_precondition("no equal partition matches the cluster");
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------
+// Megatron-style 3D grid with analytic costs (no intra-op pass): tp splits every layer's
+// compute and adds Megatron's per-layer all-reduces; dp replicas sync gradients.
+
+struct GridFilter {
+  bool tp1 = false;        // data parallel / inter-op only / ZeRO
+  bool pp1 = false;
+  bool pp_gt1 = false;
+  int zero = 0;
+};
+
+core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::string* description) {
+  const SearchInput& in = s.input();
+  const std::int64_t N = s.num_gpus();
+  Evaluated best;
+  std::string best_desc;
+  for (std::int64_t tp = 1; tp <= std::min(N, s.gpn()); tp *= 2) {
+    if (N % tp != 0 || (f.tp1 && tp != 1)) continue;
+    for (std::int64_t pp = 1; pp <= N / tp; ++pp) {
+      if ((N / tp) % pp != 0 || (f.pp1 && pp != 1) || (f.pp_gt1 && pp == 1)) continue;
+      const std::int64_t dp = N / tp / pp;
+      for (schema::Recompute rc : in.options.recompute) {
+        for (std::int64_t mbs : {1, 2, 4, 8}) {
+          if (in.global_batch_size % (dp * mbs) != 0) continue;
+          const std::int64_t B = in.global_batch_size / (dp * mbs);
+          if (in.num_microbatches && *in.num_microbatches != B) continue;
+          ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(mbs, rc));
+          const int L = pt->num_layers;
+          if (pp > L) continue;
+          for (int v : {1, 2}) {
+            if (v > 1 && (pp == 1 || L < pp * v || B % pp != 0)) continue;
+            // Layers: the chunks as equal as possible, earlier chunks taking the remainder.
+            const int chunks = static_cast<int>(pp) * v;
+            std::vector<int> starts;
+            for (int c = 0; c <= chunks; ++c) starts.push_back(c * L / chunks);
+            // Device layout: rank = stage·dp·tp + replica·tp + t (Megatron's default order).
+            std::vector<schema::PlanStage> stages;
+            const SubmeshShape sub = shape_of_size(dp * tp, s.gpn());
+            if (!valid_submesh_size(dp * tp, s.nodes(), s.gpn()) && dp * tp % s.gpn() != 0) {
+              // Partial-node meshes that are not powers of two: still contiguous ids.
+            }
+            Searcher::Lowering lw;
+            lw.data_parallel = static_cast<int>(dp);
+            lw.blocking_p2p = true;
+            lw.local_all_gather = false;
+            lw.grad_sync_mode = f.zero >= 2 ? sim::GradSyncMode::kReduceScatterAllGather
+                                            : sim::GradSyncMode::kAllReduce;
+            // tp group (inside a node) and dp groups per stage.
+            std::vector<std::int64_t> tp_ids;
+            for (std::int64_t t = 0; t < tp; ++t) tp_ids.push_back(t);
+            ALPASIM_ASSIGN_OR_RETURN(cluster::GroupInfo tp_group, s.cost().group(tp_ids));
+            for (int m = 0; m < static_cast<int>(pp); ++m) {
+              std::vector<std::int64_t> mesh;
+              std::vector<std::vector<std::int64_t>> groups(static_cast<std::size_t>(tp));
+              for (std::int64_t r = 0; r < dp; ++r) {
+                for (std::int64_t t = 0; t < tp; ++t) {
+                  const std::int64_t id = m * dp * tp + r * tp + t;
+                  mesh.push_back(id);
+                  groups[static_cast<std::size_t>(t)].push_back(id);
+                }
+              }
+              lw.mesh_devices.push_back(mesh);
+              lw.mesh_gpus.push_back(static_cast<int>(tp));
+              lw.dp_groups.push_back(groups);
+            }
+            std::optional<cluster::GroupInfo> dp_group;
+            if (dp > 1) {
+              ALPASIM_ASSIGN_OR_RETURN(std::vector<cluster::GroupInfo> gi,
+                                       s.cost().concurrent_groups(lw.dp_groups.front()));
+              dp_group = gi.front();
+            }
+            auto all_reduce = [&](std::int64_t bytes) {
+              if (tp == 1 || bytes <= 0) return 0.0;
+              return s.cost().collective(cost_model::Collective::kAllReduce, core::bytes(bytes), tp_group).time.value();
+            };
+            for (int c = 0; c < chunks; ++c) {
+              std::vector<LayerCost> layers;
+              for (int l = starts[static_cast<std::size_t>(c)]; l < starts[static_cast<std::size_t>(c + 1)]; ++l) {
+                const auto ct = s.compute_for(*pt, l, tp);
+                const ir::LayerStats& st = pt->stats[static_cast<std::size_t>(l)];
+                LayerCost lc;
+                // Megatron TP: 2 all-reduces of the layer output in the forward, 2 in the
+                // backward per transformer block (SC'21 §2.3); the vocabulary-parallel
+                // embedding 1 forward, the head 1 backward; other layers: one per matmul
+                // pair, i.e. Σ forward matmul outputs / 2 in each direction.
+                double fwd_ar = 0, bwd_ar = 0;
+                if (st.kind == "transformer" || st.kind == "moe_transformer") {
+                  fwd_ar = 2 * all_reduce(st.boundary_bytes);
+                  bwd_ar = fwd_ar;
+                } else if (st.kind == "prologue" && l == 0) {
+                  fwd_ar = all_reduce(st.boundary_bytes);
+                } else if (st.kind == "epilogue") {
+                  bwd_ar = all_reduce(pt->stats[static_cast<std::size_t>(l - 1)].boundary_bytes);
+                } else if (tp > 1) {
+                  for (const ir::Op& op : pt->graph.ops()) {
+                    if (op.layer == l && op.phase == ir::Phase::kForward && op.is_matmul()) {
+                      fwd_ar += all_reduce(op.out.bytes()) / 2;
+                    }
+                  }
+                  bwd_ar = fwd_ar;
+                }
+                lc.fwd_comm_s = fwd_ar;
+                lc.bwd_comm_s = bwd_ar + (rc != schema::Recompute::kNone ? fwd_ar : 0.0);
+                lc.fwd_s = ct.forward.value() + lc.fwd_comm_s;
+                lc.bwd_s = ct.backward.value() + bwd_ar;
+                lc.rc_s = ct.recompute.value() + (rc != schema::Recompute::kNone ? fwd_ar : 0.0);
+                const std::int64_t wb = core::dtype_bytes(in.dtype);
+                const std::int64_t params = st.parameters / tp;
+                const std::int64_t state = params * ir::optimizer_state_bytes_per_parameter(s.optimizer(), in.dtype);
+                lc.param_b = params * wb;
+                lc.grad_b = params * wb;
+                lc.opt_b = state;
+                lc.opt_s = ct.optimizer.value();
+                if (f.zero >= 1) { lc.opt_b = state / dp; lc.opt_s /= static_cast<double>(dp); }
+                if (f.zero >= 2) lc.grad_b = lc.grad_b / dp;
+                if (f.zero >= 3 && dp > 1 && dp_group) {
+                  lc.param_b = lc.param_b / dp;
+                  const double ag = s.cost().collective(cost_model::Collective::kAllGather,
+                                                        core::bytes(params * wb), *dp_group).time.value();
+                  lc.fwd_s += ag;
+                  lc.fwd_comm_s += ag;
+                  lc.bwd_s += ag;
+                  lc.bwd_comm_s += ag;
+                }
+                lc.act_b = st.activation_bytes / tp;
+                if (rc == schema::Recompute::kFull) {
+                  // Working set while recomputing one layer: its activations without
+                  // recomputation, approximated by the recompute FLOPs' share.
+                  const double share = st.flops.total_forward > 0
+                      ? static_cast<double>(st.flops.total_recompute) / static_cast<double>(st.flops.total_forward) : 0;
+                  lc.work_b = static_cast<std::int64_t>(share * static_cast<double>(st.forward_bytes_accessed) / 2.0) / tp;
+                }
+                lc.boundary_b = st.boundary_bytes;
+                lc.fwd_flops = static_cast<double>(st.flops.matmul_forward) / static_cast<double>(tp);
+                lc.bwd_flops = static_cast<double>(st.flops.matmul_backward) / static_cast<double>(tp);
+                lc.rc_flops = static_cast<double>(st.flops.matmul_recompute) / static_cast<double>(tp);
+                layers.push_back(lc);
+              }
+              lw.chunk_layers.push_back(std::move(layers));
+              schema::PlanStage st;
+              st.layer_begin = starts[static_cast<std::size_t>(c)];
+              st.layer_end = starts[static_cast<std::size_t>(c + 1)];
+              st.submesh_nodes = sub.nodes;
+              st.submesh_gpus_per_node = sub.gpus_per_node;
+              st.logical_rows = dp;
+              st.logical_cols = tp;
+              st.device_ids = lw.mesh_devices[static_cast<std::size_t>(c % pp)];
+              st.weight_update_sharding = f.zero >= 1;
+              stages.push_back(st);
+            }
+            schema::Plan plan = s.base_plan();
+            plan.num_microbatches = B;
+            plan.schedule = v > 1 ? schema::Schedule::kInterleavedOneFOneB : schema::Schedule::kOneFOneB;
+            plan.interleave = v;
+            plan.recompute = rc;
+            plan.stages = std::move(stages);
+            auto e = s.simulate(lw, plan);
+            if (!e.ok()) continue;
+            if (better(e.value(), best)) {
+              best = std::move(e).value();
+              best_desc = "tp=" + std::to_string(tp) + " pp=" + std::to_string(pp) +
+                          " dp=" + std::to_string(dp) + " mbs=" + std::to_string(mbs) +
+                          " v=" + std::to_string(v) + " recompute=" +
+                          std::string(schema::recompute_name(rc));
+            }
+          }
+        }
+      }
+    }
+  }
+  if (!best.ok) return core::failed_precondition("no grid point matches the cluster and batch");
+  if (description) *description = best_desc;
+  return best;
+}
+
+core::Result<Evaluated> run_mode(Searcher& s, const std::string& mode, AlpaStats& stats,
+                                 Clock::time_point start, std::string* description) {
+  if (mode == "alpa") {
+    ALPASIM_ASSIGN_OR_RETURN(Evaluated best, run_alpa(s, stats, start));
+    // The structured partitions live in the same plan space and reuse the cached costs:
+    // seeds the DP's top-K might miss (its stage model ignores cross-stage traffic, the
+    // once-per-iteration gradient sync and the schedule).
+    for (const bool by_flops : {false, true}) {
+      auto e = run_equal(s, by_flops);
+      if (e.ok() && better(e.value(), best)) {
+        stats.lines.push_back(std::string("an equal-") + (by_flops ? "operator" : "layer") +
+                              " partition simulated faster than the DP's candidates");
+        best = std::move(e).value();
+      }
+    }
+    return best;
+  }
+  if (mode == "megatron") return run_megatron(s, GridFilter{}, description);
+  if (mode == "data_parallel") return run_megatron(s, GridFilter{true, true, false, 0}, description);
+  if (mode == "zero2") return run_megatron(s, GridFilter{true, true, false, 2}, description);
+  if (mode == "zero3") return run_megatron(s, GridFilter{true, true, false, 3}, description);
+  if (mode == "inter_op_only") return run_megatron(s, GridFilter{true, false, true, 0}, description);
+  if (mode == "intra_op_only") return run_equal(s, false, 1);
+  if (mode == "equal_layer") return run_equal(s, false);
+  if (mode == "equal_operator") return run_equal(s, true);
+  if (mode == "dp_ep") return run_equal(s, false, 1, 1);
+  return core::invalid_argument("search.mode: expected one of alpa, megatron, data_parallel, zero2, "
+                                "zero3, inter_op_only, intra_op_only, equal_layer, equal_operator, "
+                                "dp_ep, got \"" + mode + "\"");
+}
+
+core::Status check_input(const SearchInput& in) {
+  if (!in.cost) return core::invalid_argument("search: no cost model");
+  if (!is_search_mode(in.mode)) {
+    AlpaStats st;
+    std::string d;
+    return core::invalid_argument("search.mode: expected one of alpa, megatron, data_parallel, "
+                                  "zero2, zero3, inter_op_only, intra_op_only, equal_layer, "
+                                  "equal_operator, dp_ep, got \"" + in.mode + "\"");
+  }
+  if (in.global_batch_size <= 0) {
+    return core::invalid_argument("training.global_batch_size: expected a positive integer, got " +
+                                  std::to_string(in.global_batch_size));
+  }
+  if (in.num_microbatches && (*in.num_microbatches <= 0 ||
+                              in.global_batch_size % *in.num_microbatches != 0)) {
+    return core::invalid_argument("training.num_microbatches: expected a divisor of the global batch " +
+                                  std::to_string(in.global_batch_size) + ", got " +
+                                  std::to_string(*in.num_microbatches));
+  }
+  return core::Status();
+}
+
+void fill_explanation(Searcher& s, const Evaluated& e, SearchResult* r) {
+  r->explanation.push_back("chosen: " + describe_plan(e.plan));
+  r->intra_op_solves = s.solves();
+  r->intra_op_queries = s.queries();
+}
+
+}  // namespace
+
+const std::vector<std::string>& search_mode_names() {
+  static const std::vector<std::string> names = {
+      "alpa", "megatron", "data_parallel", "zero2", "zero3", "inter_op_only",
+      "intra_op_only", "equal_layer", "equal_operator", "dp_ep"};
+  return names;
+}
+
+bool is_search_mode(std::string_view mode) {
+  for (const auto& n : search_mode_names()) {
+    if (n == mode) return true;
+  }
+  return false;
+}
+
+core::Result<SearchResult> search(const SearchInput& input) {
+  ALPASIM_RETURN_IF_ERROR(check_input(input));
+  const auto start = Clock::now();
+  Searcher s(input);
+  AlpaStats stats;
+  std::string description;
+  auto chosen = run_mode(s, input.mode, stats, start, &description);
+  SearchResult result;
+  if (chosen.ok() && !chosen.value().prediction.fits) {
+    chosen = core::Result<Evaluated>(core::resource_exhausted("no plan fits"));
+  }
+  if (!chosen.ok() && chosen.status().code() == core::StatusCode::kResourceExhausted) {
+    // Smallest memory per device any plan of this mode (or the Megatron grid) needs.
+    Searcher u(input);
+    u.set_unlimited_memory();
+    AlpaStats st2;
+    std::string d2;
+    std::int64_t need = std::numeric_limits<std::int64_t>::max();
+    for (const std::string& m : {input.mode, std::string("megatron"), std::string("zero3")}) {
+      auto e = run_mode(u, m, st2, start, &d2);
+      if (e.ok()) {
+        // Re-rank by memory: the least-memory plan of that mode.
+        need = std::min(need, e.value().prediction.peak_memory_bytes);
+      }
+    }
+    std::string msg = "no plan fits in " + core::format_bytes(static_cast<std::int64_t>(s.memory_limit())) + " per GPU";
+    if (need != std::numeric_limits<std::int64_t>::max()) {
+      msg += "; the smallest plan found needs " + core::format_bytes(need) +
+             " (" + std::to_string(need) + " bytes) per GPU";
+    }
+    return core::resource_exhausted(msg);
+  }
+  if (!chosen.ok()) return chosen.status();
+  Evaluated best = std::move(chosen).value();
+  if (input.mode != "megatron" && input.mode != "data_parallel" && input.mode != "zero2" &&
+      input.mode != "zero3" && input.mode != "inter_op_only") {
+    for (auto& st : best.plan.stages) {
+      ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(best.plan.global_batch_size / best.plan.num_microbatches,
+                                                   best.plan.recompute));
+      s.fill_shardings(*pt, &st);
+    }
+  }
+  result.plan = best.plan;
+  result.prediction = best.prediction;
+  auto resolved = sim::resolve_collectives(best.problem);
+  result.problem = resolved.ok() ? std::move(resolved).value() : best.problem;
+  result.explanation.push_back("mode " + input.mode + (description.empty() ? "" : ": " + description));
+  if (input.mode == "alpa") {
+    result.explanation.push_back(
+        std::to_string(stats.points) + " (microbatch size, recompute) points; DP: " +
+        std::to_string(stats.dp_passes) + " t_max passes over " +
+        std::to_string(stats.t_max_candidates) + " distinct stage latencies; " +
+        std::to_string(stats.simulated) + " candidate plans simulated");
+    for (const auto& l : stats.lines) result.explanation.push_back(l);
+  }
+  fill_explanation(s, best, &result);
+  result.candidates_simulated = stats.simulated;
+  if (input.mode == "alpa" && input.options.compare_baselines) {
+    for (const std::string& m : search_mode_names()) {
+      if (m == "alpa") continue;
+      BaselineRow row;
+      row.mode = m;
+      std::string d;
+      AlpaStats bs;
+      auto e = run_mode(s, m, bs, start, &d);
+      if (e.ok()) {
+        row.ok = e.value().prediction.fits;
+        row.prediction = e.value().prediction;
+        row.description = d.empty() ? describe_plan(e.value().plan) : d;
+        if (!row.ok) row.description += " (does not fit)";
+      } else {
+        row.description = e.status().message();
+      }
+      result.baselines.push_back(std::move(row));
+    }
+  }
+  result.wall_time_s = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
+
+core::Result<SearchResult> evaluate_plan(const SearchInput& input, const schema::Plan& plan) {
+  ALPASIM_RETURN_IF_ERROR(check_input(input));
+  const auto start = Clock::now();
+  Searcher s(input);
+  ALPASIM_ASSIGN_OR_RETURN(Evaluated e, s.evaluate(plan));
+  SearchResult r;
+  r.plan = plan;
+  r.prediction = e.prediction;
+  auto resolved = sim::resolve_collectives(e.problem);
+  r.problem = resolved.ok() ? std::move(resolved).value() : e.problem;
+  fill_explanation(s, e, &r);
+  r.wall_time_s = std::chrono::duration<double>(Clock::now() - start).count();
+  return r;
+}
+
+std::string format_comparison(const SearchResult& result) {
+  std::ostringstream os;
+  auto row = [&](const std::string& mode, const Prediction& p, bool ok, const std::string& d) {
+    os << mode;
+    for (std::size_t i = mode.size(); i < 16; ++i) os << ' ';
+    if (ok) {
+      os << core::format_fixed(p.iteration_time_s, 3) << " s  "
+         << core::format_fixed(p.model_tflops_per_gpu, 2) << " TFLOP/s/GPU  "
+         << core::format_bytes(p.peak_memory_bytes) << "  ";
+    } else {
+      os << "-  ";
+    }
+    os << d << "\n";
+  };
+  row("searched", result.prediction, true, "");
+  for (const auto& b : result.baselines) row(b.mode, b.prediction, b.ok, b.description);
+  return os.str();
+}
+
+}  // namespace alpasim::planner

@@ -1,0 +1,122 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cluster/cluster_spec.h"
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/units.h"
+#include "cost_model/cost_model.h"
+#include "ir/model_config.h"
+#include "schema/plan.h"
+#include "sim/pipeline_problem.h"
+
+namespace alpasim::planner {
+
+/// What `search()` does (the scenario's search.mode). "alpa" is the full search; the
+/// others are the baselines, each planned under the same cost model and simulator.
+///   "alpa"            Alpa's inter-op DP over intra-op plans + microbatches, recompute and
+///                     schedule, top-K re-scored by the simulator (docs/search.md)
+///   "megatron"        best Megatron-LM 3D grid point (tp, pp, dp, microbatch, interleave,
+///                     recompute), analytic Megatron costing
+///   "data_parallel"   tp = pp = 1 (replicated weights, all-reduce)
+///   "zero2"           data parallel, gradients and optimizer states sharded
+///   "zero3"           ZeRO-2 + parameters sharded (all-gathered per layer)
+///   "inter_op_only"   pipeline + data parallel, no operator sharding (tp = 1, pp > 1)
+///   "intra_op_only"   one stage on the whole cluster, intra-op pass on every logical mesh
+///   "equal_layer"     equal layer counts per stage, equal submeshes, intra-op per stage
+///   "equal_operator"  equal FLOPs per stage, equal submeshes, intra-op per stage
+///   "dp_ep"           one stage, logical mesh (N, 1): data parallel + expert parallel (MoE)
+const std::vector<std::string>& search_mode_names();
+/// True for a name in search_mode_names().
+bool is_search_mode(std::string_view mode);
+
+/// Knobs of the search (all have working defaults).
+struct SearchOptions {
+  double time_limit_s = 60;  ///< soft budget: no new (microbatch, recompute) point after it
+  int threads = 2;           ///< intra-op solves in parallel; results do not depend on it
+  int top_k = 4;             ///< DP solutions per point re-scored by the simulator
+  double epsilon = 1e-3;     ///< Alpa's ε filter on t_max (relative)
+  int max_layers = 16;       ///< clustered layers the DP partitions
+  /// Candidate microbatch sizes (sequences/images per microbatch of the whole pipeline);
+  /// empty: powers of two 1..32 that divide the global batch. Ignored when
+  /// num_microbatches is fixed.
+  std::vector<std::int64_t> microbatch_sizes;
+  std::vector<schema::Recompute> recompute = {schema::Recompute::kNone,
+                                              schema::Recompute::kFull};
+  bool try_interleave = true;
+  bool try_gpipe = true;
+  bool compare_baselines = true;  ///< fill SearchResult::baselines (mode "alpa")
+  /// Per-GPU memory budget; unset = the GPU's memory.
+  std::optional<core::Bytes> memory_limit;
+};
+
+/// Everything the search needs. `cost` must be built for `cluster`.
+struct SearchInput {
+  ir::ModelConfig model;
+  cluster::ClusterSpec cluster;
+  std::optional<cost_model::CostModel> cost;
+  std::int64_t global_batch_size = 0;
+  core::DType dtype = core::DType::kFp16;
+  std::string optimizer = "adam";  ///< "adam" or "sgd"
+  std::optional<std::int64_t> num_microbatches;  ///< unset: searched
+  std::string mode = "alpa";
+  SearchOptions options;
+};
+
+/// The simulator's verdict on one plan.
+struct Prediction {
+  double iteration_time_s = 0;
+  double model_tflops_per_gpu = 0;     ///< Megatron definition (no recompute)
+  double hardware_tflops_per_gpu = 0;  ///< with recomputation
+  double samples_per_s = 0;
+  double bubble_fraction = 0;
+  std::int64_t peak_memory_bytes = 0;  ///< max over devices
+  std::vector<std::int64_t> peak_memory_bytes_per_stage;
+  bool fits = true;  ///< every device within its memory
+  std::string memory_message;  ///< empty when it fits
+};
+
+/// One row of the comparison table.
+struct BaselineRow {
+  std::string mode;
+  bool ok = false;
+  std::string description;  ///< the configuration chosen, or why none
+  Prediction prediction;
+};
+
+/// The result of search() / evaluate_plan().
+struct SearchResult {
+  schema::Plan plan;
+  Prediction prediction;
+  /// The simulator input of the chosen plan (collectives resolved): write it, simulate it
+  /// again, or make a trace from it.
+  sim::PipelineProblem problem;
+  std::vector<BaselineRow> baselines;  ///< mode "alpa" with compare_baselines
+  double wall_time_s = 0;
+  /// Human-readable reasoning: layers, points tried, DP statistics, why this plan won.
+  std::vector<std::string> explanation;
+  int intra_op_solves = 0;     ///< distinct intra-op problems solved
+  int intra_op_queries = 0;    ///< layer × mesh cost lookups (identical layers share solves)
+  int candidates_simulated = 0;
+};
+
+/// Plans the training of input.model on input.cluster in mode input.mode. Errors:
+/// kInvalidArgument for a bad input (unknown mode, batch not divisible...);
+/// kResourceExhausted when no plan fits memory, naming the smallest memory per device any
+/// considered plan needs. Deterministic: the same input gives the same plan bytes.
+core::Result<SearchResult> search(const SearchInput& input);
+
+/// Evaluates a given plan (e.g. read from plan.json) exactly as the search scored it:
+/// the same intra-op costs, lowering and simulator, so a plan written by search() comes
+/// back with the same prediction. Plan layer indices are model layers (Op::layer).
+core::Result<SearchResult> evaluate_plan(const SearchInput& input, const schema::Plan& plan);
+
+/// A fixed-width text table of result.baselines with the chosen plan first.
+std::string format_comparison(const SearchResult& result);
+
+}  // namespace alpasim::planner

@@ -1,0 +1,158 @@
+// planner::search on a small GPT: valid plans in every mode, determinism, re-evaluation of
+// a written plan, the memory message, and the IR adapter.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <string>
+
+#include "cluster/cluster_spec.h"
+#include "cost_model/calibration.h"
+#include "cost_model/cost_model.h"
+#include "ir/autodiff.h"
+#include "ir/builders.h"
+#include "planner/adapters/ir_adapter.h"
+#include "planner/search/search.h"
+#include "schema/plan.h"
+
+using namespace alpasim;
+
+namespace {
+
+const std::map<std::string, cost_model::Calibration>& shipped() {
+  static const auto s = cost_model::calibrate_shipped_profiles(ALPASIM_SOURCE_DIR "/profiles").value();
+  return s;
+}
+
+ir::ModelConfig tiny_gpt(std::int64_t layers = 2) {
+  ir::TransformerConfig t;
+  t.builtin = "gpt";
+  t.num_layers = layers;
+  t.hidden_size = 256;
+  t.num_heads = 4;
+  t.num_kv_heads = 4;
+  t.seq_len = 128;
+  t.vocab_size = 1024;
+  t.ffn_hidden_size = 1024;
+  ir::set_architecture_defaults(t);
+  return ir::ModelConfig{"tiny GPT", t};
+}
+
+// 4 V100 of one p3.16xlarge (a partial node).
+planner::SearchInput tiny_input(const std::string& mode) {
+  planner::SearchInput in;
+  in.model = tiny_gpt();
+  in.cluster = cluster::make_preset_cluster("aws-p3.16xlarge", 1).value();
+  in.cluster.gpus_per_node = 4;
+  in.cost = cost_model::CostModel::create(
+                in.cluster, cost_model::params_for_preset(shipped(), "aws-p3.16xlarge").value())
+                .value();
+  in.global_batch_size = 16;
+  in.mode = mode;
+  in.options.microbatch_sizes = {2, 4};
+  in.options.compare_baselines = false;
+  return in;
+}
+
+core::Status validate(const schema::Plan& plan) {
+  const core::Json j = schema::plan_to_json(plan);
+  return schema::validate_plan(plan, core::JsonValue(j, "plan.json", ""));
+}
+
+}  // namespace
+
+TEST_CASE("identical transformer blocks convert to the same intra-op graph") {
+  ir::BuildOptions bo;
+  bo.microbatch_size = 2;
+  const ir::Graph fwd = ir::build_forward_graph(tiny_gpt(3), bo).value();
+  const ir::Graph g = ir::derive_training_graph(fwd, {});
+  std::vector<ir::OpId> ops;
+  auto b1 = planner::adapters::layer_range_graph(g, 1, 2, &ops);
+  auto b2 = planner::adapters::layer_range_graph(g, 2, 3);
+  auto head = planner::adapters::layer_range_graph(g, 4, 5);
+  REQUIRE(b1.ok());
+  REQUIRE(b2.ok());
+  REQUIRE(head.ok());
+  CHECK(ops.size() == b1.value().nodes.size());  // one model op per node
+  CHECK(b1.value().structural_hash() == b2.value().structural_hash());
+  CHECK(b1.value().structural_hash() != head.value().structural_hash());
+  // Without weight gradients there are no update nodes.
+  auto nw = planner::adapters::layer_range_graph(g, 1, 2, nullptr, false).value();
+  int updates = 0;
+  for (const auto& n : nw.nodes) updates += n.kind == planner::intra_op::OpKind::kUpdate;
+  CHECK(updates == 0);
+  CHECK(nw.nodes.size() < b1.value().nodes.size());
+}
+
+TEST_CASE("every search mode returns a valid plan") {
+  for (const std::string& mode : planner::search_mode_names()) {
+    CAPTURE(mode);
+    auto r = planner::search(tiny_input(mode));
+    REQUIRE(r.ok());
+    CHECK(validate(r.value().plan).ok());
+    CHECK(r.value().prediction.iteration_time_s > 0);
+    CHECK(r.value().prediction.fits);
+    // Σ stage GPUs (one period of the interleaved stages) = the 4 GPUs.
+    std::int64_t gpus = 0;
+    const auto& plan = r.value().plan;
+    const std::size_t p = plan.stages.size() / static_cast<std::size_t>(plan.interleave);
+    for (std::size_t i = 0; i < p; ++i) gpus += static_cast<std::int64_t>(plan.stages[i].device_ids.size());
+    CHECK(gpus == 4);
+  }
+}
+
+TEST_CASE("the search is deterministic and its plan re-evaluates to the same prediction") {
+  planner::SearchInput in = tiny_input("alpa");
+  in.options.threads = 2;
+  auto a = planner::search(in);
+  in.options.threads = 1;
+  auto b = planner::search(in);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(schema::plan_to_json(a.value().plan).dump() == schema::plan_to_json(b.value().plan).dump());
+  CHECK(a.value().prediction.iteration_time_s == b.value().prediction.iteration_time_s);
+  auto e = planner::evaluate_plan(in, a.value().plan);
+  REQUIRE(e.ok());
+  CHECK(e.value().prediction.iteration_time_s == a.value().prediction.iteration_time_s);
+  CHECK(e.value().prediction.peak_memory_bytes == a.value().prediction.peak_memory_bytes);
+}
+
+TEST_CASE("the searched plan is never slower than the baselines scored the same way") {
+  planner::SearchInput in = tiny_input("alpa");
+  in.options.compare_baselines = true;
+  auto r = planner::search(in);
+  REQUIRE(r.ok());
+  REQUIRE(r.value().baselines.size() == planner::search_mode_names().size() - 1);
+  for (const auto& b : r.value().baselines) {
+    CAPTURE(b.mode);
+    // Same cost model for equal partitions and one-stage plans: the search includes them.
+    if (b.ok && (b.mode == "equal_layer" || b.mode == "equal_operator" ||
+                 b.mode == "intra_op_only" || b.mode == "dp_ep")) {
+      CHECK(r.value().prediction.iteration_time_s <= b.prediction.iteration_time_s);
+    }
+  }
+}
+
+TEST_CASE("an impossible memory budget names the memory it would need") {
+  planner::SearchInput in = tiny_input("alpa");
+  in.options.memory_limit = core::bytes(1 << 20);  // 1 MiB per GPU
+  auto r = planner::search(in);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == core::StatusCode::kResourceExhausted);
+  const std::string m = r.status().message();
+  CHECK(m.find("no plan fits in 1.00 MiB per GPU; the smallest plan found needs ") == 0);
+}
+
+TEST_CASE("bad inputs are reported") {
+  planner::SearchInput in = tiny_input("fastest");
+  auto r = planner::search(in);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message() ==
+        "search.mode: expected one of alpa, megatron, data_parallel, zero2, zero3, "
+        "inter_op_only, intra_op_only, equal_layer, equal_operator, dp_ep, got \"fastest\"");
+  in = tiny_input("alpa");
+  in.num_microbatches = 3;
+  r = planner::search(in);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message() ==
+        "training.num_microbatches: expected a divisor of the global batch 16, got 3");
+}
