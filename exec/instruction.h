@@ -51,8 +51,11 @@ struct Instruction {
   std::int64_t sample_offset = 0;
   std::int32_t peer = -1;         ///< kSend/kRecv: device index (Program::devices)
   std::int64_t tag = -1;          ///< kSend/kRecv: transfer id, equal on both sides
-  std::int64_t offset_elements = 0;  ///< kSend/kRecv: first element of the range
-  std::int64_t count_elements = 0;   ///< kSend/kRecv: elements in the range
+  /// kSend/kRecv: the element range sent or received; kRun of an optimizer op with
+  /// count_elements > 0: the slice of the parameter and gradient it updates (weight-update
+  /// sharding), its state buffer holding that slice only.
+  std::int64_t offset_elements = 0;
+  std::int64_t count_elements = 0;
   std::vector<std::int32_t> group;   ///< collectives: device indices in rank order
   std::int64_t collective_id = -1;   ///< collectives: equal on every member
   double scale = 1.0;                ///< kAllReduce: factor applied after the sum
@@ -82,6 +85,9 @@ struct Buffer {
   /// True for a copy received from another stage; false for the instance its producer
   /// (or, for parameters, its owning stage) writes.
   bool received = false;
+  /// A gradient reduce-scattered for weight-update sharding: after the sync each device
+  /// holds only its slice summed, so backends do not report it as the gradient.
+  bool reduce_scattered = false;
 };
 
 /// A lowered plan: the static instruction list of every device for one training iteration.

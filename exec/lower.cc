@@ -533,7 +533,9 @@ class Lowerer {
     }
   }
 
-  void emit_run(std::int32_t dev, OpId id, std::int32_t stage, std::int32_t mb, TaskKind task) {
+  /// `slice_count` > 0 (optimizer ops only): update elements [slice_offset, +slice_count).
+  void emit_run(std::int32_t dev, OpId id, std::int32_t stage, std::int32_t mb, TaskKind task,
+                std::int64_t slice_offset = 0, std::int64_t slice_count = 0) {
     const ir::Graph& g = prog_.graph_of_stage(stage);
     const ir::Op& o = g.op(id);
     auto& have = have_[static_cast<std::size_t>(dev)];
@@ -555,8 +557,11 @@ class Lowerer {
       const BufferId state = new_buffer(dev, id, stage, -1, BufferRole::kOptimizerState, task);
       Buffer& sb = prog_.buffers[static_cast<std::size_t>(state)];
       const std::int64_t slots = o.function == "adam" ? 2 : 1;
-      sb.elements = o.out.num_elements() * slots;
-      sb.bytes = o.out.num_elements() *
+      const std::int64_t updated = slice_count > 0 ? slice_count : o.out.num_elements();
+      in.offset_elements = slice_offset;
+      in.count_elements = slice_count;
+      sb.elements = updated * slots;
+      sb.bytes = updated *
                  ir::optimizer_state_bytes_per_parameter(
                      o.function == "adam" ? ir::OptimizerKind::kAdam : ir::OptimizerKind::kSgd,
                      g.meta.dtype);
@@ -603,25 +608,56 @@ class Lowerer {
         // of the loss stage seeds the backward pass with the mean over its own rows, so the
         // summed gradients are those of M · d_loss times the batch mean, whatever the mesh
         // sizes of the other stages.
+        // With weight-update sharding (Alpa §4.2, ZeRO-like) a gradient whose optimizer is
+        // in this stage and whose size the mesh divides is reduce-scattered instead; each
+        // device updates its 1/d slice (optimizer state 1/d) and the weights are all-gathered.
+        const std::int64_t d = mesh_size(t.stage);
+        const bool zero = plan_.stages[si].weight_update_sharding && d > 1;
+        std::set<OpId> sharded;
         for (const ir::Op& o : g.ops()) {
           if (!final_grad_[static_cast<std::size_t>(o.id)] || op_stage_[static_cast<std::size_t>(o.id)] != t.stage) continue;
           auto& have = have_[static_cast<std::size_t>(dev)];
           auto it = have.find({o.id, -1});
           ALPASIM_CHECK(it != have.end()) << "gradient " << o.name << " never produced";
+          const OpId param = prog_.gradient_of[static_cast<std::size_t>(o.id)];
+          const bool shard = zero && op_stage_[static_cast<std::size_t>(param)] == t.stage &&
+                             o.out.num_elements() % d == 0;
           Instruction in;
-          in.kind = InstrKind::kAllReduce;
+          in.kind = shard ? InstrKind::kReduceScatter : InstrKind::kAllReduce;
           in.task = TaskKind::kOptimizer;
           in.buffer = it->second;
           in.op = o.id;
           in.stage = t.stage;
           in.group = prog_.stage_devices[si];
-          in.collective_id = collective_of(1, o.id, -1, t.stage);
+          in.collective_id = collective_of(shard ? 2 : 1, o.id, -1, t.stage);
           in.scale = 1.0 / static_cast<double>(M_ * mesh_size(loss_stage()));
           out_->push_back(in);
-          emit_sends(dev, o.id, -1, TaskKind::kOptimizer);
+          if (shard) {
+            sharded.insert(o.id);
+            prog_.buffers[static_cast<std::size_t>(it->second)].reduce_scattered = true;
+          } else {
+            emit_sends(dev, o.id, -1, TaskKind::kOptimizer);
+          }
         }
         receive_inputs(dev, t.stage, -1, TaskKind::kOptimizer, opt_ops_[si]);
-        for (OpId id : opt_ops_[si]) emit_run(dev, id, t.stage, -1, TaskKind::kOptimizer);
+        for (OpId id : opt_ops_[si]) {
+          const ir::Op& u = g.op(id);
+          if (!sharded.count(u.inputs[1])) {
+            emit_run(dev, id, t.stage, -1, TaskKind::kOptimizer);
+            continue;
+          }
+          const std::int64_t part = u.out.num_elements() / d;
+          emit_run(dev, id, t.stage, -1, TaskKind::kOptimizer, rank_in(dev, t.stage) * part, part);
+          Instruction ag;
+          ag.kind = InstrKind::kAllGather;
+          ag.task = TaskKind::kOptimizer;
+          ag.buffer = have_[static_cast<std::size_t>(dev)].at({u.inputs[0], -1});
+          ag.op = u.inputs[0];
+          ag.stage = t.stage;
+          ag.group = prog_.stage_devices[si];
+          ag.collective_id = collective_of(3, u.inputs[0], -1, t.stage);
+          out_->push_back(ag);
+        }
         continue;
       }
       const bool fwd = t.type == TaskType::kForward;

@@ -178,7 +178,7 @@ class CpuBackend final : public Backend {
       const std::string& name = p.graph_of_stage(b.stage).op(b.tensor).name;
       if (b.role == BufferRole::kLoss) {
         losses[b.id] = v.empty() ? 0.0f : v[0];
-      } else if (b.role == BufferRole::kGradient) {
+      } else if (b.role == BufferRole::kGradient && !b.reduce_scattered) {
         const std::string& pname = p.graph_of_stage(b.stage).op(
             p.gradient_of[static_cast<std::size_t>(b.tensor)]).name;
         if (!grad_from.count(pname) || grad_from[pname] > b.id) {
@@ -263,11 +263,20 @@ class CpuBackend final : public Backend {
           ctx.sample_offset = in.sample_offset;
           ctx.index_range = p.index_range[static_cast<std::size_t>(in.op)];
           float* target = buf.data();
+          std::int64_t target_size = static_cast<std::int64_t>(buf.size());
+          if (in.count_elements > 0) {  // a slice of the parameter and its gradient
+            for (std::size_t k = 0; k < 2 && k < views.size(); ++k) {
+              views[k].data += in.offset_elements;
+              views[k].size = in.count_elements;
+            }
+            target += in.offset_elements;
+            target_size = in.count_elements;
+          }
           if (in.accumulate) {
             scratch.assign(buf.size(), 0.0f);
             target = scratch.data();
           }
-          core::Status st = run_cpu_kernel(g, op, views, {target, &ob.shape, static_cast<std::int64_t>(buf.size())}, ctx);
+          core::Status st = run_cpu_kernel(g, op, views, {target, &ob.shape, target_size}, ctx);
           if (!st.ok()) return st.with_context(describe(p, dev, i));
           if (in.accumulate) {
             for (std::size_t k = 0; k < buf.size(); ++k) buf[k] += scratch[k];

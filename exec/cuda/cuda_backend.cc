@@ -288,7 +288,7 @@ class Iteration {
       dst = &losses_[b.id];
     } else if (!b.received && !owners.empty() && static_cast<std::size_t>(owners[0]) == d) {
       const ir::Graph& g = p_.graph_of_stage(b.stage);
-      if (b.role == BufferRole::kGradient) dst = &r->gradients[g.op(p_.gradient_of[static_cast<std::size_t>(b.tensor)]).name];
+      if (b.role == BufferRole::kGradient && !b.reduce_scattered) dst = &r->gradients[g.op(p_.gradient_of[static_cast<std::size_t>(b.tensor)]).name];
       if (b.role == BufferRole::kParameter) dst = &r->parameters[g.op(b.tensor).name];
     }
     if (!dst) return core::ok_status();
@@ -397,12 +397,17 @@ class Iteration {
       ib.push_back(&buf(b));
     }
     float* out = ptr(x.buffer);
+    if (x.count_elements > 0) {  // weight-update sharding: a slice of parameter and gradient
+      in[0] += x.offset_elements;
+      in[1] += x.offset_elements;
+      out += x.offset_elements;
+    }
     float* tmp = nullptr;
     if (x.accumulate) {
       ALPASIM_RETURN_IF_ERROR(alloc(&tmp, ob.elements, s));
       out = tmp;
     }
-    const i64 n = ob.elements;
+    const i64 n = x.count_elements > 0 ? x.count_elements : ob.elements;
     const std::string& fn = op.function;
     core::Status st = core::ok_status();
     auto launch = [&](cudaError_t e) { if (st.ok()) st = check(e, "kernel"); };
