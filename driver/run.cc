@@ -1,10 +1,12 @@
 #include "driver/run.h"
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "core/text.h"
 #include "core/version.h"
+#include "driver/evaluate.h"
 #include "ir/summary.h"
 
 namespace alpasim::driver {
@@ -102,7 +104,16 @@ core::Result<RunReport> run_scenario(const Scenario& scenario) {
        << "\n"
        << "  search    " << describe_search(scenario.search) << "\n"
        << "model summary (whole model, before sharding):\n"
-       << ir::summary_to_text(summary) << "note: " << kNotYetPlanned << ".\n";
+       << ir::summary_to_text(summary);
+  std::optional<Evaluation> evaluation;
+  if (scenario.search.mode == "fixed") {
+    ALPASIM_ASSIGN_OR_RETURN(cost_model::CostModel cost_model, cost_model_for_scenario(scenario));
+    ALPASIM_ASSIGN_OR_RETURN(Evaluation e, evaluate_fixed_plan(scenario, cost_model));
+    text << prediction_text(e);
+    evaluation = std::move(e);
+  } else {
+    text << "note: " << kNotYetPlanned << ".\n";
+  }
   report.text = text.str();
 
   Json& j = report.json;
@@ -110,8 +121,13 @@ core::Result<RunReport> run_scenario(const Scenario& scenario) {
   j["scenario_file"] = scenario.file;
   j["scenario"] = scenario_to_json(scenario);
   j["model_summary"] = ir::summary_to_json(summary);
-  j["status"] = "scenario_loaded";
-  j["note"] = kNotYetPlanned;
+  if (evaluation) {
+    j["status"] = "evaluated";
+    j["prediction"] = prediction_json(*evaluation);
+  } else {
+    j["status"] = "scenario_loaded";
+    j["note"] = kNotYetPlanned;
+  }
   return report;
 }
 
@@ -132,6 +148,13 @@ core::Status write_run_outputs(const RunReport& report, const Scenario& scenario
   ALPASIM_RETURN_IF_ERROR(write("summary.json", core::dump_json(report.json)));
   ALPASIM_RETURN_IF_ERROR(write("summary.txt", report.text));
   ALPASIM_RETURN_IF_ERROR(write("scenario.json", core::dump_json(scenario_to_json(scenario))));
+  // A fixed plan's timeline: simulated again here (deterministic, milliseconds) so that
+  // RunReport stays plain data.
+  if (scenario.search.mode == "fixed") {
+    ALPASIM_ASSIGN_OR_RETURN(cost_model::CostModel cost_model, cost_model_for_scenario(scenario));
+    ALPASIM_ASSIGN_OR_RETURN(Evaluation e, evaluate_fixed_plan(scenario, cost_model));
+    ALPASIM_RETURN_IF_ERROR(write_trace(e, dir));
+  }
   return core::Status();
 }
 

@@ -1,0 +1,620 @@
+#include "sim/lowering/megatron_lowering.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+#include <utility>
+#include <variant>
+
+#include "core/check.h"
+#include "ir/accounting.h"
+#include "ir/builders.h"
+
+namespace alpasim::sim::lowering {
+namespace {
+
+using core::Bytes;
+using core::Flops;
+using core::Seconds;
+using ir::Op;
+using ir::OpKind;
+using ir::Phase;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Einsum letters Megatron's tensor parallelism splits: attention heads ('k', the kv heads
+// the builders index q/k/v/scores/context by), the FFN hidden ('f') and the vocabulary
+// ('v', vocab-parallel embedding and LM head). ir/builders.cc names them so.
+bool is_sharded_letter(char c) { return c == 'k' || c == 'f' || c == 'v'; }
+
+bool has_sharded_letter(const std::string& letters) {
+  return std::any_of(letters.begin(), letters.end(), is_sharded_letter);
+}
+
+// The GEMM one GPU runs for einsum `op` when the sharded letters are split tp ways.
+cost_model::GemmShape sharded_gemm(const ir::Graph& g, const Op& op, std::int64_t tp) {
+  std::map<char, std::int64_t> extent;
+  auto read = [&](const std::string& letters, ir::OpId input) {
+    const auto& shape = g.op(input).out.shape;
+    ALPASIM_CHECK(shape.size() == letters.size()) << op.name << ": einsum rank mismatch";
+    for (std::size_t i = 0; i < letters.size(); ++i) extent[letters[i]] = shape[i];
+  };
+  read(op.dot.lhs, op.inputs[0]);
+  read(op.dot.rhs, op.inputs[1]);
+  cost_model::GemmShape s;
+  s.m = s.n = s.k = s.batch = 1;
+  s.dtype = op.out.dtype;
+  for (const auto& [letter, size] : extent) {
+    const std::int64_t local = is_sharded_letter(letter) ? ceil_div(size, tp) : size;
+    const bool in_l = op.dot.lhs.find(letter) != std::string::npos;
+    const bool in_r = op.dot.rhs.find(letter) != std::string::npos;
+    const bool in_o = op.dot.out.find(letter) != std::string::npos;
+    if (in_l && in_r && in_o) s.batch *= local;
+    else if (in_l && in_o) s.m *= local;
+    else if (in_r && in_o) s.n *= local;
+    else s.k *= local;
+  }
+  return s;
+}
+
+bool contracts_sharded(const Op& op) {
+  for (char c : op.dot.lhs) {
+    if (is_sharded_letter(c) && op.dot.rhs.find(c) != std::string::npos &&
+        op.dot.out.find(c) == std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Forward dots whose weight carries the split letter into the output while the activation
+// input is replicated: Megatron's column-parallel linears (QKV, fc1, LM head).
+bool is_column_parallel(const Op& op) {
+  for (char c : op.dot.rhs) {
+    if (is_sharded_letter(c) && op.dot.out.find(c) != std::string::npos &&
+        op.dot.lhs.find(c) == std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+struct OpTimes {
+  Seconds gemm{0};
+  Seconds memory_bound{0};
+  Flops flops{0};
+};
+
+// Parameter elements of each layer held per GPU under tensor parallelism, and in total.
+struct LayerParams {
+  std::int64_t total = 0;
+  std::int64_t per_gpu = 0;
+  std::int64_t word_embedding_per_gpu = 0;  // the vocab-split table (tied with the head)
+};
+
+}  // namespace
+
+core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
+                                              const TrainingSetup& training,
+                                              const MegatronPlan& plan,
+                                              const cost_model::CostModel& cost_model) {
+  const auto& cluster = cost_model.spec();
+  auto bad = [](const std::string& field, const std::string& what) {
+    return core::invalid_argument("search.megatron." + field + ": " + what);
+  };
+  for (const auto& [name, v] : {std::pair<const char*, std::int64_t>{"tp", plan.tp},
+                                {"pp", plan.pp}, {"dp", plan.dp},
+                                {"microbatch_size", plan.microbatch_size},
+                                {"interleave", plan.interleave}}) {
+    if (v < 1) return bad(name, "expected an integer >= 1, got " + std::to_string(v));
+  }
+  if (plan.zero_stage < 0 || plan.zero_stage > 3) {
+    return bad("zero_stage", "expected 0..3, got " + std::to_string(plan.zero_stage));
+  }
+  const std::int64_t num_gpus = plan.tp * plan.pp * plan.dp;
+  if (num_gpus != cluster.num_gpus()) {
+    return bad("tp", "tp·pp·dp = " + std::to_string(num_gpus) + " GPUs but the cluster has " +
+                         std::to_string(cluster.num_gpus()));
+  }
+  const std::int64_t per_step = plan.dp * plan.microbatch_size;
+  if (training.global_batch_size <= 0 || training.global_batch_size % per_step != 0) {
+    return bad("microbatch_size", "global batch " + std::to_string(training.global_batch_size) +
+                                      " is not a multiple of dp·microbatch_size = " +
+                                      std::to_string(per_step));
+  }
+  const std::int64_t num_microbatches = training.global_batch_size / per_step;
+  if (const auto* w = std::get_if<ir::WideResNetConfig>(&model.spec); w && plan.tp > 1) {
+    return core::unimplemented(
+        "search.megatron.tp: tensor parallelism of wide_resnet convolutions is not modelled; "
+        "use tp = 1");
+  }
+  if (plan.sequence_parallel && plan.tp == 1) {
+    return bad("sequence_parallel", "needs tp > 1");
+  }
+
+  ir::BuildOptions build;
+  build.microbatch_size = plan.microbatch_size;
+  build.dtype = training.dtype;
+  ALPASIM_ASSIGN_OR_RETURN(ir::Graph forward, ir::build_forward_graph(model, build));
+  const ir::Graph g = ir::derive_training_graph(forward, {training.optimizer, plan.recompute});
+  const std::vector<ir::LayerStats> stats = ir::layer_stats(g);
+  const std::size_t num_layers = g.layers.size();
+  const std::int64_t tp = plan.tp;
+  const std::int64_t dtype_bytes = core::dtype_bytes(training.dtype);
+
+  // ---- Which tensors are split across the tp group. Forward: dots by their output
+  // letters, other ops when an activation input is split; shapes seen split / replicated
+  // then classify backward and input-less ops.
+  std::vector<char> sharded(g.size(), 0);
+  std::map<std::vector<std::int64_t>, std::pair<bool, bool>> shape_seen;  // split, replicated
+  auto classify_by_shape = [&](const Op& op, bool fallback) {
+    auto it = shape_seen.find(op.out.shape);
+    if (it == shape_seen.end()) return fallback;
+    if (it->second.first && it->second.second) return fallback;
+    return it->second.first;
+  };
+  if (tp > 1) {
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const Op& op = g.op(static_cast<ir::OpId>(i));
+      if (op.phase != Phase::kForward || op.is_source()) continue;
+      bool split = false;
+      if (op.is_einsum()) {
+        split = has_sharded_letter(op.dot.out);
+      } else if (op.kind != OpKind::kEmbedding) {
+        for (ir::OpId in : op.inputs) {
+          if (!g.op(in).is_source() && sharded[static_cast<std::size_t>(in)]) split = true;
+        }
+      }
+      sharded[i] = split ? 1 : 0;
+      auto& seen = shape_seen[op.out.shape];
+      (split ? seen.first : seen.second) = true;
+    }
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const Op& op = g.op(static_cast<ir::OpId>(i));
+      if (op.phase == Phase::kForward) {
+        bool has_activation_input = false;
+        for (ir::OpId in : op.inputs) has_activation_input |= !g.op(in).is_source();
+        if (!op.is_source() && !op.is_einsum() && !has_activation_input &&
+            op.kind != OpKind::kEmbedding) {
+          sharded[i] = classify_by_shape(op, false) ? 1 : 0;
+        }
+        continue;
+      }
+      const bool from_source =
+          op.source != ir::kNoOp && sharded[static_cast<std::size_t>(op.source)];
+      if (op.is_einsum()) {
+        sharded[i] = has_sharded_letter(op.dot.out) ? 1 : 0;
+      } else if (op.phase == Phase::kRecompute) {
+        sharded[i] = from_source ? 1 : 0;
+      } else {
+        sharded[i] = classify_by_shape(op, from_source) ? 1 : 0;
+      }
+    }
+  }
+
+  // ---- Parameters per layer and per GPU.
+  std::vector<char> param_split(g.size(), 0);
+  std::int64_t vocab = 0;
+  if (const auto* t = std::get_if<ir::TransformerConfig>(&model.spec)) vocab = t->vocab_size;
+  if (tp > 1) {
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const Op& op = g.op(static_cast<ir::OpId>(i));
+      if (op.phase != Phase::kForward) continue;
+      if (op.is_einsum() && op.inputs.size() >= 2) {
+        const ir::OpId rhs = op.inputs[1];
+        if (g.op(rhs).kind == OpKind::kParameter && has_sharded_letter(op.dot.rhs)) {
+          param_split[static_cast<std::size_t>(rhs)] = 1;
+        }
+        if (op.inputs.size() >= 3 && g.op(op.inputs[2]).kind == OpKind::kParameter &&
+            has_sharded_letter(op.dot.out)) {
+          param_split[static_cast<std::size_t>(op.inputs[2])] = 1;
+        }
+      }
+      if (op.kind == OpKind::kEmbedding && !op.inputs.empty()) {
+        const Op& table = g.op(op.inputs[0]);
+        if (table.kind == OpKind::kParameter && !table.out.shape.empty() &&
+            table.out.shape[0] == vocab) {
+          param_split[static_cast<std::size_t>(op.inputs[0])] = 1;
+        }
+      }
+    }
+  }
+  std::vector<LayerParams> params(num_layers);
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const Op& op = g.op(static_cast<ir::OpId>(i));
+    if (op.kind != OpKind::kParameter) continue;
+    auto& p = params[static_cast<std::size_t>(op.layer)];
+    const std::int64_t n = op.out.num_elements();
+    const std::int64_t local = param_split[i] ? ceil_div(n, tp) : n;
+    p.total += n;
+    p.per_gpu += local;
+    if (!op.out.shape.empty() && op.out.shape[0] == vocab && op.layer == 0) {
+      p.word_embedding_per_gpu += local;
+    }
+  }
+
+  // ---- Tensor-parallel collectives (priced on the first stage's tp group).
+  std::vector<std::int64_t> tp_ids;
+  for (std::int64_t r = 0; r < tp; ++r) tp_ids.push_back(r);
+  std::optional<cluster::GroupInfo> tp_group;
+  if (tp > 1) {
+    ALPASIM_ASSIGN_OR_RETURN(cluster::GroupInfo info, cost_model.group(tp_ids));
+    tp_group = info;
+  }
+  auto tp_time = [&](cost_model::Collective c, std::int64_t bytes) {
+    return cost_model.collective(c, Bytes(bytes), *tp_group).time;
+  };
+
+  // ---- Per-layer costs.
+  std::vector<LoweredLayer> layers(num_layers);
+  std::vector<std::int64_t> optimizer_bytes(num_layers, 0);
+  for (std::size_t l = 0; l < num_layers; ++l) {
+    layers[l].kind = g.layers[l].kind;
+    layers[l].costs.name = g.layers[l].name;
+  }
+  std::vector<std::set<ir::OpId>> column_inputs(num_layers);
+  std::vector<std::vector<std::int64_t>> row_outputs(num_layers);
+  std::vector<std::int64_t> column_input_bytes(num_layers, 0);
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const Op& op = g.op(static_cast<ir::OpId>(i));
+    if (op.is_source()) continue;
+    const auto l = static_cast<std::size_t>(op.layer);
+    LoweredLayer& L = layers[l];
+    if (op.phase == Phase::kOptimizer) {
+      optimizer_bytes[l] += op.bytes_read + op.bytes_written;
+      continue;
+    }
+    OpTimes t;
+    if (op.is_einsum()) {
+      const auto shape = sharded_gemm(g, op, tp);
+      const auto est = cost_model.gemm(shape);
+      t.gemm = est.time;
+      t.flops = cost_model::gemm_flops(shape);
+      if (tp > 1 && op.phase == Phase::kForward) {
+        if (contracts_sharded(op)) row_outputs[l].push_back(op.out.bytes());
+        if (is_column_parallel(op) && column_inputs[l].insert(op.inputs[0]).second) {
+          column_input_bytes[l] = g.op(op.inputs[0]).out.bytes();
+        }
+      }
+    } else if (op.kind == OpKind::kConv2d) {
+      cost_model::ConvShape c;
+      c.batch = op.conv.n;
+      c.in_channels = op.conv.ci;
+      c.out_channels = op.conv.co;
+      c.height = op.conv.h;
+      c.width = op.conv.w;
+      c.kernel_h = op.conv.kh;
+      c.kernel_w = op.conv.kw;
+      c.stride = op.conv.stride;
+      c.padding = op.conv.kh / 2;
+      c.dtype = op.out.dtype;
+      const auto est = cost_model.conv(c);
+      t.gemm = est.time;
+      t.flops = Flops(static_cast<double>(op.flops));
+    } else {
+      if (op.function == "reshape") continue;  // a view: no kernel
+      std::int64_t bytes = op.bytes_read + op.bytes_written;
+      if (tp > 1 && (sharded[i] || plan.sequence_parallel)) bytes = ceil_div(bytes, tp);
+      t.memory_bound = cost_model.memory_bound(Bytes(bytes));
+      if (op.kind == OpKind::kEmbedding && tp > 1 && op.phase == Phase::kForward &&
+          op.inputs.size() >= 1 && param_split[static_cast<std::size_t>(op.inputs[0])]) {
+        row_outputs[l].push_back(op.out.bytes());  // vocab-parallel lookup all-reduces
+      }
+    }
+    switch (op.phase) {
+      case Phase::kForward:
+        L.gemm_forward_s += t.gemm;
+        L.memory_bound_forward_s += t.memory_bound;
+        if (op.is_matmul()) L.costs.forward_flops += t.flops;
+        break;
+      case Phase::kRecompute:
+        L.recompute_s += t.gemm + t.memory_bound;
+        if (op.is_matmul()) L.recompute_flops += t.flops;
+        break;
+      case Phase::kBackward:
+        L.gemm_backward_s += t.gemm;
+        L.memory_bound_backward_s += t.memory_bound;
+        if (op.is_matmul()) L.costs.backward_flops += t.flops;
+        break;
+      case Phase::kOptimizer:
+        break;
+    }
+  }
+
+  // Collectives: forward all-reduce per row-parallel output, backward all-reduce per
+  // distinct input of the column-parallel linears (QKV share one, Megatron's fused GEMM);
+  // with sequence parallelism each all-reduce becomes reduce-scatter + all-gather
+  // (Korthikanti et al. 2022 §4.2.2) at the same positions.
+  for (std::size_t l = 0; l < num_layers && tp > 1; ++l) {
+    LoweredLayer& L = layers[l];
+    TpCollectives& c = L.tp_collectives;
+    Seconds fwd{0};
+    Seconds bwd{0};
+    const int rows = static_cast<int>(row_outputs[l].size());
+    const int cols = static_cast<int>(column_inputs[l].size());
+    if (!plan.sequence_parallel) {
+      c.forward_all_reduce = rows;
+      c.backward_all_reduce = cols;
+      for (std::int64_t b : row_outputs[l]) fwd += tp_time(cost_model::Collective::kAllReduce, b);
+      if (cols > 0) {
+        bwd = tp_time(cost_model::Collective::kAllReduce, column_input_bytes[l]) *
+              static_cast<double>(cols);
+      }
+    } else {
+      c.forward_reduce_scatter = rows;
+      c.backward_all_gather = rows;
+      c.forward_all_gather = cols;
+      c.backward_reduce_scatter = cols;
+      for (std::int64_t b : row_outputs[l]) {
+        fwd += tp_time(cost_model::Collective::kReduceScatter, b);
+        bwd += tp_time(cost_model::Collective::kAllGather, b);
+      }
+      if (cols > 0) {
+        fwd += tp_time(cost_model::Collective::kAllGather, column_input_bytes[l]) *
+               static_cast<double>(cols);
+        bwd += tp_time(cost_model::Collective::kReduceScatter, column_input_bytes[l]) *
+               static_cast<double>(cols);
+      }
+    }
+    c.bytes_each = Bytes(rows > 0 ? row_outputs[l].front() : column_input_bytes[l]);
+    L.costs.forward_tp_comm_s = fwd;
+    L.costs.backward_tp_comm_s = bwd;
+    // Full recomputation re-runs the forward, its collectives included (selective
+    // recomputes only the attention core, which has none).
+    if (plan.recompute == ir::RecomputePolicy::kFull && L.recompute_s.value() > 0) {
+      L.recompute_s += fwd;
+    }
+  }
+
+  // ---- Memory and the rest of LayerCosts.
+  const std::int64_t opt_bytes_per_param =
+      ir::optimizer_state_bytes_per_parameter(training.optimizer, training.dtype);
+  const auto* tcfg = std::get_if<ir::TransformerConfig>(&model.spec);
+  const bool gpt_formula = tcfg != nullptr && tcfg->builtin == "gpt";
+  std::vector<std::int64_t> working(num_layers, 0);
+  for (std::size_t l = 0; l < num_layers; ++l) {
+    LoweredLayer& L = layers[l];
+    LayerCosts& c = L.costs;
+    std::int64_t full_activation = 0;
+    std::int64_t kept = 0;
+    const bool block = L.kind != "prologue" && L.kind != "epilogue";
+    const bool recomputed = L.recompute_s.value() > 0;
+    if (gpt_formula && block) {
+      auto korthikanti = [&](ir::RecomputePolicy p) {
+        return ir::korthikanti_activation_bytes_per_layer(
+            tcfg->seq_len, plan.microbatch_size, tcfg->hidden_size, tcfg->num_heads, tp,
+            plan.sequence_parallel, p);
+      };
+      full_activation = korthikanti(ir::RecomputePolicy::kNone);
+      kept = recomputed ? korthikanti(plan.recompute) : full_activation;
+    } else {
+      full_activation = ceil_div(stats[l].activation_bytes, tp);
+      kept = full_activation;
+      if (recomputed && plan.recompute == ir::RecomputePolicy::kFull && l > 0) {
+        kept = stats[l - 1].boundary_bytes;
+      }
+    }
+    if (recomputed) working[l] = full_activation - kept;
+    c.activation_bytes = Bytes(kept);
+    c.checkpoint_bytes = Bytes(kept);
+    c.output_bytes = Bytes(stats[l].boundary_bytes);
+    std::int64_t local_params = params[l].per_gpu;
+    // Megatron keeps a copy of the tied word embedding on the last stage when pp > 1.
+    if (plan.pp > 1 && L.kind == "epilogue" && tcfg != nullptr && tcfg->tied_embeddings) {
+      local_params += params[0].word_embedding_per_gpu;
+    }
+    const std::int64_t param_bytes = local_params * dtype_bytes;
+    const std::int64_t dp = plan.dp;
+    c.parameter_bytes = Bytes(plan.zero_stage >= 3 ? ceil_div(param_bytes, dp) : param_bytes);
+    c.gradient_bytes = Bytes(plan.zero_stage >= 2 ? ceil_div(param_bytes, dp) : param_bytes);
+    const std::int64_t opt = local_params * opt_bytes_per_param;
+    c.optimizer_state_bytes = Bytes(plan.zero_stage >= 1 ? ceil_div(opt, dp) : opt);
+    c.grad_sync_bytes = Bytes(param_bytes);
+    // The optimizer update streams the layer's state once (multi-tensor apply: one kernel).
+    if (optimizer_bytes[l] > 0 && params[l].total > 0) {
+      const double share = static_cast<double>(local_params) / static_cast<double>(params[l].total);
+      double bytes = static_cast<double>(optimizer_bytes[l]) * share;
+      if (plan.zero_stage >= 1) bytes /= static_cast<double>(dp);
+      c.optimizer_step_s = cost_model.memory_bound(Bytes(static_cast<std::int64_t>(bytes)));
+    }
+    c.forward_s = L.gemm_forward_s + L.memory_bound_forward_s + c.forward_tp_comm_s;
+    c.backward_s = L.gemm_backward_s + L.memory_bound_backward_s + c.backward_tp_comm_s;
+  }
+
+  // ---- Chunking: equal transformer layers per virtual stage, embedding on the first,
+  // head on the last (Megatron-LM).
+  const std::int64_t chunks = plan.pp * plan.interleave;
+  const std::int64_t blocks = static_cast<std::int64_t>(num_layers) - 2;
+  if (blocks < chunks || blocks % chunks != 0) {
+    return bad("interleave", std::to_string(blocks) + " layers do not split evenly into pp·" +
+                                 "interleave = " + std::to_string(chunks) + " model chunks");
+  }
+  std::vector<int> layers_per_chunk(static_cast<std::size_t>(chunks),
+                                    static_cast<int>(blocks / chunks));
+  layers_per_chunk.front() += 1;
+  layers_per_chunk.back() += 1;
+
+  LayeredPipelineSpec spec;
+  for (const auto& L : layers) spec.layers.push_back(L.costs);
+  spec.layers_per_chunk = layers_per_chunk;
+  spec.schedule = plan.interleave > 1 ? PipelineSchedule::kInterleaved1F1B
+                                      : PipelineSchedule::kOneFOneB;
+  spec.num_stages = static_cast<int>(plan.pp);
+  spec.interleave = static_cast<int>(plan.interleave);
+  spec.num_microbatches = static_cast<int>(num_microbatches);
+  spec.data_parallel = static_cast<int>(plan.dp);
+  spec.gpus_per_stage = static_cast<int>(tp);
+  spec.recompute = Recompute::kNone;  // recomputation patched in below, per layer
+  spec.memory_limit = cluster.gpu.memory;
+  spec.grad_sync_mode = plan.zero_stage >= 1 ? GradSyncMode::kReduceScatterAllGather
+                                             : GradSyncMode::kAllReduce;
+  spec.grad_sync_buckets = 1;   // SC'21 Megatron syncs after the backward
+  spec.blocking_p2p = true;     // batched isend/irecv + wait
+  spec.optimizer_barrier = true;  // global gradient-norm clipping
+  ALPASIM_ASSIGN_OR_RETURN(PipelineProblem problem, make_layered_problem(spec));
+
+  // ---- Patch recomputation, reshards, gradient sync and routes.
+  const std::int64_t stage_stride = tp * plan.dp;  // GPUs per pipeline stage
+  std::optional<Seconds> reshard_ag;
+  const std::int64_t boundary = stats.front().boundary_bytes;
+  if (tp > 1 && !plan.sequence_parallel) {
+    reshard_ag = tp_time(cost_model::Collective::kAllGather, boundary);
+  }
+  std::vector<std::vector<std::int64_t>> dp_groups;
+  if (plan.dp > 1) {
+    for (std::int64_t s = 0; s < plan.pp; ++s) {
+      for (std::int64_t r = 0; r < tp; ++r) {
+        std::vector<std::int64_t> ids;
+        for (std::int64_t d = 0; d < plan.dp; ++d) ids.push_back(s * stage_stride + d * tp + r);
+        dp_groups.push_back(std::move(ids));
+      }
+    }
+  }
+  std::vector<cluster::GroupInfo> dp_infos;
+  if (!dp_groups.empty()) {
+    ALPASIM_ASSIGN_OR_RETURN(dp_infos, cost_model.concurrent_groups(dp_groups));
+  }
+  std::size_t first = 0;
+  for (std::size_t j = 0; j < problem.stages.size(); ++j) {
+    StageCosts& st = problem.stages[j];
+    const std::size_t count = static_cast<std::size_t>(layers_per_chunk[j]);
+    Seconds recompute{0};
+    Flops recompute_flops{0};
+    std::int64_t work = 0;
+    for (std::size_t l = first; l < first + count; ++l) {
+      recompute += layers[l].recompute_s;
+      recompute_flops += layers[l].recompute_flops;
+      work = std::max(work, working[l]);
+    }
+    first += count;
+    st.recompute_s = recompute;
+    st.recompute_flops = recompute_flops;
+    st.working_activation_bytes = Bytes(work);
+    if (tp > 1 && !plan.sequence_parallel) {
+      st.output_reshard = ReshardMode::kLocalAllGather;
+      st.reshard_group = static_cast<int>(tp);
+      st.reshard_all_gather_s = reshard_ag;
+    } else if (tp > 1) {
+      st.output_activation_bytes = Bytes(ceil_div(st.output_activation_bytes.value(), tp));
+    }
+    if (plan.dp > 1 && st.grad_sync_bytes.value() > 0) {
+      const std::size_t mesh = j % static_cast<std::size_t>(plan.pp);
+      const cluster::GroupInfo& info = dp_infos[mesh * static_cast<std::size_t>(tp)];
+      const auto kind = plan.zero_stage >= 1 ? cost_model::Collective::kReduceScatter
+                                             : cost_model::Collective::kAllReduce;
+      st.grad_sync_s = cost_model.collective(kind, st.grad_sync_bytes, info).time;
+      if (plan.zero_stage >= 1) {
+        st.param_all_gather_s =
+            cost_model.collective(cost_model::Collective::kAllGather, st.grad_sync_bytes, info)
+                .time;
+      }
+    }
+  }
+
+  LoweredPlan out;
+  const std::int64_t wire_bytes =
+      tp > 1 ? ceil_div(boundary, tp) : boundary;  // scatter/gather or sequence-parallel shard
+  out.p2p_bytes = Bytes(wire_bytes);
+  if (plan.pp > 1) {
+    for (std::int64_t s = 0; s < plan.pp; ++s) {
+      const std::int64_t next = (s + 1) % plan.pp;
+      const std::int64_t prev = (s + plan.pp - 1) % plan.pp;
+      auto send = [&](std::int64_t to) {
+        return cost_model.send_recv(Bytes(wire_bytes), s * stage_stride, to * stage_stride).time;
+      };
+      // The calibrated transfer time of the fixed-size boundary tensor, as a route with no
+      // modelled links (p2p does not share a NIC with the gradient sync in this lowering).
+      problem.meshes[static_cast<std::size_t>(s)].send_next = Route{{}, send(next)};
+      problem.meshes[static_cast<std::size_t>(s)].send_prev = Route{{}, send(prev)};
+      if (s == 0) out.p2p_send_s = send(next);
+    }
+  }
+  ALPASIM_RETURN_IF_ERROR(validate(problem));
+
+  out.problem = std::move(problem);
+  out.layers = std::move(layers);
+  out.layers_per_chunk = std::move(layers_per_chunk);
+  out.num_microbatches = num_microbatches;
+  out.num_gpus = num_gpus;
+  if (plan.pp > 1 && tcfg != nullptr && tcfg->tied_embeddings) {
+    out.notes.push_back(
+        "the last stage holds a copy of the tied word embedding; its gradient all-reduce "
+        "with the first stage is not modelled");
+  }
+  if (plan.zero_stage >= 3) {
+    out.notes.push_back("ZeRO-3 parameter all-gathers before each forward are not modelled");
+  }
+  return out;
+}
+
+core::Result<LoweredPlan> lower_plan_file(const schema::Plan& plan,
+                                          const cost_model::CostModel& cost_model) {
+  if (plan.stages.empty()) return core::invalid_argument("plan: /stages: expected at least one stage");
+  const auto& s0 = plan.stages.front();
+  for (std::size_t i = 0; i < plan.stages.size(); ++i) {
+    const auto& s = plan.stages[i];
+    const std::string where = "plan: /stages/" + std::to_string(i);
+    if (!s.shardings.empty()) {
+      return core::unimplemented(where +
+                                 "/shardings: per-operator shardings are not lowered to the "
+                                 "simulator yet; only stages with the default (Megatron-like) "
+                                 "sharding are supported");
+    }
+    if (s.logical_rows != s0.logical_rows || s.logical_cols != s0.logical_cols) {
+      return core::unimplemented(where +
+                                 ": stages with different mesh shapes are not lowered yet; "
+                                 "all stages must have stage 0's logical mesh");
+    }
+    if (s.weight_update_sharding != s0.weight_update_sharding) {
+      return core::unimplemented(where + "/weight_update_sharding: must be the same on every stage");
+    }
+  }
+  const std::int64_t pp = static_cast<std::int64_t>(plan.stages.size());
+  if (plan.interleave < 1) {
+    return core::invalid_argument("plan: /interleave: expected an integer >= 1");
+  }
+  MegatronPlan m;
+  m.tp = s0.logical_cols;
+  m.dp = s0.logical_rows;
+  m.interleave = plan.interleave;
+  m.pp = pp / plan.interleave;
+  if (m.pp * plan.interleave != pp) {
+    return core::invalid_argument("plan: /stages: " + std::to_string(pp) +
+                                  " stages are not a multiple of interleave " +
+                                  std::to_string(plan.interleave));
+  }
+  if (plan.num_microbatches <= 0 ||
+      plan.global_batch_size % (m.dp * plan.num_microbatches) != 0) {
+    return core::invalid_argument("plan: /num_microbatches: the global batch " +
+                                  std::to_string(plan.global_batch_size) +
+                                  " does not split into dp·num_microbatches");
+  }
+  m.microbatch_size = plan.global_batch_size / (m.dp * plan.num_microbatches);
+  m.recompute = plan.recompute == schema::Recompute::kFull        ? ir::RecomputePolicy::kFull
+                : plan.recompute == schema::Recompute::kSelective ? ir::RecomputePolicy::kSelective
+                                                                  : ir::RecomputePolicy::kNone;
+  m.zero_stage = s0.weight_update_sharding ? 1 : 0;
+  TrainingSetup t;
+  t.global_batch_size = plan.global_batch_size;
+  t.dtype = plan.dtype;
+  ALPASIM_ASSIGN_OR_RETURN(LoweredPlan lowered, lower_megatron_plan(plan.model, t, m, cost_model));
+  // The stage layer ranges must be the equal split the Megatron lowering uses.
+  std::size_t first = 0;
+  for (std::size_t i = 0; i < plan.stages.size(); ++i) {
+    const auto count = static_cast<std::int64_t>(lowered.layers_per_chunk[i]);
+    const auto& s = plan.stages[i];
+    if (s.layer_begin != static_cast<std::int64_t>(first) || s.layer_end - s.layer_begin != count) {
+      return core::unimplemented("plan: /stages/" + std::to_string(i) +
+                                 ": layer range [" + std::to_string(s.layer_begin) + ", " +
+                                 std::to_string(s.layer_end) +
+                                 ") is not the equal Megatron split; expected [" +
+                                 std::to_string(first) + ", " +
+                                 std::to_string(first + static_cast<std::size_t>(count)) + ")");
+    }
+    first += static_cast<std::size_t>(count);
+  }
+  return lowered;
+}
+
+}  // namespace alpasim::sim::lowering

@@ -1,0 +1,106 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/units.h"
+#include "cost_model/cost_model.h"
+#include "ir/autodiff.h"
+#include "ir/graph.h"
+#include "ir/model_config.h"
+#include "schema/plan.h"
+#include "sim/layered_problem.h"
+#include "sim/pipeline_problem.h"
+
+namespace alpasim::sim::lowering {
+
+/// A Megatron-LM 3D-parallel plan (Narayanan et al. 2021; Korthikanti et al. 2022).
+/// Device order is Megatron's: rank = stage·(tp·dp) + replica·tp + tp_rank, so a
+/// tensor-parallel group is tp consecutive GPUs (inside a node when tp <= GPUs per node).
+struct MegatronPlan {
+  std::int64_t tp = 1;  ///< tensor-parallel size
+  std::int64_t pp = 1;  ///< pipeline stages
+  std::int64_t dp = 1;  ///< data-parallel replicas
+  std::int64_t microbatch_size = 1;  ///< sequences per microbatch
+  std::int64_t interleave = 1;       ///< model chunks per stage (1 = plain 1F1B)
+  ir::RecomputePolicy recompute = ir::RecomputePolicy::kNone;
+  bool sequence_parallel = false;
+  std::int64_t zero_stage = 0;  ///< 0 none; 1 optimizer states; 2 + gradients; 3 + parameters
+};
+
+/// Training settings the lowering needs besides the plan.
+struct TrainingSetup {
+  std::int64_t global_batch_size = 0;  ///< sequences per iteration, all replicas
+  core::DType dtype = core::DType::kFp16;
+  ir::OptimizerKind optimizer = ir::OptimizerKind::kAdam;
+};
+
+/// Counts and sizes of the tensor-parallel collectives of one layer per microbatch
+/// (per GPU), as the lowering priced them. A layer without tensor parallelism has none.
+struct TpCollectives {
+  int forward_all_reduce = 0;      ///< forward all-reduces (row-parallel outputs)
+  int backward_all_reduce = 0;     ///< backward all-reduces (column-parallel input grads)
+  int forward_all_gather = 0;      ///< with sequence parallelism, instead of all-reduces
+  int forward_reduce_scatter = 0;  ///< with sequence parallelism
+  int backward_all_gather = 0;     ///< with sequence parallelism
+  int backward_reduce_scatter = 0;  ///< with sequence parallelism
+  core::Bytes bytes_each{0};  ///< full (gathered / reduced) tensor per collective
+};
+
+/// The per-layer costs (one GPU of the layer's stage, one microbatch) and how they split.
+struct LoweredLayer {
+  LayerCosts costs;   ///< what make_layered_problem consumes
+  std::string kind;   ///< "prologue", "transformer", "epilogue", ...
+  core::Seconds gemm_forward_s{0};    ///< matmul kernels of the forward
+  core::Seconds gemm_backward_s{0};   ///< matmul kernels of the backward
+  core::Seconds memory_bound_forward_s{0};   ///< norms, softmax, pointwise, embedding
+  core::Seconds memory_bound_backward_s{0};  ///< their backward
+  core::Seconds recompute_s{0};  ///< recomputed ops (selective or full), incl. collectives
+  core::Flops recompute_flops{0};  ///< matmul FLOPs of the recomputation, per GPU
+  TpCollectives tp_collectives;
+};
+
+/// A lowered plan: the simulator problem plus what the report needs to explain it.
+struct LoweredPlan {
+  PipelineProblem problem;  ///< collectives resolved to explicit durations; no hook
+  std::vector<LoweredLayer> layers;  ///< model order: prologue, blocks, epilogue
+  std::vector<int> layers_per_chunk;  ///< p·v entries
+  std::int64_t num_microbatches = 0;  ///< per replica per iteration
+  std::int64_t num_gpus = 0;          ///< tp·pp·dp
+  /// Seconds of one p2p send of a stage boundary (per GPU, over the network part), and
+  /// the bytes each GPU puts on the wire.
+  core::Seconds p2p_send_s{0};
+  core::Bytes p2p_bytes{0};
+  /// Human-readable modelling notes (assumptions that apply to this plan).
+  std::vector<std::string> notes;
+};
+
+/// Lowers a Megatron plan of `model` on the cost model's cluster to a PipelineProblem.
+/// Per layer: every matmul of the training graph priced by cost_model.gemm() with the
+/// tensor-parallel shard (heads 'k', FFN 'f' and vocabulary 'v' einsum letters divided by
+/// tp: column-parallel QKV/fc1 split N, row-parallel out/fc2 split K); memory-bound ops
+/// by bytes/HBM (divided by tp when their tensor is sharded, and the replicated ones too
+/// with sequence parallelism); tensor-parallel all-reduces (all-gather/reduce-scatter
+/// with sequence parallelism) over the first stage's tp group; recomputation as the ir
+/// training graph's recompute ops. Pipeline p2p over the topology's path between stages
+/// (Megatron's scatter/gather: 1/tp on the wire then an NVLink all-gather), gradient sync
+/// over the data-parallel group with the tp·pp groups syncing concurrently, optimizer as
+/// memory-bound. Errors: INVALID_ARGUMENT naming the field when sizes do not divide or
+/// do not match the cluster; UNIMPLEMENTED for models it cannot shard (wide_resnet with
+/// tp > 1).
+core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
+                                              const TrainingSetup& training,
+                                              const MegatronPlan& plan,
+                                              const cost_model::CostModel& cost_model);
+
+/// Lowers a plan file (schema::Plan) when it is Megatron-like: every stage has the same
+/// logical mesh, no explicit operator shardings (the stage default), stages cover whole
+/// ir layers in order. The mesh's columns are the tensor-parallel axis and its rows data
+/// parallel. Anything else is UNIMPLEMENTED with the reason.
+core::Result<LoweredPlan> lower_plan_file(const schema::Plan& plan,
+                                          const cost_model::CostModel& cost_model);
+
+}  // namespace alpasim::sim::lowering

@@ -1,0 +1,240 @@
+#include "sim/lowering/megatron_lowering.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "cluster/cluster_spec.h"
+#include "cost_model/calibration.h"
+#include "cost_model/cost_model.h"
+#include "ir/autodiff.h"
+#include "ir/builders.h"
+#include "sim/pipeline_sim.h"
+#include "sim/problem_json.h"
+
+namespace alpasim::sim::lowering {
+namespace {
+
+// A tiny GPT: 4 blocks, hidden 64, 4 heads, 32 tokens, vocabulary 128.
+ir::ModelConfig tiny_gpt(std::int64_t layers = 4, std::int64_t hidden = 64) {
+  ir::TransformerConfig t;
+  t.builtin = "gpt";
+  t.num_layers = layers;
+  t.hidden_size = hidden;
+  t.num_heads = 4;
+  t.num_kv_heads = 4;
+  t.seq_len = 32;
+  t.vocab_size = 128;
+  t.ffn_hidden_size = 4 * hidden;
+  ir::set_architecture_defaults(t);
+  ir::ModelConfig m;
+  m.name = "tiny";
+  m.spec = t;
+  return m;
+}
+
+// Default (documented) parameters: the closed forms below do not depend on calibration.
+cost_model::CostModel dgx(std::int64_t nodes) {
+  auto spec = cluster::make_preset_cluster("dgx-a100-80gb", nodes);
+  REQUIRE(spec.ok());
+  auto cm = cost_model::CostModel::create(*spec, cost_model::default_params());
+  REQUIRE(cm.ok());
+  return *cm;
+}
+
+TrainingSetup training(std::int64_t batch) {
+  TrainingSetup t;
+  t.global_batch_size = batch;
+  t.dtype = core::DType::kFp16;
+  return t;
+}
+
+TEST_CASE("tp=pp=dp=1: the iteration is B x (forward + backward) + optimizer, GEMMs from ir dims") {
+  // tp·pp·dp must equal the cluster's GPUs: a one-GPU machine (the preset's node with
+  // one GPU) so that nothing but compute and the optimizer runs.
+  auto spec = cluster::make_preset_cluster("dgx-a100-80gb", 1);
+  REQUIRE(spec.ok());
+  spec->gpus_per_node = 1;
+  auto cm_or = cost_model::CostModel::create(*spec, cost_model::default_params());
+  REQUIRE(cm_or.ok());
+  const auto& cm = *cm_or;
+  MegatronPlan plan;  // all 1, no recompute
+  auto lowered = lower_megatron_plan(tiny_gpt(), training(4), plan, cm);
+  REQUIRE(lowered.ok());
+  CHECK(lowered->num_microbatches == 4);
+  CHECK(lowered->layers.size() == 6);  // embedding, 4 blocks, head
+
+  // Independent sum of every matmul of the training graph as ir's dot_dims give it.
+  ir::BuildOptions b;
+  auto fwd = ir::build_forward_graph(tiny_gpt(), b);
+  REQUIRE(fwd.ok());
+  const ir::Graph g = ir::derive_training_graph(*fwd, {});
+  double gemm_fwd = 0;
+  double gemm_bwd = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const ir::Op& op = g.op(static_cast<ir::OpId>(i));
+    if (!op.is_einsum()) continue;
+    cost_model::GemmShape s{op.dot_dims.m, op.dot_dims.n, op.dot_dims.k, op.dot_dims.batch,
+                            op.out.dtype};
+    (op.phase == ir::Phase::kForward ? gemm_fwd : gemm_bwd) += cm.gemm(s).time.value();
+  }
+  double lowered_fwd = 0;
+  double lowered_bwd = 0;
+  double step = 0;
+  double per_microbatch = 0;
+  for (const auto& l : lowered->layers) {
+    lowered_fwd += l.gemm_forward_s.value();
+    lowered_bwd += l.gemm_backward_s.value();
+    step += l.costs.optimizer_step_s.value();
+    per_microbatch += l.costs.forward_s.value() + l.costs.backward_s.value();
+    CHECK(l.costs.forward_tp_comm_s.value() == 0);  // tp = 1: no collectives
+  }
+  CHECK(lowered_fwd == doctest::Approx(gemm_fwd).epsilon(1e-12));
+  CHECK(lowered_bwd == doctest::Approx(gemm_bwd).epsilon(1e-12));
+
+  // One stage, no p2p, no gradient sync: compute back to back, then the optimizer. The
+  // engine rounds each task to whole nanoseconds (<= 0.5 ns each, 2·B + 1 tasks).
+  auto simulated = simulate_pipeline(lowered->problem);
+  REQUIRE(simulated.ok());
+  const double expected = 4 * per_microbatch + step;
+  CHECK(std::abs(simulated->report.iteration_time.value() - expected) <= 10e-9);
+  CHECK(simulated->report.bubble_fraction == doctest::Approx(0.0).epsilon(1e-6));
+}
+
+TEST_CASE("tensor parallelism: 2 forward + 2 backward all-reduces per block of mbs·s·h bytes") {
+  const auto cm = dgx(1);
+  MegatronPlan plan;
+  plan.tp = 2;
+  plan.dp = 4;
+  plan.microbatch_size = 2;
+  auto lowered = lower_megatron_plan(tiny_gpt(), training(16), plan, cm);
+  REQUIRE(lowered.ok());
+  const std::int64_t bytes = 2 * 32 * 64 * 2;  // mbs · s · h · fp16
+  auto group = cm.group(std::vector<std::int64_t>{0, 1});
+  REQUIRE(group.ok());
+  const double ar = cm.collective(cost_model::Collective::kAllReduce, core::Bytes(bytes), *group)
+                        .time.value();
+  const auto& block = lowered->layers[1];
+  CHECK(block.kind == "transformer");
+  CHECK(block.tp_collectives.forward_all_reduce == 2);   // attention out, fc2
+  CHECK(block.tp_collectives.backward_all_reduce == 2);  // QKV input, fc1 input
+  CHECK(block.tp_collectives.bytes_each.value() == bytes);
+  CHECK(block.costs.forward_tp_comm_s.value() == doctest::Approx(2 * ar).epsilon(1e-12));
+  CHECK(block.costs.backward_tp_comm_s.value() == doctest::Approx(2 * ar).epsilon(1e-12));
+  // Vocab-parallel embedding all-reduces its output; the LM head its input gradient.
+  CHECK(lowered->layers.front().tp_collectives.forward_all_reduce == 1);
+  CHECK(lowered->layers.back().tp_collectives.backward_all_reduce == 1);
+
+  plan.sequence_parallel = true;
+  auto sp = lower_megatron_plan(tiny_gpt(), training(16), plan, cm);
+  REQUIRE(sp.ok());
+  const auto& c = sp->layers[1].tp_collectives;
+  CHECK(c.forward_all_reduce == 0);
+  CHECK(c.forward_all_gather == 2);
+  CHECK(c.forward_reduce_scatter == 2);
+  CHECK(c.backward_all_gather == 2);
+  CHECK(c.backward_reduce_scatter == 2);
+}
+
+TEST_CASE("pipeline: p2p carries 1/tp of the boundary tensor; layers split evenly") {
+  const auto cm = dgx(1);
+  MegatronPlan plan;
+  plan.tp = 2;
+  plan.pp = 2;
+  plan.dp = 2;
+  plan.interleave = 2;
+  auto lowered = lower_megatron_plan(tiny_gpt(), training(8), plan, cm);
+  REQUIRE(lowered.ok());
+  CHECK(lowered->p2p_bytes.value() == 32 * 64 * 2 / 2);  // s·h·fp16 / tp
+  CHECK(lowered->layers_per_chunk == std::vector<int>{2, 1, 1, 2});
+  CHECK(lowered->problem.schedule == PipelineSchedule::kInterleaved1F1B);
+  CHECK(lowered->problem.stages.front().output_reshard == ReshardMode::kLocalAllGather);
+  CHECK(lowered->problem.stages.front().reshard_group == 2);
+  // Stage 0 (GPUs 0..3) sends to stage 1 (GPUs 4..7) over NVSwitch.
+  CHECK(lowered->p2p_send_s.value() ==
+        doctest::Approx(cm.send_recv(core::Bytes(32 * 64), 0, 4).time.value()));
+  CHECK(lowered->problem.stages.front().grad_sync_s.has_value());
+}
+
+TEST_CASE("full recomputation re-runs each block's forward with its collectives") {
+  const auto cm = dgx(1);
+  MegatronPlan plan;
+  plan.tp = 2;
+  plan.dp = 4;
+  plan.recompute = ir::RecomputePolicy::kFull;
+  auto lowered = lower_megatron_plan(tiny_gpt(), training(4), plan, cm);
+  REQUIRE(lowered.ok());
+  const auto& block = lowered->layers[1];
+  CHECK(block.recompute_s.value() == doctest::Approx(block.costs.forward_s.value()).epsilon(1e-9));
+  CHECK(lowered->layers.front().recompute_s.value() == 0);  // embedding not recomputed
+  // Stored: the block inputs only, 2·s·b·h bytes each (Korthikanti Table 2, "full").
+  CHECK(block.costs.activation_bytes.value() == 2 * 32 * 64);
+}
+
+TEST_CASE("errors name the field") {
+  const auto cm = dgx(1);
+  MegatronPlan plan;
+  plan.tp = 2;
+  plan.pp = 2;
+  auto r = lower_megatron_plan(tiny_gpt(), training(8), plan, cm);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message() == "search.megatron.tp: tp·pp·dp = 4 GPUs but the cluster has 8");
+  plan.dp = 2;
+  plan.interleave = 3;
+  r = lower_megatron_plan(tiny_gpt(), training(8), plan, cm);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message() ==
+        "search.megatron.interleave: 4 layers do not split evenly into pp·interleave = 6 "
+        "model chunks");
+}
+
+TEST_CASE("a plan that does not fit names the device, the excess and the component") {
+  // 16 blocks of hidden 8192 (12·16·8192² ~ 12.9B parameters) with mixed-precision Adam
+  // (2 + 2 + 12 bytes per parameter ~ 206 GB) on one 80 GB GPU.
+  auto spec = cluster::make_preset_cluster("dgx-a100-80gb", 1);
+  REQUIRE(spec.ok());
+  spec->gpus_per_node = 1;
+  auto cm = cost_model::CostModel::create(*spec, cost_model::default_params());
+  REQUIRE(cm.ok());
+  MegatronPlan plan;
+  auto lowered = lower_megatron_plan(tiny_gpt(16, 8192), training(1), plan, *cm);
+  REQUIRE(lowered.ok());
+  auto sim = simulate_pipeline(lowered->problem);
+  REQUIRE(sim.ok());
+  REQUIRE(sim->report.overflows.size() == 1);
+  const auto& o = sim->report.overflows.front();
+  CHECK(o.device == 0);
+  CHECK(o.excess_bytes == o.peak_bytes - o.limit_bytes);
+  CHECK(o.excess_bytes > 0);
+  CHECK(o.largest == MemoryComponent::kOptimizerStates);  // 12 of 16 bytes per parameter
+}
+
+TEST_CASE("determinism: the same plan lowers and simulates to identical text") {
+  const auto cm = dgx(2);
+  MegatronPlan plan;
+  plan.tp = 4;
+  plan.pp = 2;
+  plan.dp = 2;
+  plan.interleave = 2;
+  plan.recompute = ir::RecomputePolicy::kSelective;
+  plan.zero_stage = 1;
+  auto a = lower_megatron_plan(tiny_gpt(), training(16), plan, cm);
+  auto b = lower_megatron_plan(tiny_gpt(), training(16), plan, cm);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  auto ja = problem_to_json(a->problem);
+  auto jb = problem_to_json(b->problem);
+  REQUIRE(ja.ok());
+  REQUIRE(jb.ok());
+  CHECK(*ja == *jb);
+  auto sa = simulate_pipeline(a->problem);
+  auto sb = simulate_pipeline(b->problem);
+  REQUIRE(sa.ok());
+  REQUIRE(sb.ok());
+  CHECK(report_json(sa->report) == report_json(sb->report));
+  CHECK(a->problem.grad_sync_mode == GradSyncMode::kReduceScatterAllGather);
+}
+
+}  // namespace
+}  // namespace alpasim::sim::lowering

@@ -1,0 +1,219 @@
+// Validation of fixed-plan evaluation against published Megatron-LM figures
+// (../shared/reference). These rows are NEVER used to fit anything: the cost model comes
+// from the shipped profiles (calibrate_shipped_profiles), the plan from the paper.
+//
+// Plan choices for Megatron-LM SC'21 Table 1 (Narayanan et al. 2021), stated once here and
+// in docs/validation.md:
+//  - t, p, d and the global batch as published; 16-bit (fp16) mixed-precision Adam.
+//  - Full activation recomputation (Eq. 3 counts four passes, so the published TFLOP/s are
+//    hardware FLOP/s: we compare our hardware_tflops_per_gpu).
+//  - Microbatch size 1: Table 1 does not give it; §5 / the 175B example scripts of the
+//    Megatron-LM repository use 1 for the large models, and we use it for every row.
+//  - Interleaved 1F1B (§5.1 "interleaved schedule ... enabled") whenever p > 1, with v the
+//    smallest divisor > 1 of the layers per stage (2 where even, 3 for 76.1B's 15 and
+//    529.6B's 3 layers per stage); plain data/tensor parallelism when p = 1.
+//  - Scatter/gather p2p optimisation (§4.1): each of the t GPUs sends 1/t, then an NVLink
+//    all-gather (the lowering's default for tp > 1).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_spec.h"
+#include "cost_model/calibration.h"
+#include "cost_model/cost_model.h"
+#include "sim/lowering/megatron_lowering.h"
+#include "sim/pipeline_sim.h"
+
+namespace alpasim::sim::lowering {
+namespace {
+
+// RFC 4180 subset: commas, double-quoted fields with "" escapes, no newlines in fields.
+std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(in.good(), "cannot read " << path);
+  auto split = [](const std::string& line) {
+    std::vector<std::string> out;
+    std::string cur;
+    bool quoted = false;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      const char c = line[i];
+      if (quoted) {
+        if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+          cur += '"';
+          ++i;
+        } else if (c == '"') {
+          quoted = false;
+        } else {
+          cur += c;
+        }
+      } else if (c == '"') {
+        quoted = true;
+      } else if (c == ',') {
+        out.push_back(cur);
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+    out.push_back(cur);
+    return out;
+  };
+  std::string line;
+  std::getline(in, line);
+  const auto header = split(line);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const auto fields = split(line);
+    REQUIRE(fields.size() == header.size());
+    std::map<std::string, std::string> row;
+    for (std::size_t i = 0; i < header.size(); ++i) row[header[i]] = fields[i];
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::int64_t as_int(const std::string& s) { return std::stoll(s); }
+
+const cost_model::CalibratedParams& a100_params() {
+  static const cost_model::CalibratedParams params = [] {
+    auto shipped = cost_model::calibrate_shipped_profiles(ALPASIM_SOURCE_DIR "/profiles");
+    REQUIRE(shipped.ok());
+    auto p = cost_model::params_for_preset(*shipped, "dgx-a100-80gb");
+    REQUIRE(p.ok());
+    return *p;
+  }();
+  return params;
+}
+
+ir::ModelConfig gpt(std::int64_t layers, std::int64_t hidden, std::int64_t heads,
+                    std::int64_t seq, std::int64_t vocab) {
+  ir::TransformerConfig t;
+  t.builtin = "gpt";
+  t.num_layers = layers;
+  t.hidden_size = hidden;
+  t.num_heads = heads;
+  t.num_kv_heads = heads;
+  t.seq_len = seq;
+  t.vocab_size = vocab;
+  t.ffn_hidden_size = 4 * hidden;
+  ir::set_architecture_defaults(t);
+  ir::ModelConfig m;
+  m.spec = t;
+  return m;
+}
+
+std::int64_t smallest_divisor_above_one(std::int64_t n) {
+  for (std::int64_t d = 2; d <= n; ++d) {
+    if (n % d == 0) return d;
+  }
+  return 1;
+}
+
+// may_fail: the targets are asserted honestly but are not met today (MAPE 13.2 %, worst
+// row +23.0 %, GPT-1008B); docs/validation.md shows the table and what is missing. Nothing
+// was tuned to these rows. Remove may_fail when the model meets them.
+TEST_CASE("Megatron-LM SC'21 table 1: TFLOP/s per GPU within 10% MAPE, no row worse than 20%"
+          * doctest::may_fail()) {
+  const auto rows = read_csv(ALPASIM_SOURCE_DIR "/../shared/reference/megatron_sc21_table1.csv");
+  REQUIRE(rows.size() == 10);
+  double sum_abs = 0;
+  double worst = 0;
+  std::printf("%-11s %3s %3s %3s %5s %3s %5s %10s %10s %8s %9s %8s\n", "model", "t", "p", "d",
+              "batch", "v", "B", "published", "predicted", "error", "iter_s", "bubble");
+  for (const auto& row : rows) {
+    const std::int64_t gpus = as_int(row.at("num_gpus"));
+    const std::int64_t layers = as_int(row.at("num_layers"));
+    MegatronPlan plan;
+    plan.tp = as_int(row.at("tensor_parallel_t"));
+    plan.pp = as_int(row.at("pipeline_parallel_p"));
+    plan.dp = as_int(row.at("data_parallel_d_derived"));
+    plan.microbatch_size = 1;
+    plan.interleave = plan.pp > 1 ? smallest_divisor_above_one(layers / plan.pp) : 1;
+    plan.recompute = ir::RecomputePolicy::kFull;
+    TrainingSetup training;
+    training.global_batch_size = as_int(row.at("global_batch_size"));
+    training.dtype = core::DType::kFp16;
+    auto spec = cluster::make_preset_cluster("dgx-a100-80gb", gpus / 8);
+    REQUIRE(spec.ok());
+    auto cm = cost_model::CostModel::create(*spec, a100_params());
+    REQUIRE(cm.ok());
+    auto lowered = lower_megatron_plan(
+        gpt(layers, as_int(row.at("hidden_size")), as_int(row.at("attention_heads")),
+            as_int(row.at("seq_len")), as_int(row.at("vocab_size"))),
+        training, plan, *cm);
+    REQUIRE_MESSAGE(lowered.ok(), lowered.status().message());
+    auto sim = simulate_pipeline(lowered->problem);
+    REQUIRE(sim.ok());
+    const double published = std::stod(row.at("achieved_tflops_per_gpu"));
+    const double predicted = core::to_tflops_per_s(sim->report.hardware_flops_per_gpu);
+    const double error = (predicted - published) / published;
+    sum_abs += std::abs(error);
+    worst = std::max(worst, std::abs(error));
+    std::printf("%-11s %3lld %3lld %3lld %5lld %3lld %5lld %10.1f %10.1f %+7.1f%% %9.3f %7.1f%%\n",
+                row.at("model").c_str(), static_cast<long long>(plan.tp),
+                static_cast<long long>(plan.pp), static_cast<long long>(plan.dp),
+                static_cast<long long>(training.global_batch_size),
+                static_cast<long long>(plan.interleave),
+                static_cast<long long>(lowered->num_microbatches), published, predicted,
+                error * 100.0, sim->report.iteration_time.value(),
+                sim->report.bubble_fraction * 100.0);
+    CHECK(sim->report.overflows.empty());
+  }
+  const double mape = sum_abs / static_cast<double>(rows.size());
+  std::printf("MAPE %.1f%%, worst row %.1f%%\n", mape * 100.0, worst * 100.0);
+  CHECK(mape <= 0.10);
+  CHECK(worst <= 0.20);
+}
+
+TEST_CASE("Korthikanti 2022 table 4: one 22B layer's forward/backward within 15%") {
+  // h = 6144, a = 64, s = 2048, microbatch 4, t = 8 on one DGX A100 node, a single layer.
+  const auto rows =
+      read_csv(ALPASIM_SOURCE_DIR "/../shared/reference/korthikanti_2022_table4_per_layer.csv");
+  REQUIRE(rows.size() == 5);
+  auto spec = cluster::make_preset_cluster("dgx-a100-80gb", 1);
+  REQUIRE(spec.ok());
+  auto cm = cost_model::CostModel::create(*spec, a100_params());
+  REQUIRE(cm.ok());
+  double worst = 0;
+  std::printf("%-28s %8s %8s %8s %8s %8s %8s\n", "experiment", "fwd_pub", "fwd_pred", "err",
+              "bwd_pub", "bwd_pred", "err");
+  for (const auto& row : rows) {
+    const std::string& name = row.at("experiment");
+    MegatronPlan plan;
+    plan.tp = 8;
+    plan.microbatch_size = 4;
+    plan.sequence_parallel = name.find("Sequence") != std::string::npos;
+    plan.recompute = name == "Baseline with recompute" ? ir::RecomputePolicy::kFull
+                     : name.rfind("Selective", 0) == 0 ? ir::RecomputePolicy::kSelective
+                                                       : ir::RecomputePolicy::kNone;
+    TrainingSetup training;
+    training.global_batch_size = 4;
+    training.dtype = core::DType::kFp16;
+    auto lowered = lower_megatron_plan(gpt(1, 6144, 64, 2048, 51200), training, plan, *cm);
+    REQUIRE_MESSAGE(lowered.ok(), lowered.status().message());
+    const LoweredLayer& block = lowered->layers.at(1);
+    REQUIRE(block.kind == "transformer");
+    const double fwd_ms = block.costs.forward_s.value() * 1e3;
+    // Table 4's backward includes the recomputation.
+    const double bwd_ms = (block.costs.backward_s + block.recompute_s).value() * 1e3;
+    const double fwd_pub = std::stod(row.at("forward_ms"));
+    const double bwd_pub = std::stod(row.at("backward_ms"));
+    const double fe = (fwd_ms - fwd_pub) / fwd_pub;
+    const double be = (bwd_ms - bwd_pub) / bwd_pub;
+    worst = std::max({worst, std::abs(fe), std::abs(be)});
+    std::printf("%-28s %8.2f %8.2f %+7.1f%% %8.2f %8.2f %+7.1f%%\n", name.c_str(), fwd_pub, fwd_ms,
+                fe * 100.0, bwd_pub, bwd_ms, be * 100.0);
+  }
+  std::printf("worst per-layer error %.1f%%\n", worst * 100.0);
+  CHECK(worst <= 0.15);
+}
+
+}  // namespace
+}  // namespace alpasim::sim::lowering
