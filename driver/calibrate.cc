@@ -85,7 +85,20 @@ core::Result<CalibrateReport> calibrate_profile(const std::filesystem::path& pro
                                   machine.status().message() +
                                   " (pass --machine with a preset that has this GPU)");
   }
-  auto cal = cost_model::calibrate(profile, *machine, cost_model::default_params());
+  cost_model::CalibratedParams prior = cost_model::default_params();
+  std::string prior_text = "default_params() (docs/cost_model.md)";
+  if (!options.prior.empty()) {
+    ALPASIM_ASSIGN_OR_RETURN(schema::Profile pp, schema::read_profile_file(options.prior));
+    auto pm = cluster::make_preset_cluster(pp.provenance.machine, 1);
+    if (!pm.ok()) {
+      return core::invalid_argument(options.prior.string() + ": /provenance/machine: " + pm.status().message());
+    }
+    auto pc = cost_model::calibrate(pp, *pm, prior);
+    if (!pc.ok()) return core::invalid_argument(options.prior.string() + ": " + pc.status().message());
+    prior = pc->params;
+    prior_text = "the calibration of " + options.prior.string();
+  }
+  auto cal = cost_model::calibrate(profile, *machine, prior);
   if (!cal.ok()) return core::invalid_argument(profile_path.string() + ": " + cal.status().message());
 
   CalibrateReport rep;
@@ -154,7 +167,7 @@ core::Result<CalibrateReport> calibrate_profile(const std::filesystem::path& pro
      << " " << prov.date << ", " << rows.size() << " rows (" << profile.gemm.size() << " GEMM, "
      << profile.conv.size() << " conv, " << profile.collectives.size() << " collective, "
      << profile.links.size() << " link)\n"
-     << "  prior: default_params() (docs/cost_model.md); fitted on the \"fit\" rows only\n\n";
+     << "  prior: " << prior_text << "; fitted on the \"fit\" rows only\n\n";
   os << "fit error per operator class (|predicted - measured| / measured, fit rows):\n";
   stats_table(os, rep.fit);
   os << "\nheld-out error per operator class (check rows, never fitted):\n";
@@ -198,6 +211,7 @@ core::Result<CalibrateReport> calibrate_profile(const std::filesystem::path& pro
   j["machine"] = preset;
   j["gpu"] = prov.gpu;
   j["source"] = schema::profile_source_name(prov.source);
+  j["prior"] = prior_text;
   core::Json jf = core::Json::array(), jc = core::Json::array(), jr = core::Json::array();
   for (const auto& s : rep.fit) jf.push_back(stats_json(s));
   for (const auto& s : rep.held_out) jc.push_back(stats_json(s));

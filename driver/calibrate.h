@@ -20,6 +20,10 @@ struct CalibrateOptions {
   std::string machine;
   /// Print every row (fit rows too), not only the check rows.
   bool all_rows = false;
+  /// A profile calibrated first (from default_params(), on its own machine) whose parameters
+  /// are the prior: what this profile does not measure (e.g. InfiniBand for a one-node
+  /// profile) is inherited from it. Empty: default_params().
+  std::filesystem::path prior;
 };
 
 /// Error statistics of one group of rows (|predicted - measured| / measured).
@@ -49,8 +53,8 @@ struct CalibrateReport {
 };
 
 /// Reads `profile_path` strictly (schema/profile.h), builds the machine (options.machine or
-/// the profile's preset, one node), calibrates from cost_model::default_params() and
-/// summarises. Errors name the file and JSON pointer (`p.json: /gemm/0/m: ...`), an unknown
+/// the profile's preset, one node), calibrates from cost_model::default_params() (or the
+/// calibration of options.prior) and summarises. Errors name the file and JSON pointer (`p.json: /gemm/0/m: ...`), an unknown
 /// preset, or a GPU that differs from the machine's.
 core::Result<CalibrateReport> calibrate_profile(const std::filesystem::path& profile_path,
                                                 const CalibrateOptions& options);

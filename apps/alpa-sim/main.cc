@@ -36,6 +36,7 @@ struct CalibrateOptions {
   std::string machine;
   bool json = false;
   bool all_rows = false;
+  std::string prior;
 };
 
 int report_error(const alpasim::core::Status& status) {
@@ -80,7 +81,7 @@ void add_run_options(CLI::App& app, Options& opt) {
 
 int calibrate(const CalibrateOptions& opt) {
   using namespace alpasim;
-  auto rep = driver::calibrate_profile(opt.profile, {opt.machine, opt.all_rows});
+  auto rep = driver::calibrate_profile(opt.profile, {opt.machine, opt.all_rows, opt.prior});
   if (!rep.ok()) return report_error(rep.status());
   std::cout << (opt.json ? core::dump_json(rep->json) : rep->text);
   std::cout.flush();
@@ -112,6 +113,8 @@ int main(int argc, char** argv) {
                         "Cluster preset of the machine (default: the profile's)");
     cal_cmd->add_flag("--json", cal_opt.json, "Print one JSON object on stdout and nothing else");
     cal_cmd->add_flag("--all-rows", cal_opt.all_rows, "List fit rows too, not only check rows");
+    cal_cmd->add_option("--prior", cal_opt.prior,
+                        "Calibrate this profile first and inherit what PROFILE does not measure");
     app.require_subcommand(0, 1);
     try {
       app.parse(argc, argv);

@@ -16,9 +16,9 @@ namespace alpasim::exec::microbench {
 
 /// Shared settings of one family's run.
 struct BenchContext {
-  int device = 0;
-  TimingPolicy policy;
-  bool progress = true;
+  int device = 0;        ///< CUDA device
+  TimingPolicy policy;   ///< how long to time each case
+  bool progress = true;  ///< draw the bar (terminal only)
   std::string citation;  ///< "alpa-profile <flags> (<versions>)"; each row appends its own part
 };
 
@@ -38,8 +38,8 @@ struct HbmResult {
   std::string kernel;             ///< "copy" or "triad"
   std::int64_t array_bytes = 0;   ///< bytes per array
   std::int64_t moved_bytes = 0;   ///< bytes read + written per launch
-  double time_us = 0;
-  double gbyte_per_s = 0;
+  double time_us = 0;             ///< median per launch
+  double gbyte_per_s = 0;         ///< moved_bytes / time
 };
 /// Copy and triad over arrays of `array_bytes`.
 core::Result<std::vector<HbmResult>> run_hbm(std::int64_t array_bytes, const BenchContext& ctx);

@@ -28,7 +28,9 @@ class DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   /// Frees the old block and allocates `bytes` (at least 1).
   core::Status allocate(std::size_t bytes, const std::string& what);
+  /// The device pointer (nullptr before allocate).
   void* get() const { return ptr_; }
+  /// The size asked for in allocate.
   std::size_t bytes() const { return bytes_; }
 
  private:
@@ -39,10 +41,10 @@ class DeviceBuffer {
 /// How long to time: a launch is repeated `iters` times between two events (one "rep"),
 /// iters chosen so a rep lasts about target_rep_s; the result is the median over `reps`.
 struct TimingPolicy {
-  double target_rep_s = 2e-3;
-  int reps = 5;
-  int warmup = 3;
-  int max_iters = 1000;
+  double target_rep_s = 2e-3;  ///< seconds one timed loop should last
+  int reps = 5;                ///< timed loops; the median is reported
+  int warmup = 3;              ///< untimed launches first
+  int max_iters = 1000;        ///< cap on launches per loop (NCCL: the fixed count)
 };
 
 /// Median seconds per launch of `launch` on `stream` (nccl-tests style: warm-up, then

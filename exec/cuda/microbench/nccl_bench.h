@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,18 +16,19 @@ namespace alpasim::exec::microbench {
 /// The rank layout when this process was started by mpirun (Open MPI, MPICH/PMI or Slurm
 /// variables); nullopt when it was not.
 struct MpiRank {
-  int rank = 0;
-  int size = 1;
-  int local_rank = 0;
-  std::string job;  ///< a job id for the rendezvous file name
+  int rank = 0;        ///< global rank
+  int size = 1;        ///< number of ranks
+  int local_rank = 0;  ///< rank within the node: the GPU this rank uses
+  std::string job;     ///< a job id for the rendezvous file name
 };
+/// Reads OMPI_COMM_WORLD_*, else PMI_*, else SLURM_* variables.
 std::optional<MpiRank> mpi_rank_from_environment();
 
 /// Settings of the NCCL sweep shared by every rank.
 struct NcclSweepOptions {
-  bool quick = false;
-  std::int64_t max_bytes = 0;
-  bool progress = true;
+  bool quick = false;           ///< fewer sizes (x4 steps up to 256 MiB) and iterations
+  std::int64_t max_bytes = 0;   ///< largest message
+  bool progress = true;         ///< rank 0 draws the bar (terminal only)
   std::string citation;  ///< prefix of every row's citation (rank 0 only)
 };
 

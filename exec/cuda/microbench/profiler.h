@@ -33,7 +33,7 @@ struct ProfilerOptions {
 
 /// What one run produced.
 struct ProfilerResult {
-  schema::Profile profile;
+  schema::Profile profile;            ///< what was measured (empty on mpirun ranks other than 0)
   std::filesystem::path written;      ///< the profile file
   std::filesystem::path hbm_written;  ///< the HBM side file (empty when not measured)
   std::string summary;                ///< a few lines for the terminal
@@ -48,12 +48,12 @@ core::Result<ProfilerResult> run_profiler(const ProfilerOptions& options);
 /// A hidden worker of the built-in launcher (`alpa-profile --nccl-worker ...`): one rank,
 /// one GPU; reads the 128-byte ncclUniqueId from stdin; rank 0 writes result lines to stdout.
 struct NcclWorkerOptions {
-  int rank = 0;
-  int nranks = 0;
-  int device = 0;
-  bool quick = false;
-  std::int64_t max_bytes = 0;
-  bool progress = true;
+  int rank = 0;                ///< this worker's rank
+  int nranks = 0;              ///< number of workers
+  int device = 0;              ///< CUDA device of this worker
+  bool quick = false;          ///< the short sweep
+  std::int64_t max_bytes = 0;  ///< largest message
+  bool progress = true;        ///< rank 0 draws the bar (terminal only)
 };
 /// Runs one worker; the exit code of the worker process.
 int run_nccl_worker(const NcclWorkerOptions& options);

@@ -15,10 +15,10 @@ namespace alpasim::exec::microbench {
 
 /// Which families of microbenchmarks to run (`--ops gemm,conv,hbm,nccl`).
 struct OpSelection {
-  bool gemm = false;
-  bool conv = false;
-  bool hbm = false;
-  bool nccl = false;
+  bool gemm = false;  ///< cuBLASLt GEMMs
+  bool conv = false;  ///< cuDNN convolutions
+  bool hbm = false;   ///< HBM streaming kernels
+  bool nccl = false;  ///< NCCL collectives
 };
 
 /// Parses "gemm,conv,hbm,nccl" (any subset, any order, no repeats). Error text:
@@ -38,10 +38,10 @@ const char* gemm_set_name(GemmSet s);
 
 /// One GEMM to time: C[batch, m, n] = A[batch, m, k] B[batch, k, n].
 struct GemmCase {
-  std::int64_t m = 0, n = 0, k = 0, batch = 1;
-  core::DType dtype = core::DType::kBf16;
-  GemmSet set = GemmSet::kGrid;
-  schema::ProfileRole role = schema::ProfileRole::kFit;
+  std::int64_t m = 0, n = 0, k = 0, batch = 1;           ///< C[batch, m, n] += A[m, k] B[k, n]
+  core::DType dtype = core::DType::kBf16;                ///< operand type
+  GemmSet set = GemmSet::kGrid;                          ///< why it is in the sweep
+  schema::ProfileRole role = schema::ProfileRole::kFit;  ///< fit (grid) or check (held out)
 };
 
 /// The GEMM sweep for `dtypes`: the grid (fit), then per dtype the held-out random,
@@ -59,11 +59,11 @@ std::vector<std::int64_t> gemm_grid_ladder(bool quick);
 
 /// One cuDNN forward convolution (NCHW), a layer of an Alpa Wide-ResNet config.
 struct ConvCase {
-  std::int64_t batch = 0, in_channels = 0, out_channels = 0, height = 0, width = 0;
-  std::int64_t kernel = 0, stride = 1, padding = 0;
-  core::DType dtype = core::DType::kFp16;
+  std::int64_t batch = 0, in_channels = 0, out_channels = 0, height = 0, width = 0;  ///< NCHW
+  std::int64_t kernel = 0, stride = 1, padding = 0;  ///< square kernel, SAME-style padding k/2
+  core::DType dtype = core::DType::kFp16;            ///< fp16 (tensor cores) or fp32 (FMA)
   std::string source;  ///< e.g. "wresnet-1B stage2 conv2"
-  schema::ProfileRole role = schema::ProfileRole::kFit;
+  schema::ProfileRole role = schema::ProfileRole::kFit;  ///< check: only in held-out configs
 };
 
 /// The distinct convolution layers of the Alpa paper's Wide-ResNet configs (table 8: 250M,
@@ -82,10 +82,10 @@ double busbw_factor(const std::string& collective, std::int64_t n);
 
 /// A group of ranks to measure collectives on (ranks are global, in order).
 struct GroupPlacement {
-  std::vector<int> ranks;
-  std::int64_t num_nodes = 1;
+  std::vector<int> ranks;      ///< global ranks, ascending
+  std::int64_t num_nodes = 1;  ///< nodes the group spans
   std::string placement;  ///< "contiguous", "strided" or "one-per-node"
-  schema::ProfileRole role = schema::ProfileRole::kFit;
+  schema::ProfileRole role = schema::ProfileRole::kFit;  ///< contiguous fit, other placements check
 };
 
 /// Every group size 2..world and placement: contiguous ranks within a node (fit), strided

@@ -241,17 +241,31 @@ TEST_CASE("calibrate: exact errors for broken profiles") {
         no_cite.string() + ": /gemm/0/citation: missing required key (expected a non-empty string)");
 
   // A machine preset that does not exist.
-  auto r2 = calibrate_profile(kSynthetic, {.machine = "dgx-z900", .all_rows = false});
+  auto r2 = calibrate_profile(kSynthetic, {.machine = "dgx-z900", .all_rows = false, .prior = {}});
   REQUIRE_FALSE(r2.ok());
   CHECK(r2.status().message() ==
         kSynthetic.string() + ": /provenance/machine: unknown cluster preset \"dgx-z900\" (pass "
                               "--machine with a preset that has this GPU)");
 
   // A machine whose GPU is not the profile's.
-  auto r3 = calibrate_profile(kSynthetic, {.machine = "hgx-h200", .all_rows = false});
+  auto r3 = calibrate_profile(kSynthetic, {.machine = "hgx-h200", .all_rows = false, .prior = {}});
   REQUIRE_FALSE(r3.ok());
   CHECK(r3.status().message() == kSynthetic.string() +
                                      ": profile of GPU \"h100-sxm\" cannot calibrate a machine of \"h200\"");
+}
+
+TEST_CASE("calibrate --prior inherits what the profile does not measure") {
+  // The synthetic profile has no InfiniBand rows: with the shipped dgx-a100-80gb derived
+  // profile (one InfiniBand fit row) as prior, efficiency/infiniband is inherited from it.
+  const auto prior_file =
+      std::filesystem::path(ALPASIM_SOURCE_DIR) / "profiles/dgx-a100-80gb/2026-08-22-derived.json";
+  auto rep = calibrate_profile(kSynthetic, {.machine = "", .all_rows = false, .prior = prior_file});
+  REQUIRE_MESSAGE(rep.ok(), rep.status().message());
+  CHECK(rep->calibration.params.origin.at("efficiency/infiniband") == "inherited: dgx-a100-80gb (1 row)");
+  CHECK(rep->text.find("prior: the calibration of " + prior_file.string()) != std::string::npos);
+  // The GEMM curves still come from the synthetic profile alone.
+  CHECK(rel(rep->calibration.params.compute.gemm[static_cast<std::size_t>(DType::kBf16)].max_efficiency,
+            kBf16Max) < 1e-9);
 }
 
 TEST_CASE("run --profile points the scenario at the file") {
