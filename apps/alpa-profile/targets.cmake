@@ -18,3 +18,12 @@ if(ALPASIM_BUILD_TESTS)
             -P ${PROJECT_SOURCE_DIR}/tests/unit/profile/alpa_profile_no_gpu.cmake)
   set_tests_properties(cli/alpa_profile_no_gpu PROPERTIES LABELS "cli")
 endif()
+
+if(ALPASIM_BUILD_TESTS AND TARGET alpasim_exec_microbench)
+  # On a GPU machine (ctest -L gpu): a quick profile is written and calibrates; skipped (77)
+  # where there is no GPU.
+  add_test(NAME gpu/alpa_profile_quick
+    COMMAND ${PROJECT_SOURCE_DIR}/tests/unit/profile/alpa_profile_gpu.sh $<TARGET_FILE:alpa-profile>
+            $<TARGET_FILE:alpa-sim> ${CMAKE_BINARY_DIR}/tests/alpa_profile_gpu_work)
+  set_tests_properties(gpu/alpa_profile_quick PROPERTIES LABELS "gpu" SKIP_RETURN_CODE 77)
+endif()
