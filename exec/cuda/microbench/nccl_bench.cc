@@ -1,11 +1,13 @@
 #include "exec/cuda/microbench/nccl_bench.h"
 
 #include <nccl.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -346,33 +348,66 @@ core::Result<std::vector<schema::CollectiveEntry>> run_nccl_launcher(
     sent = write_all(c.to_child, &id, sizeof id) && sent;
     close(c.to_child);
   }
-  std::vector<std::string> lines;
-  for (std::size_t r = 0; r < children.size(); ++r) {
-    std::string text;
-    char buf[4096];
-    ssize_t got = 0;
-    while ((got = read(children[r].from_child, buf, sizeof buf)) > 0) text.append(buf, static_cast<std::size_t>(got));
-    close(children[r].from_child);
-    if (r == 0) {
-      std::stringstream ss(text);
-      std::string l;
-      while (std::getline(ss, l)) {
-        if (l.rfind(std::string(kResultTag) + "\t", 0) == 0) {
-          lines.push_back(l.substr(std::string(kResultTag).size() + 1));
-        } else if (!l.empty()) {
-          std::fprintf(stderr, "%s\n", l.c_str());  // e.g. NCCL_DEBUG=INFO lines
+  // Drain every worker's stdout while they run (poll), and watch for exits: when one worker
+  // fails, the others would wait for it inside NCCL forever, so they are stopped (SIGTERM).
+  std::vector<std::string> text(children.size());
+  std::vector<bool> open(children.size(), true), running(children.size(), true);
+  std::vector<int> status(children.size(), 0);
+  bool stopping = false;
+  auto any = [](const std::vector<bool>& v) { return std::find(v.begin(), v.end(), true) != v.end(); };
+  while (any(open) || any(running)) {
+    std::vector<pollfd> fds;
+    std::vector<std::size_t> who;
+    for (std::size_t r = 0; r < children.size(); ++r) {
+      if (open[r]) {
+        fds.push_back({children[r].from_child, POLLIN, 0});
+        who.push_back(r);
+      }
+    }
+    if (!fds.empty()) poll(fds.data(), fds.size(), 200);  // milliseconds
+    else usleep(200000);
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      char buf[4096];
+      const ssize_t got = read(fds[i].fd, buf, sizeof buf);
+      if (got > 0) {
+        text[who[i]].append(buf, static_cast<std::size_t>(got));
+      } else {
+        close(fds[i].fd);
+        open[who[i]] = false;
+      }
+    }
+    for (std::size_t r = 0; r < children.size(); ++r) {
+      if (!running[r] || waitpid(children[r].pid, &status[r], WNOHANG) != children[r].pid) continue;
+      running[r] = false;
+      const bool ok = WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0;
+      if (!ok && !stopping) {
+        stopping = true;
+        for (std::size_t o = 0; o < children.size(); ++o) {
+          if (running[o]) kill(children[o].pid, SIGTERM);
         }
+      }
+    }
+  }
+  std::vector<std::string> lines;
+  {
+    std::stringstream ss(text[0]);
+    std::string l;
+    while (std::getline(ss, l)) {
+      if (l.rfind(std::string(kResultTag) + "\t", 0) == 0) {
+        lines.push_back(l.substr(std::string(kResultTag).size() + 1));
+      } else if (!l.empty()) {
+        std::fprintf(stderr, "%s\n", l.c_str());  // e.g. NCCL_DEBUG=INFO lines
       }
     }
   }
   std::string failures;
   for (std::size_t r = 0; r < children.size(); ++r) {
-    int status = 0;
-    waitpid(children[r].pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    const int st = status[r];
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
       failures += (failures.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) +
-                  (WIFEXITED(status) ? " exited with " + std::to_string(WEXITSTATUS(status))
-                                     : std::string(" was killed"));
+                  (WIFEXITED(st) ? " exited with " + std::to_string(WEXITSTATUS(st))
+                                 : std::string(" stopped by signal ") + std::to_string(WTERMSIG(st)));
     }
   }
   if (!sent) return core::internal_error("could not send the NCCL id to the workers");
