@@ -55,6 +55,7 @@ class Lowerer {
     ALPASIM_RETURN_IF_ERROR(check_plan());
     ALPASIM_RETURN_IF_ERROR(build_graphs());
     ALPASIM_RETURN_IF_ERROR(classify());
+    ALPASIM_RETURN_IF_ERROR(check_shardings());
     ALPASIM_RETURN_IF_ERROR(build_schedules());
     prog_.code.resize(prog_.devices.size());
     have_.resize(prog_.devices.size());
@@ -92,13 +93,6 @@ class Lowerer {
     for (std::int32_t s = 0; s < S_; ++s) {
       const auto& st = plan_.stages[static_cast<std::size_t>(s)];
       const std::string where = "plan: /stages/" + std::to_string(s);
-      if (!st.shardings.empty() && !opt_.ignore_operator_shardings) {
-        return core::unimplemented(
-            where + "/shardings: the executor runs stages data parallel only; per-operator "
-                    "shardings (" + std::to_string(st.shardings.size()) +
-            " given) are not lowered yet (alpa-exec --data-parallel-default runs the plan "
-            "with them replaced by data parallelism)");
-      }
       const auto d = static_cast<std::int64_t>(st.device_ids.size());
       if (d <= 0 || mb_samples % d != 0) {
         return core::invalid_argument(where + "/device_ids: expected a mesh size dividing the " +
@@ -275,6 +269,57 @@ class Lowerer {
           return core::unimplemented("op " + o.name + ": a partial sum crosses from stage " +
                                      std::to_string(op_stage_[i]) + " to stage " +
                                      std::to_string(k) + " whose mesh has another size");
+        }
+      }
+    }
+    return core::ok_status();
+  }
+
+  /// Per-operator shardings are accepted when they are data parallel: a tensor with a batch
+  /// axis splits axis 0 over every mesh axis longer than 1 and nothing else over them; any
+  /// other tensor is replicated over those axes. Anything else is an intra-operator strategy
+  /// the executor does not lower yet (kUnimplemented), unless ignore_operator_shardings.
+  core::Status check_shardings() const {
+    if (opt_.ignore_operator_shardings) return core::ok_status();
+    const ir::Graph& g = prog_.graphs[0];
+    std::map<std::string, OpId> by_name;
+    for (const ir::Op& o : g.ops()) by_name.emplace(o.name, o.id);
+    for (std::int32_t s = 0; s < S_; ++s) {
+      const auto& st = plan_.stages[static_cast<std::size_t>(s)];
+      const std::int64_t sizes[2] = {st.logical_rows, st.logical_cols};
+      for (std::size_t k = 0; k < st.shardings.size(); ++k) {
+        const auto& sh = st.shardings[k];
+        const std::string where = "plan: /stages/" + std::to_string(s) + "/shardings/" + std::to_string(k);
+        auto it = by_name.find(sh.op);
+        if (it == by_name.end()) {
+          return core::invalid_argument(where + "/op: expected an operator of the model graph, got \"" + sh.op + "\"");
+        }
+        const ir::Op& o = g.op(it->second);
+        auto data_parallel = [&](OpId t, const schema::ShardingSpec& spec) {
+          const bool batch = layout_[static_cast<std::size_t>(t)] == Layout::kBatch;
+          for (int ax = 0; ax < spec.rank(); ++ax) {
+            for (int m : spec.mesh_axes(ax)) {
+              if (m < 0 || m > 1) return false;
+              if (sizes[m] > 1 && !(batch && ax == 0)) return false;
+            }
+          }
+          if (batch) {
+            for (int m = 0; m < 2; ++m) {
+              if (sizes[m] > 1 && !spec.uses_mesh_axis(m)) return false;
+            }
+          }
+          return true;
+        };
+        bool ok = data_parallel(o.id, sh.output);
+        for (std::size_t i = 0; ok && i < sh.inputs.size() && i < o.inputs.size(); ++i) {
+          ok = data_parallel(o.inputs[i], sh.inputs[i]);
+        }
+        if (!ok) {
+          return core::unimplemented(
+              where + ": operator " + sh.op + " is sharded \"" + sh.strategy + "\" (output " +
+              sh.output.to_string() + "), which is not data parallel; the executor lowers data-parallel "
+              "stages only (alpa-exec --data-parallel-default runs the plan with such shardings "
+              "replaced by data parallelism)");
         }
       }
     }

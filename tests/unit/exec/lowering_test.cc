@@ -167,14 +167,29 @@ TEST_CASE("lowering errors name the plan field") {
   CHECK(short_plan.status().message() ==
         "plan: /stages/0/layers: expected the stages to cover the 4 layers of the model graph, got 3 "
         "(plans over clustered layers are not executable)");
+  auto spec = [](const char* text) { return *schema::ShardingSpec::parse(text); };
   auto plan = testing::make_plan(gpt, {{0, 4, 1, 2, {0, 1}}}, Schedule::kGpipe, 1, 2);
-  plan.stages[0].shardings.push_back({"block0/mlp/fc1", "", {}, {}});
+  // Data parallel on the 1x2 mesh: activations [b, s, f] split on axis 0 over mesh axis 1,
+  // the weight replicated. Accepted as is.
+  plan.stages[0].shardings.push_back(
+      {"block0/mlp/fc1", "dp", {spec("S1RR"), spec("RR"), spec("R")}, spec("S1RR")});
+  CHECK(lower_plan(plan).ok());
+  // Megatron column parallel (weight split over its columns): refused unless asked.
+  plan.stages[0].shardings[0] = {"block0/mlp/fc1", "dot:RR x RS1", {spec("RRR"), spec("RS1"), spec("S1")}, spec("RRS1")};
   auto sharded = lower_plan(plan);
   REQUIRE_FALSE(sharded.ok());
   CHECK(sharded.status().code() == core::StatusCode::kUnimplemented);
+  CHECK(sharded.status().message().rfind(
+            "plan: /stages/0/shardings/0: operator block0/mlp/fc1 is sharded \"dot:RR x RS1\" (output RRS1), "
+            "which is not data parallel", 0) == 0);
   LowerOptions o;
   o.ignore_operator_shardings = true;
   CHECK(lower_plan(plan, o).ok());
+  plan.stages[0].shardings[0].op = "no/such/op";
+  auto unknown = lower_plan(plan);
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.status().message() ==
+        "plan: /stages/0/shardings/0/op: expected an operator of the model graph, got \"no/such/op\"");
 }
 
 // ---- the checker itself ----
