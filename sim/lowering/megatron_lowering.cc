@@ -101,7 +101,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
                                               const cost_model::CostModel& cost_model) {
   const auto& cluster = cost_model.spec();
   auto bad = [](const std::string& field, const std::string& what) {
-    return core::invalid_argument("search.megatron." + field + ": " + what);
+    return core::invalid_argument("/search/megatron/" + field + ": " + what);
   };
   for (const auto& [name, v] : {std::pair<const char*, std::int64_t>{"tp", plan.tp},
                                 {"pp", plan.pp}, {"dp", plan.dp},
@@ -126,7 +126,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   const std::int64_t num_microbatches = training.global_batch_size / per_step;
   if (const auto* w = std::get_if<ir::WideResNetConfig>(&model.spec); w && plan.tp > 1) {
     return core::unimplemented(
-        "search.megatron.tp: tensor parallelism of wide_resnet convolutions is not modelled; "
+        "/search/megatron/tp: tensor parallelism of wide_resnet convolutions is not modelled; "
         "use tp = 1");
   }
   if (plan.sequence_parallel && plan.tp == 1) {
@@ -566,6 +566,17 @@ core::Result<LoweredPlan> lower_plan_file(const schema::Plan& plan,
                                  ": stages with different mesh shapes are not lowered yet; "
                                  "all stages must have stage 0's logical mesh");
     }
+    const std::int64_t per_stage = s0.logical_rows * s0.logical_cols;
+    for (std::size_t k = 0; k < s.device_ids.size(); ++k) {
+      // Megatron's order: stage-major, then data-parallel row, then tensor-parallel column.
+      const auto expected = static_cast<std::int64_t>(i) * per_stage + static_cast<std::int64_t>(k);
+      if (s.device_ids[k] != expected) {
+        return core::unimplemented(where + "/device_ids/" + std::to_string(k) + ": device " +
+                                   std::to_string(s.device_ids[k]) +
+                                   " is not in Megatron's order (expected " +
+                                   std::to_string(expected) + "); other placements are not lowered yet");
+      }
+    }
     if (s.weight_update_sharding != s0.weight_update_sharding) {
       return core::unimplemented(where + "/weight_update_sharding: must be the same on every stage");
     }
@@ -599,6 +610,12 @@ core::Result<LoweredPlan> lower_plan_file(const schema::Plan& plan,
   t.global_batch_size = plan.global_batch_size;
   t.dtype = plan.dtype;
   ALPASIM_ASSIGN_OR_RETURN(LoweredPlan lowered, lower_megatron_plan(plan.model, t, m, cost_model));
+  if (plan.schedule == schema::Schedule::kGpipe) {
+    if (plan.interleave != 1) {
+      return core::invalid_argument("plan: /schedule: gpipe needs interleave 1");
+    }
+    lowered.problem.schedule = PipelineSchedule::kGPipe;
+  }
   // The stage layer ranges must be the equal split the Megatron lowering uses.
   std::size_t first = 0;
   for (std::size_t i = 0; i < plan.stages.size(); ++i) {

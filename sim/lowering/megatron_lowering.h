@@ -97,9 +97,11 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
                                               const cost_model::CostModel& cost_model);
 
 /// Lowers a plan file (schema::Plan) when it is Megatron-like: every stage has the same
-/// logical mesh, no explicit operator shardings (the stage default), stages cover whole
-/// ir layers in order. The mesh's columns are the tensor-parallel axis and its rows data
-/// parallel. Anything else is UNIMPLEMENTED with the reason.
+/// logical mesh, no explicit operator shardings (the stage default), the same
+/// weight_update_sharding (= ZeRO-1), device ids in Megatron's order and the equal
+/// Megatron layer split. The mesh's columns are the tensor-parallel axis and its rows data
+/// parallel; p·v stages with plan.interleave = v; schedule gpipe or 1F1B as the plan says.
+/// Anything else is UNIMPLEMENTED naming the stage and field ("plan: /stages/1/...").
 core::Result<LoweredPlan> lower_plan_file(const schema::Plan& plan,
                                           const cost_model::CostModel& cost_model);
 

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <utility>
 #include <string>
 
 #include "cluster/cluster_spec.h"
@@ -179,13 +180,13 @@ TEST_CASE("errors name the field") {
   plan.pp = 2;
   auto r = lower_megatron_plan(tiny_gpt(), training(8), plan, cm);
   REQUIRE_FALSE(r.ok());
-  CHECK(r.status().message() == "search.megatron.tp: tp·pp·dp = 4 GPUs but the cluster has 8");
+  CHECK(r.status().message() == "/search/megatron/tp: tp·pp·dp = 4 GPUs but the cluster has 8");
   plan.dp = 2;
   plan.interleave = 3;
   r = lower_megatron_plan(tiny_gpt(), training(8), plan, cm);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message() ==
-        "search.megatron.interleave: 4 layers do not split evenly into pp·interleave = 6 "
+        "/search/megatron/interleave: 4 layers do not split evenly into pp·interleave = 6 "
         "model chunks");
 }
 
@@ -234,6 +235,64 @@ TEST_CASE("determinism: the same plan lowers and simulates to identical text") {
   REQUIRE(sb.ok());
   CHECK(report_json(sa->report) == report_json(sb->report));
   CHECK(a->problem.grad_sync_mode == GradSyncMode::kReduceScatterAllGather);
+}
+
+// A plan file equivalent to tp 2, pp 2, dp 2 on one 8-GPU node: two stages on 2 x 2
+// logical meshes (rows data parallel, cols tensor parallel), the equal split of 4 blocks.
+schema::Plan megatron_like_plan(const cost_model::CostModel& cm) {
+  schema::Plan plan;
+  plan.model = tiny_gpt();
+  plan.cluster = cm.spec();
+  plan.global_batch_size = 8;
+  plan.num_microbatches = 4;  // microbatch = 8 / (dp 2 · 4) = 1
+  for (int s = 0; s < 2; ++s) {
+    schema::PlanStage st;
+    st.layer_begin = s == 0 ? 0 : 3;  // embedding + 2 blocks | 2 blocks + head
+    st.layer_end = s == 0 ? 3 : 6;
+    st.submesh_nodes = 1;
+    st.submesh_gpus_per_node = 4;
+    st.logical_rows = 2;
+    st.logical_cols = 2;
+    for (int d = 0; d < 4; ++d) st.device_ids.push_back(4 * s + d);
+    plan.stages.push_back(st);
+  }
+  return plan;
+}
+
+TEST_CASE("plan files: a Megatron-like plan lowers like the Megatron plan; others are unimplemented") {
+  const auto cm = dgx(1);
+  schema::Plan plan = megatron_like_plan(cm);
+  auto from_file = lower_plan_file(plan, cm);
+  REQUIRE(from_file.ok());
+  MegatronPlan m;
+  m.tp = 2;
+  m.pp = 2;
+  m.dp = 2;
+  auto direct = lower_megatron_plan(tiny_gpt(), training(8), m, cm);
+  REQUIRE(direct.ok());
+  CHECK(*problem_to_json(from_file->problem) == *problem_to_json(direct->problem));
+
+  plan.stages[1].layer_begin = 4;
+  auto bad_range = lower_plan_file(plan, cm);
+  REQUIRE_FALSE(bad_range.ok());
+  CHECK(bad_range.status().message() ==
+        "plan: /stages/1: layer range [4, 6) is not the equal Megatron split; expected [3, 6)");
+
+  plan = megatron_like_plan(cm);
+  schema::OperatorSharding sharding;
+  sharding.op = "block1/attn/q";
+  plan.stages[0].shardings.push_back(sharding);
+  auto custom = lower_plan_file(plan, cm);
+  REQUIRE_FALSE(custom.ok());
+  CHECK(custom.status().code() == core::StatusCode::kUnimplemented);
+
+  plan = megatron_like_plan(cm);
+  std::swap(plan.stages[1].device_ids[0], plan.stages[1].device_ids[1]);
+  auto placed = lower_plan_file(plan, cm);
+  REQUIRE_FALSE(placed.ok());
+  CHECK(placed.status().message() ==
+        "plan: /stages/1/device_ids/0: device 5 is not in Megatron's order (expected 4); other "
+        "placements are not lowered yet");
 }
 
 }  // namespace
