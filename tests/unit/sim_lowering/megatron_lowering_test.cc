@@ -138,6 +138,43 @@ TEST_CASE("tensor parallelism: 2 forward + 2 backward all-reduces per block of m
   CHECK(c.backward_reduce_scatter == 2);
 }
 
+TEST_CASE("memory per GPU: Megatron's split of a block's parameters, ZeRO-1 states / dp") {
+  // A GPT block has 12h² + 13h parameters. Split over tp: Q, K, V weights and biases
+  // (3h² + 3h), the attention output weight (h²), fc1 weight and bias (4h² + 4h) and fc2
+  // weight (4h²) = 12h² + 7h; replicated: the output and fc2 biases and both layer norms
+  // (6h). h = 64, tp = 2: (49152 + 448) / 2 + 384 = 25184 parameters per GPU.
+  const auto cm = dgx(1);
+  MegatronPlan plan;
+  plan.tp = 2;
+  plan.dp = 4;
+  plan.zero_stage = 1;
+  auto lowered = lower_megatron_plan(tiny_gpt(), training(4), plan, cm);
+  REQUIRE(lowered.ok());
+  const auto& block = lowered->layers[1].costs;
+  CHECK(block.parameter_bytes.value() == 25184 * 2);       // fp16
+  CHECK(block.gradient_bytes.value() == 25184 * 2);        // ZeRO-1 keeps full gradients
+  CHECK(block.optimizer_state_bytes.value() == 25184 * 12 / 4);  // fp32 master + 2 moments, / dp
+  CHECK(block.grad_sync_bytes.value() == 25184 * 2);
+  CHECK(lowered->problem.grad_sync_mode == GradSyncMode::kReduceScatterAllGather);
+}
+
+TEST_CASE("selective recomputation re-runs only the attention core") {
+  const auto cm = dgx(1);
+  MegatronPlan plan;
+  plan.tp = 2;
+  plan.dp = 4;
+  plan.recompute = ir::RecomputePolicy::kSelective;
+  auto lowered = lower_megatron_plan(tiny_gpt(), training(4), plan, cm);
+  REQUIRE(lowered.ok());
+  const auto& block = lowered->layers[1];
+  // Recomputed matmuls: QK^T and attention x V, 2·2·b·s²·h / tp FLOPs = 2·2·32²·64 / 2.
+  CHECK(block.recompute_flops.value() == doctest::Approx(2.0 * 2 * 32 * 32 * 64 / 2));
+  CHECK(block.recompute_s.value() > 0);
+  CHECK(block.recompute_s.value() < block.costs.forward_s.value());
+  CHECK(lowered->problem.stages.front().recompute_s.value() ==
+        doctest::Approx(block.recompute_s.value() * 4));  // one chunk: 4 blocks
+}
+
 TEST_CASE("pipeline: p2p carries 1/tp of the boundary tensor; layers split evenly") {
   const auto cm = dgx(1);
   MegatronPlan plan;
