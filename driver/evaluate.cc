@@ -197,6 +197,11 @@ std::string prediction_text(const Evaluation& evaluation) {
     << "  exposed communication " << core::format_fixed(r.communication_exposed.value() * 1e3, 1)
     << " ms (overlapped " << core::format_fixed(r.communication_overlapped.value() * 1e3, 1)
     << " ms)\n";
+  if (!r.devices.empty()) {
+    s << "  tensor-parallel comm  "
+      << core::format_fixed(r.devices.front().tensor_parallel_communication.value(), 3)
+      << " s per iteration on stage 0 (blocking, counted as compute)\n";
+  }
   if (r.overflows.empty()) {
     s << "  memory                fits on every device\n";
   } else {
