@@ -58,6 +58,9 @@ struct Point {
   std::vector<int> rep;  // representative layer of each layer's structural class
   std::map<int, intra_op::IntraOpGraph> graphs;  // by representative
   std::map<int, std::vector<ir::OpId>> node_ops;
+  // Variant 1: the same layers with weight gradients and updates (see ensure_costs).
+  std::map<int, intra_op::IntraOpGraph> graphs_w;
+  std::map<int, std::vector<ir::OpId>> node_ops_w;
   std::map<int, std::string> keys;
 };
 
@@ -74,10 +77,16 @@ std::string mesh_key(const SubmeshShape& s, const LogicalMesh& m) {
   return std::to_string(s.nodes) + "x" + std::to_string(s.gpus_per_node) + "/" + m.to_string();
 }
 
+// The model axis (cols) of a logical mesh: a power of two inside one node, or the whole
+// node (the search-space restriction of docs/search.md; rows then carry data parallelism).
+bool model_axis_ok(std::int64_t cols, std::int64_t gpus_per_node) {
+  return cols == gpus_per_node || (cols <= gpus_per_node && (cols & (cols - 1)) == 0);
+}
+
 std::vector<LogicalMesh> logical_shapes(const SubmeshShape& s, std::int64_t max_cols) {
   std::vector<LogicalMesh> out;
   for (std::int64_t c = 1; c <= s.size(); ++c) {
-    if (s.size() % c != 0 || c > max_cols) continue;
+    if (s.size() % c != 0 || c > max_cols || !model_axis_ok(c, s.gpus_per_node)) continue;
     out.push_back({s.size() / c, c});
   }
   return out;
@@ -87,6 +96,7 @@ struct Evaluated {
   schema::Plan plan;
   Prediction prediction;
   sim::PipelineProblem problem;
+  std::vector<int> variants;  // intra-op variant per plan stage
   bool ok = false;
   std::string error;
 };
@@ -104,6 +114,8 @@ class Searcher {
 
   double memory_limit() const { return static_cast<double>(memory_limit_); }
   void set_unlimited_memory() { memory_limit_ = std::numeric_limits<std::int64_t>::max() / 4; }
+  /// Rank plans by peak memory instead of time (the "what would it need" pass).
+  bool minimize_memory = false;
   std::int64_t num_gpus() const { return num_gpus_; }
   std::int64_t nodes() const { return nodes_; }
   std::int64_t gpn() const { return gpn_; }
@@ -136,6 +148,11 @@ class Searcher {
       auto [f, inserted] = first.emplace(skey, l);
       p->rep.push_back(f->second);
       if (inserted) {
+        std::vector<ir::OpId> ops_w;
+        ALPASIM_ASSIGN_OR_RETURN(intra_op::IntraOpGraph gw,
+                                 adapters::layer_range_graph(p->graph, l, l + 1, &ops_w, true));
+        p->graphs_w.emplace(l, std::move(gw));
+        p->node_ops_w.emplace(l, std::move(ops_w));
         p->graphs.emplace(l, std::move(g));
         p->node_ops.emplace(l, std::move(ops));
         p->keys.emplace(l, std::move(skey));
@@ -147,31 +164,44 @@ class Searcher {
   }
 
   // Solves every (representative layer, mesh) of `p` not solved yet, in parallel.
+  // Solves every (representative layer, mesh, variant) of `p` not solved yet, in parallel.
+  // Variant 0: the layer without weight gradients (they accumulate over the microbatches
+  // and synchronise once per iteration, priced afterwards from the weights' shardings): the
+  // fastest per-microbatch plan, which may leave weights replicated. Variant 1: the layer
+  // with weight gradients and updates, so the pass also pays gradient collectives per
+  // microbatch and leans to sharded weights (Megatron-like, far less memory). Both are
+  // unconstrained solves (memory is checked by the inter-op DP); meshes of one device
+  // have variant 0 only.
   core::Status ensure_costs(Point& p, const std::vector<std::pair<SubmeshShape, LogicalMesh>>& meshes) {
     struct Task {
       int rep;
       SubmeshShape sub;
       LogicalMesh mesh;
-      std::string key;
+      int variant;
+      int hook;
     };
     std::vector<Task> tasks;
     std::set<std::string> queued;
+    std::vector<intra_op::CollectiveCostFn> hooks;
+    std::map<std::string, int> hook_of;
     for (const auto& [sub, mesh] : meshes) {
+      const std::string mk = mesh_key(sub, mesh);
+      if (!hook_of.count(mk)) {
+        ALPASIM_ASSIGN_OR_RETURN(intra_op::CollectiveCostFn h,
+                                 adapters::make_collective_hook(cost_, sub, mesh));
+        hook_of[mk] = static_cast<int>(hooks.size());
+        hooks.push_back(std::move(h));
+      }
       for (const auto& [rep, g] : p.graphs) {
-        std::string key = cost_key(p, rep, sub, mesh);
-        ++queries_;
-        if (costs_.count(key) || !queued.insert(key).second) continue;
-        tasks.push_back({rep, sub, mesh, key});
+        for (int var = 0; var < (mesh.num_devices() > 1 ? 2 : 1); ++var) {
+          std::string key = cost_key(p, rep, sub, mesh, var);
+          ++queries_;
+          if (costs_.count(key) || !queued.insert(key).second) continue;
+          tasks.push_back({rep, sub, mesh, var, hook_of[mk]});
+        }
       }
     }
     if (tasks.empty()) return core::Status();
-    // Hooks are built sequentially (cost model group derivation), solves in parallel.
-    std::vector<intra_op::CollectiveCostFn> hooks;
-    for (const Task& t : tasks) {
-      ALPASIM_ASSIGN_OR_RETURN(intra_op::CollectiveCostFn h,
-                               adapters::make_collective_hook(cost_, t.sub, t.mesh));
-      hooks.push_back(std::move(h));
-    }
     std::vector<core::Result<intra_op::IntraOpPlan>> results(
         tasks.size(), core::Result<intra_op::IntraOpPlan>(core::internal_error("not run")));
     std::atomic<std::size_t> next{0};
@@ -180,11 +210,13 @@ class Searcher {
       for (;;) {
         const std::size_t i = next.fetch_add(1);
         if (i >= tasks.size()) return;
+        const Task& t = tasks[i];
         intra_op::CostHooks h;
-        h.collective = hooks[i];
+        h.collective = hooks[static_cast<std::size_t>(t.hook)];
         intra_op::IntraOpOptions o;
         o.time_limit = core::seconds(30.0);
-        results[i] = pass.run(p.graphs.at(tasks[i].rep), tasks[i].mesh, h, o);
+        const auto& graph = t.variant == 0 ? p.graphs.at(t.rep) : p.graphs_w.at(t.rep);
+        results[i] = pass.run(graph, t.mesh, h, o);
       }
     };
     const int threads = std::max(1, std::min<int>(in_.options.threads, static_cast<int>(tasks.size())));
@@ -192,23 +224,27 @@ class Searcher {
     for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
     worker();
     for (auto& th : pool) th.join();
+    solves_ += static_cast<int>(tasks.size());
     for (std::size_t i = 0; i < tasks.size(); ++i) {
       if (!results[i].ok()) return results[i].status();
-      ++solves_;
-      costs_.emplace(tasks[i].key,
-                     to_layer_cost(p, tasks[i].rep, tasks[i].mesh, results[i].value(), hooks[i]));
-      plans_.emplace(tasks[i].key, std::move(results[i]).value());
+      const Task& t = tasks[i];
+      const std::string key = cost_key(p, t.rep, t.sub, t.mesh, t.variant);
+      costs_.emplace(key, to_layer_cost(p, t.rep, t.mesh, t.variant, results[i].value(),
+                                        hooks[static_cast<std::size_t>(t.hook)]));
+      plans_.emplace(key, std::move(results[i]).value());
     }
     return core::Status();
   }
 
   const LayerCost& layer_cost(const Point& p, int layer, const SubmeshShape& sub,
-                              const LogicalMesh& mesh) const {
-    return costs_.at(cost_key(p, p.rep[static_cast<std::size_t>(layer)], sub, mesh));
+                              const LogicalMesh& mesh, int variant) const {
+    if (mesh.num_devices() == 1) variant = 0;
+    return costs_.at(cost_key(p, p.rep[static_cast<std::size_t>(layer)], sub, mesh, variant));
   }
   const intra_op::IntraOpPlan& layer_plan(const Point& p, int layer, const SubmeshShape& sub,
-                                          const LogicalMesh& mesh) const {
-    return plans_.at(cost_key(p, p.rep[static_cast<std::size_t>(layer)], sub, mesh));
+                                          const LogicalMesh& mesh, int variant) const {
+    if (mesh.num_devices() == 1) variant = 0;
+    return plans_.at(cost_key(p, p.rep[static_cast<std::size_t>(layer)], sub, mesh, variant));
   }
 
   // ---- Lowering of a plan (stages with costs per layer) into the simulator. ----
@@ -353,7 +389,9 @@ class Searcher {
   }
 
   // Evaluates a plan whose stages carry submesh + logical mesh, under the intra-op costs.
-  core::Result<Evaluated> evaluate(const schema::Plan& plan) {
+  // `variants`: the intra-op variant of every stage (empty: inferred from the stages'
+  // shardings, variant 0 for stages without).
+  core::Result<Evaluated> evaluate(const schema::Plan& plan, std::vector<int> variants = {}) {
     if (plan.global_batch_size % plan.num_microbatches != 0) {
       return core::invalid_argument("global batch " + std::to_string(plan.global_batch_size) +
                                     " is not divisible by " +
@@ -376,6 +414,18 @@ class Searcher {
                                     " but the model has " + std::to_string(pt->num_layers) +
                                     " layers");
     }
+    if (variants.empty()) {
+      for (const auto& st : plan.stages) {
+        int var = 0;
+        if (!st.shardings.empty() && st.logical_rows * st.logical_cols > 1) {
+          schema::PlanStage probe = st;
+          probe.shardings.clear();
+          fill_shardings(*pt, &probe, 1);
+          if (probe.shardings == st.shardings) var = 1;
+        }
+        variants.push_back(var);
+      }
+    }
     Lowering lw;
     const int p = chunks / v;
     for (int c = 0; c < chunks; ++c) {
@@ -383,7 +433,8 @@ class Searcher {
       std::vector<LayerCost> layers;
       for (auto l = st.layer_begin; l < st.layer_end; ++l) {
         layers.push_back(layer_cost(*pt, static_cast<int>(l), meshes[static_cast<std::size_t>(c)].first,
-                                    meshes[static_cast<std::size_t>(c)].second));
+                                    meshes[static_cast<std::size_t>(c)].second,
+                                    variants[static_cast<std::size_t>(c)]));
       }
       lw.chunk_layers.push_back(std::move(layers));
       if (c < p) {
@@ -391,7 +442,9 @@ class Searcher {
         lw.mesh_gpus.push_back(static_cast<int>(st.device_ids.size()));
       }
     }
-    return simulate(lw, plan);
+    ALPASIM_ASSIGN_OR_RETURN(Evaluated e, simulate(lw, plan));
+    e.variants = std::move(variants);
+    return e;
   }
 
   schema::Plan base_plan() const {
@@ -405,17 +458,15 @@ class Searcher {
   }
 
   // Fills a plan stage's intra-op shardings from the solved plans of its layers.
-  void fill_shardings(const Point& pt, schema::PlanStage* st) const {
+  void fill_shardings(const Point& pt, schema::PlanStage* st, int variant) const {
     const SubmeshShape sub{st->submesh_nodes, st->submesh_gpus_per_node};
     const LogicalMesh mesh{st->logical_rows, st->logical_cols};
     for (auto l = st->layer_begin; l < st->layer_end; ++l) {
-      const auto& ip = layer_plan(pt, static_cast<int>(l), sub, mesh);
-      const int rep = pt.rep[static_cast<std::size_t>(l)];
+      const auto& ip = layer_plan(pt, static_cast<int>(l), sub, mesh, variant);
       // Names come from the representative layer: rename to this layer's ops.
       std::vector<ir::OpId> own;
       auto g = adapters::layer_range_graph(pt.graph, static_cast<std::int32_t>(l),
-                                           static_cast<std::int32_t>(l + 1), &own);
-      (void)rep;
+                                           static_cast<std::int32_t>(l + 1), &own, variant == 1);
       schema::PlanStage tmp;
       intra_op::write_to_stage(ip, &tmp);
       for (std::size_t i = 0; i < tmp.shardings.size() && i < own.size(); ++i) {
@@ -424,7 +475,8 @@ class Searcher {
         tmp.shardings[i].op = op.name;
         st->shardings.push_back(std::move(tmp.shardings[i]));
       }
-      st->weight_update_sharding = st->weight_update_sharding || tmp.weight_update_sharding;
+      // Gradients are reduce-scattered and optimizer states sharded on every multi-GPU mesh.
+      st->weight_update_sharding = mesh.num_devices() > 1;
     }
   }
 
@@ -434,22 +486,26 @@ class Searcher {
 
  private:
   std::string cost_key(const Point& p, int rep, const SubmeshShape& sub,
-                       const LogicalMesh& mesh) const {
+                       const LogicalMesh& mesh, int variant) const {
     return std::to_string(p.mbs) + "|" + std::to_string(static_cast<int>(p.recompute)) + "|" +
-           std::to_string(rep) + "|" + mesh_key(sub, mesh);
+           std::to_string(rep) + "|" + mesh_key(sub, mesh) + "|" + std::to_string(variant);
   }
 
-  LayerCost to_layer_cost(const Point& p, int rep, const LogicalMesh& mesh,
+  LayerCost to_layer_cost(const Point& p, int rep, const LogicalMesh& mesh, int variant,
                           const intra_op::IntraOpPlan& plan,
                           const intra_op::CollectiveCostFn& hook) {
     LayerCost c;
-    const auto& g = p.graphs.at(rep);
-    const auto& ops = p.node_ops.at(rep);
+    const auto& g = variant == 0 ? p.graphs.at(rep) : p.graphs_w.at(rep);
+    const auto& ops = variant == 0 ? p.node_ops.at(rep) : p.node_ops_w.at(rep);
     const std::int64_t devices = mesh.num_devices();
     // The pass prices forward and activation-gradient collectives per microbatch (weight
     // gradients are not in its graph); a third is charged to the forward, two thirds to
     // the backward (two matmuls per forward matmul there).
-    const double comm = plan.cost.value();
+    // Variant 1 priced its (weight-update-sharded) gradient collectives per microbatch:
+    // they are taken out here and priced once per iteration below, like variant 0's.
+    double comm = plan.cost.value();
+    for (const auto& w : plan.weight_update_sharding) comm -= w.reduce_scatter_plus_all_gather.value();
+    comm = std::max(0.0, comm);
     c.fwd_comm_s = comm / 3;
     c.bwd_comm_s = comm - c.fwd_comm_s;
     const auto ct = compute_for(p, rep, devices);
@@ -474,6 +530,7 @@ class Searcher {
                (spec.uses_mesh_axis(1) ? intra_op::kAxis1 : 0u);
       }
       const std::int64_t bytes = op.out.bytes() / shards;
+      if (op.grad_role == ir::GradRole::kWeightGrad || op.phase == ir::Phase::kOptimizer) continue;
       if (op.kind == ir::OpKind::kParameter) {
         c.param_b += bytes;
         c.grad_b += bytes;
@@ -622,9 +679,15 @@ std::string describe_plan(const schema::Plan& plan) {
   return os.str();
 }
 
-bool better(const Evaluated& a, const Evaluated& b) {
+bool better(const Searcher& s, const Evaluated& a, const Evaluated& b) {
   if (!b.ok) return a.ok;
   if (!a.ok) return false;
+  if (s.minimize_memory) {
+    if (a.prediction.peak_memory_bytes != b.prediction.peak_memory_bytes) {
+      return a.prediction.peak_memory_bytes < b.prediction.peak_memory_bytes;
+    }
+    return a.prediction.iteration_time_s < b.prediction.iteration_time_s;
+  }
   if (a.prediction.fits != b.prediction.fits) return a.prediction.fits;
   if (!a.prediction.fits) return a.prediction.peak_memory_bytes < b.prediction.peak_memory_bytes;
   return a.prediction.iteration_time_s < b.prediction.iteration_time_s;
@@ -724,12 +787,13 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
       std::vector<int> chosen(prob.table.size(), -1);
       for (std::size_t j = 0; j < subs.size(); ++j) {
         for (std::size_t q = 0; q < logical[j].size(); ++q) {
+          for (int var = 0; var < (logical[j][q].num_devices() > 1 ? 2 : 1); ++var) {
           // Per clustered layer sums.
           std::vector<double> t(static_cast<std::size_t>(L), 0), st(static_cast<std::size_t>(L), 0),
               act(static_cast<std::size_t>(L), 0), work(static_cast<std::size_t>(L), 0);
           for (int g = 0; g < L; ++g) {
             for (int l = starts[static_cast<std::size_t>(g)]; l < starts[static_cast<std::size_t>(g + 1)]; ++l) {
-              const LayerCost& c = s.layer_cost(*pt, l, subs[j], logical[j][q]);
+              const LayerCost& c = s.layer_cost(*pt, l, subs[j], logical[j][q], var);
               t[static_cast<std::size_t>(g)] += c.total_s();
               st[static_cast<std::size_t>(g)] += static_cast<double>(c.param_b + c.grad_b + c.opt_b);
               act[static_cast<std::size_t>(g)] += static_cast<double>(c.act_b);
@@ -749,10 +813,11 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
                 const std::size_t idx = prob.index(k, i, static_cast<int>(j), sfe);
                 if (tt < prob.table[idx]) {
                   prob.table[idx] = tt;
-                  chosen[idx] = static_cast<int>(q);
+                  chosen[idx] = static_cast<int>(q) * 2 + var;
                 }
               }
             }
+          }
           }
         }
       }
@@ -764,10 +829,13 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
       stats.t_max_candidates += res.t_max_candidates;
       for (const auto& sol : res.solutions) {
         std::vector<schema::PlanStage> stages;
+        std::vector<int> vars;
         const int ns = static_cast<int>(sol.stages.size());
         for (int si = 0; si < ns; ++si) {
           const auto& c = sol.stages[static_cast<std::size_t>(si)];
-          const int q = chosen[prob.index(c.layer_begin, c.layer_end, c.submesh, ns - si)];
+          const int qv = chosen[prob.index(c.layer_begin, c.layer_end, c.submesh, ns - si)];
+          const int q = qv / 2;
+          vars.push_back(qv % 2);
           schema::PlanStage st;
           st.layer_begin = starts[static_cast<std::size_t>(c.layer_begin)];
           st.layer_end = starts[static_cast<std::size_t>(c.layer_end)];
@@ -790,6 +858,7 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
         }
         for (const auto& [sched, v] : schedules) {
           std::vector<schema::PlanStage> chunks = stages;
+          std::vector<int> chunk_vars = vars;
           if (v > 1) {
             const std::vector<int> cs = balanced_partition(layer_weights(*pt), ns * v);
             if (static_cast<int>(cs.size()) != ns * v + 1) continue;
@@ -800,11 +869,15 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
               st.layer_end = cs[static_cast<std::size_t>(c + 1)];
               chunks.push_back(st);
             }
+            chunk_vars.assign(chunks.size(), vars[0]);
+            bool same = true;
+            for (int x : vars) same = same && x == vars[0];
+            if (!same) continue;
           }
           ALPASIM_ASSIGN_OR_RETURN(schema::Plan plan, make_plan(s, chunks, B, sched, v, rc));
-          ALPASIM_ASSIGN_OR_RETURN(Evaluated e, s.evaluate(plan));
+          ALPASIM_ASSIGN_OR_RETURN(Evaluated e, s.evaluate(plan, chunk_vars));
           ++stats.simulated;
-          if (better(e, best)) best = std::move(e);
+          if (better(s, e, best)) best = std::move(e);
         }
       }
     }
@@ -835,6 +908,8 @@ core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages 
         if (static_cast<int>(starts.size()) != p + 1) continue;
         for (const auto& mesh : logical_shapes(sub, std::numeric_limits<std::int64_t>::max())) {
           if (forced_cols > 0 && mesh.cols != forced_cols) continue;
+          if (forced_cols == 0 && !model_axis_ok(mesh.cols, s.gpn())) continue;
+          for (int var = 0; var < (mesh.num_devices() > 1 ? 2 : 1); ++var) {
           std::vector<schema::PlanStage> stages;
           for (int i = 0; i < p; ++i) {
             schema::PlanStage st;
@@ -848,8 +923,10 @@ core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages 
           }
           ALPASIM_ASSIGN_OR_RETURN(schema::Plan plan,
                                    make_plan(s, stages, B, schema::Schedule::kOneFOneB, 1, rc));
-          ALPASIM_ASSIGN_OR_RETURN(Evaluated e, s.evaluate(plan));
-          if (better(e, best)) best = std::move(e);
+          ALPASIM_ASSIGN_OR_RETURN(Evaluated e,
+                                   s.evaluate(plan, std::vector<int>(stages.size(), var)));
+          if (better(s, e, best)) best = std::move(e);
+          }
         }
       }
     }
@@ -1016,7 +1093,7 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
             plan.stages = std::move(stages);
             auto e = s.simulate(lw, plan);
             if (!e.ok()) continue;
-            if (better(e.value(), best)) {
+            if (better(s, e.value(), best)) {
               best = std::move(e).value();
               best_desc = "tp=" + std::to_string(tp) + " pp=" + std::to_string(pp) +
                           " dp=" + std::to_string(dp) + " mbs=" + std::to_string(mbs) +
@@ -1042,7 +1119,7 @@ core::Result<Evaluated> run_mode(Searcher& s, const std::string& mode, AlpaStats
     // once-per-iteration gradient sync and the schedule).
     for (const bool by_flops : {false, true}) {
       auto e = run_equal(s, by_flops);
-      if (e.ok() && better(e.value(), best)) {
+      if (e.ok() && better(s, e.value(), best)) {
         stats.lines.push_back(std::string("an equal-") + (by_flops ? "operator" : "layer") +
                               " partition simulated faster than the DP's candidates");
         best = std::move(e).value();
@@ -1123,6 +1200,7 @@ core::Result<SearchResult> search(const SearchInput& input) {
     // Smallest memory per device any plan of this mode (or the Megatron grid) needs.
     Searcher u(input);
     u.set_unlimited_memory();
+    u.minimize_memory = true;
     AlpaStats st2;
     std::string d2;
     std::int64_t need = std::numeric_limits<std::int64_t>::max();
@@ -1144,10 +1222,10 @@ core::Result<SearchResult> search(const SearchInput& input) {
   Evaluated best = std::move(chosen).value();
   if (input.mode != "megatron" && input.mode != "data_parallel" && input.mode != "zero2" &&
       input.mode != "zero3" && input.mode != "inter_op_only") {
-    for (auto& st : best.plan.stages) {
-      ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(best.plan.global_batch_size / best.plan.num_microbatches,
-                                                   best.plan.recompute));
-      s.fill_shardings(*pt, &st);
+    ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(best.plan.global_batch_size / best.plan.num_microbatches,
+                                                 best.plan.recompute));
+    for (std::size_t i = 0; i < best.plan.stages.size(); ++i) {
+      s.fill_shardings(*pt, &best.plan.stages[i], i < best.variants.size() ? best.variants[i] : 0);
     }
   }
   result.plan = best.plan;
