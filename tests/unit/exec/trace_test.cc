@@ -3,6 +3,9 @@
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "core/json_reader.h"
 #include "exec/cpu/cpu_backend.h"
 #include "tests/unit/exec/exec_fixtures.h"
@@ -38,6 +41,45 @@ TEST_CASE("measured trace: one complete event per instruction, metadata per devi
   CHECK(s.instructions == static_cast<std::int64_t>(instructions));
   CHECK(s.kind_count.at("send") == 4);  // 2 microbatches x (activation + gradient)
   CHECK(s.stage_compute_s.size() == 2);
+}
+
+}  // namespace
+}  // namespace alpasim::exec
+
+namespace alpasim::exec {
+namespace {
+
+TEST_CASE("a simulator report gives predicted columns and the error in percent") {
+  const std::filesystem::path dir = std::filesystem::path(ALPASIM_BINARY_DIR) / "tests" / "exec_trace_test";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream(dir / "report.json") << R"({"iteration_time_s": 0.5, "num_gpus": 2,
+      "devices": [{"device": 0, "compute_busy_s": 0.25, "peak_memory_bytes": 1000}]})";
+    std::ofstream(dir / "bad.json") << R"({"devices": []})";
+  }
+  auto pr = read_prediction(dir / "report.json");
+  REQUIRE(pr.ok());
+  CHECK(pr->iteration_s == 0.5);
+  CHECK(pr->stage_compute_s == std::vector<double>{0.25});
+  CHECK(pr->stage_peak_bytes == std::vector<std::int64_t>{1000});
+  auto bad = read_prediction(dir / "bad.json");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() ==
+        (dir / "bad.json").string() + ": /iteration_time_s: expected a number (a simulator report), got nothing");
+
+  // Measured 0.75 s against 0.5 s predicted: +50 %; stage 0 measured 0.2 s against 0.25: -20 %.
+  Program p;
+  p.stage_devices = {{0}};
+  MeasuredSummary s;
+  s.iteration_mean_s = 0.75;
+  s.stage_compute_s = {0.2};
+  const core::Json j = summary_to_json(p, s, {4096}, *pr);
+  CHECK(j["iteration_error_pct"].get<double>() == doctest::Approx(50.0));
+  CHECK(j["stages"][0]["compute_error_pct"].get<double>() == doctest::Approx(-20.0));
+  CHECK(j["stages"][0]["peak_memory_bytes"].get<std::int64_t>() == 4096);
+  CHECK(j["stages"][0]["predicted_peak_memory_bytes"].get<std::int64_t>() == 1000);
+  const std::string text = summary_to_text(p, s, {4096}, *pr);
+  CHECK(text.find("predicted 500.000 ms, error 50.0 %") != std::string::npos);
 }
 
 }  // namespace
