@@ -17,6 +17,9 @@ struct RunOptions {
   /// A blocked RECV or collective gives up after this long and the whole run aborts with an
   /// error naming the device and instruction (never a hang).
   double timeout_s = 60.0;
+  /// CPU backend: refuse (kResourceExhausted) a program whose fp32 buffers, summed over the
+  /// devices' high-water marks, would exceed this; the CPU backend is for small models.
+  std::int64_t host_memory_limit_bytes = std::int64_t{8} << 30;
 };
 
 /// Measured time of one instruction (the last measured iteration).

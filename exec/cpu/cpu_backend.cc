@@ -1,5 +1,6 @@
 #include "exec/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <barrier>
 #include <chrono>
 #include <condition_variable>
@@ -146,6 +147,23 @@ class CpuBackend final : public Backend {
 
   core::Result<ExecutionResult> run(const Program& p, const RunOptions& options) override {
     const std::size_t n = p.code.size();
+    // Host memory the run needs: every device's high-water mark of fp32 elements.
+    std::int64_t need = 0;
+    for (const auto& code : p.code) {
+      std::int64_t now = 0, peak = 0;
+      for (const Instruction& in : code) {
+        if (in.kind == InstrKind::kAllocate) now += p.buffers[static_cast<std::size_t>(in.buffer)].elements * 4;
+        if (in.kind == InstrKind::kFree) now -= p.buffers[static_cast<std::size_t>(in.buffer)].elements * 4;
+        peak = std::max(peak, now);
+      }
+      need += peak;
+    }
+    if (need > options.host_memory_limit_bytes) {
+      return core::resource_exhausted(
+          "the CPU backend would need " + std::to_string(need >> 20) + " MiB of host memory for this plan (limit " +
+          std::to_string(options.host_memory_limit_bytes >> 20) +
+          " MiB); it runs small models (use --backend cuda, or a smaller model or batch)");
+    }
     Communicator comm(options.timeout_s);
     std::vector<std::vector<float>> data(p.buffers.size());
     std::vector<core::Status> status(n);

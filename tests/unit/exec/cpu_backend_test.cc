@@ -143,6 +143,17 @@ TEST_CASE("an op the CPU backend cannot run fails with kUnimplemented naming it"
                                   "backend cannot run it") != std::string::npos);
 }
 
+TEST_CASE("a plan too large for host memory is refused before anything runs") {
+  auto p = lower_plan(testing::make_plan(testing::tiny_gpt(), {{0, 4, 1, 1, {0}}}, Schedule::kGpipe, 1, 2));
+  REQUIRE(p.ok());
+  RunOptions o;
+  o.host_memory_limit_bytes = 1024;
+  auto r = cpu::make_cpu_backend()->run(*p, o);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == core::StatusCode::kResourceExhausted);
+  CHECK(r.status().message().rfind("the CPU backend would need ", 0) == 0);
+}
+
 TEST_CASE("a receive without its send times out with the device and instruction, no hang") {
   Program p;
   p.devices = {0, 1};
