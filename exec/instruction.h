@@ -33,6 +33,7 @@ const std::vector<InstrKind>& all_instr_kinds();
 
 /// Which part of an iteration an instruction belongs to (trace categories, docs/trace.md).
 enum class TaskKind { kInit, kForward, kBackward, kOptimizer };
+/// "init", "forward", "backward", "optimizer".
 std::string_view task_kind_name(TaskKind kind);
 
 /// One instruction of one device's program.
@@ -69,6 +70,7 @@ enum class BufferRole {
   kActivation,      ///< any per-microbatch tensor, stashed or working
   kLoss,            ///< the scalar loss of one microbatch shard
 };
+/// "parameters", "gradients", "optimizer_states", "activations", "loss" (memory counter keys).
 std::string_view buffer_role_name(BufferRole role);
 
 /// A tensor instance on one device.
@@ -113,6 +115,7 @@ struct Program {
   /// Per device (same order as `devices`): its instructions in execution order.
   std::vector<std::vector<Instruction>> code;
 
+  /// The training graph whose local shapes stage `stage` uses.
   const ir::Graph& graph_of_stage(std::int32_t stage) const {
     return graphs[static_cast<std::size_t>(stage_graph[static_cast<std::size_t>(stage)])];
   }
