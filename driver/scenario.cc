@@ -4,6 +4,8 @@
 #include <sstream>
 
 #include "core/text.h"
+#include "driver/capacity.h"
+#include "driver/sweep.h"
 
 namespace alpasim::driver {
 namespace {
@@ -206,6 +208,14 @@ Result<Scenario> parse_document(const core::JsonDocument& doc,
       ALPASIM_RETURN_IF_ERROR(block->as_object());
       (std::string(key) == "what_if" ? s.what_if : s.capacity) = block->raw();
     }
+  }
+  // Validated strictly at load (driver/sweep.h, driver/capacity.h); the commands re-read the
+  // kept blocks into their typed form.
+  if (auto block = obj.optional("what_if")) {
+    ALPASIM_RETURN_IF_ERROR(parse_what_if(*block, base_dir).status());
+  }
+  if (auto block = obj.optional("capacity")) {
+    ALPASIM_RETURN_IF_ERROR(parse_capacity(*block).status());
   }
   ALPASIM_RETURN_IF_ERROR(obj.finish());
   ALPASIM_RETURN_IF_ERROR(check_consistency(s, root));

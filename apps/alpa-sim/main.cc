@@ -4,18 +4,24 @@
 // Exit codes (docs/cli.md): 0 success, 1 user error (message on stderr), 2 internal error.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <thread>
+
+#include <unistd.h>
 
 #include "core/json_reader.h"
 #include "core/status.h"
 #include "core/version.h"
 #include "driver/calibrate.h"
+#include "driver/capacity.h"
 #include "driver/run.h"
 #include "driver/scenario.h"
+#include "driver/sweep.h"
 
 namespace {
 
@@ -79,6 +85,69 @@ void add_run_options(CLI::App& app, Options& opt) {
                  "Use this profile file (alpa-profile's output) instead of the scenario's \"profile\"");
 }
 
+struct StudyOptions {  ///< `alpa-sim sweep` and `alpa-sim capacity`
+  std::string scenario;
+  std::string out_dir, csv_file, json_file, report, markdown;
+  bool json = false, csv = false, quiet = false, merge_only = false;
+  int threads = 0;  ///< 0: one per hardware thread
+  int rank = -1, world_size = -1;
+  double merge_wait_s = 3600;
+};
+
+void add_study_options(CLI::App& cmd, StudyOptions& o, bool sweep) {
+  cmd.add_option("scenario", o.scenario, "Scenario file with a what_if / capacity block")->required();
+  cmd.add_option("--out", o.out_dir, "Write <name>.csv, .json, .html and .md into this folder");
+  cmd.add_option("--report", o.report, "Write the self-contained HTML report here");
+  cmd.add_option("--markdown", o.markdown, "Write the Markdown report here");
+  cmd.add_option("--csv-file", o.csv_file, "Write the CSV table here");
+  cmd.add_option("--json-file", o.json_file, "Write the JSON table here");
+  cmd.add_flag("--json", o.json, "Print the JSON table on stdout instead of the text report");
+  cmd.add_flag("--csv", o.csv, "Print the CSV table on stdout instead of the text report");
+  cmd.add_flag("-q,--quiet", o.quiet, "Print nothing on success (errors still go to stderr)");
+  cmd.add_option("--threads", o.threads, "Points planned at once (default: hardware threads)")
+      ->check(CLI::Range(0, 1024));
+  if (sweep) {
+    cmd.add_option("--rank", o.rank, "This process's share (default: mpirun's environment)");
+    cmd.add_option("--world-size", o.world_size, "Processes splitting the sweep (needs --out)");
+    cmd.add_flag("--merge-only", o.merge_only, "Only merge the part files in --out (rank 0)");
+    cmd.add_option("--merge-wait-s", o.merge_wait_s,
+                   "Rank 0: seconds to wait for the other ranks' part files");
+  }
+}
+
+int study(const StudyOptions& o, bool sweep) {
+  using namespace alpasim;
+  driver::StudyCommand c;
+  c.scenario_path = o.scenario;
+  c.out_dir = o.out_dir;
+  c.csv_file = o.csv_file;
+  c.json_file = o.json_file;
+  c.report_html = o.report;
+  c.markdown = o.markdown;
+  c.print = o.quiet ? "none" : o.json ? "json" : o.csv ? "csv" : "text";
+  c.threads = o.threads > 0 ? o.threads
+                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  c.rank = o.rank;
+  c.world_size = o.world_size;
+  c.merge_only = o.merge_only;
+  c.merge_wait_s = o.merge_wait_s;
+  // A progress bar only where a person watches: never in pipes, files or CI logs.
+  if (!o.quiet && isatty(STDERR_FILENO) == 1) {
+    c.progress = [](std::size_t done, std::size_t total) {
+      constexpr std::size_t kWidth = 40;
+      const std::size_t filled = total == 0 ? kWidth : done * kWidth / total;
+      std::cerr << "\ralpa-sim: [" << std::string(filled, '#') << std::string(kWidth - filled, '.')
+                << "] " << done << "/" << total << " points" << (done == total ? "\n" : "")
+                << std::flush;
+    };
+  }
+  auto out = sweep ? driver::sweep_command(c) : driver::capacity_command(c);
+  if (!out.ok()) return report_error(out.status());
+  std::cout << *out;
+  std::cout.flush();
+  return std::cout ? kExitOk : kExitInternalError;
+}
+
 int calibrate(const CalibrateOptions& opt) {
   using namespace alpasim;
   auto rep = driver::calibrate_profile(opt.profile, {opt.machine, opt.all_rows, opt.prior});
@@ -115,6 +184,16 @@ int main(int argc, char** argv) {
     cal_cmd->add_flag("--all-rows", cal_opt.all_rows, "List fit rows too, not only check rows");
     cal_cmd->add_option("--prior", cal_opt.prior,
                         "Calibrate this profile first and inherit what PROFILE does not measure");
+    CLI::App* sweep_cmd = app.add_subcommand(
+        "sweep", "Plan every point of the scenario's what_if block; CSV, JSON, HTML and "
+                 "Markdown tables (docs/whatif.md)");
+    StudyOptions sweep_opt;
+    add_study_options(*sweep_cmd, sweep_opt, true);
+    CLI::App* capacity_cmd = app.add_subcommand(
+        "capacity", "Answer the scenario's capacity block: smallest cluster per kind that meets "
+                    "the deadline, time and cost of each, the cost-optimal one (docs/capacity.md)");
+    StudyOptions capacity_opt;
+    add_study_options(*capacity_cmd, capacity_opt, false);
     app.require_subcommand(0, 1);
     try {
       app.parse(argc, argv);
@@ -123,6 +202,8 @@ int main(int argc, char** argv) {
       return code == 0 ? kExitOk : kExitUserError;
     }
     if (cal_cmd->parsed()) return calibrate(cal_opt);
+    if (sweep_cmd->parsed()) return study(sweep_opt, true);
+    if (capacity_cmd->parsed()) return study(capacity_opt, false);
     return run(run_cmd->parsed() ? run_opt : opt);
   } catch (const std::exception& e) {
     std::cerr << "alpa-sim: internal error: " << e.what() << "\n";

@@ -1,0 +1,182 @@
+#include "driver/plan_point.h"
+
+#include <exception>
+#include <string>
+
+#include "core/units.h"
+#include "driver/evaluate.h"
+#include "planner/search/search.h"
+#include "schema/plan.h"
+#include "sim/pipeline_sim.h"
+#include "sim/task_graph.h"
+
+namespace alpasim::driver {
+
+namespace {
+
+using core::Json;
+
+// Above this many compute tasks the timeline chart is unreadable and the report heavy;
+// the chart then shows the first kMaxTimelineTasks tasks by start time (a prefix of the
+// iteration, which still shows the pipeline's fill).
+constexpr std::size_t kMaxTimelineTasks = 4000;
+
+std::string megatron_summary(const MegatronPlanConfig& m) {
+  std::string s = "tp " + std::to_string(m.tp) + " · pp " + std::to_string(m.pp) + " · dp " +
+                  std::to_string(m.dp) + ", microbatch " + std::to_string(m.microbatch_size);
+  if (m.interleave > 1) s += ", interleave " + std::to_string(m.interleave);
+  if (m.recompute != schema::Recompute::kNone) s += ", recompute";
+  if (m.sequence_parallel) s += ", sequence parallel";
+  if (m.zero_stage > 0) s += ", ZeRO-" + std::to_string(m.zero_stage);
+  return s;
+}
+
+std::vector<TimelineTask> timeline_of(const sim::PipelineSimulation& sim) {
+  std::vector<TimelineTask> out;
+  const auto& graph = sim.graph;
+  for (std::size_t t = 0; t < graph.tasks().size() && out.size() < kMaxTimelineTasks; ++t) {
+    const auto& task = graph.tasks()[t];
+    const auto& stream = graph.streams()[static_cast<std::size_t>(task.stream)];
+    if (stream.kind != sim::StreamKind::kCompute) continue;
+    TimelineTask tt;
+    tt.stage = static_cast<int>(stream.device);
+    tt.kind = sim::task_kind_name(task.label.kind);
+    tt.microbatch = task.label.microbatch;
+    // Engine time is integer nanoseconds.
+    tt.start_s = static_cast<double>(sim.timeline.start[t]) * 1e-9;
+    tt.end_s = static_cast<double>(sim.timeline.end[t]) * 1e-9;
+    out.push_back(std::move(tt));
+  }
+  return out;
+}
+
+core::Result<PointResult> evaluate_point(const Scenario& scenario) {
+  ALPASIM_ASSIGN_OR_RETURN(cost_model::CostModel cost, cost_model_for_scenario(scenario));
+  ALPASIM_ASSIGN_OR_RETURN(Evaluation e, evaluate_fixed_plan(scenario, cost));
+  const sim::PipelineReport& r = e.simulation.report;
+  PointResult p;
+  p.plan_summary = scenario.search.megatron ? megatron_summary(*scenario.search.megatron)
+                                            : "plan file " + scenario.search.plan_file_as_written;
+  p.iteration_time_s = r.iteration_time.value();
+  p.model_tflops_per_gpu = core::to_tflops_per_s(r.model_flops_per_gpu);
+  p.hardware_tflops_per_gpu = core::to_tflops_per_s(r.hardware_flops_per_gpu);
+  p.peak_memory_bytes = r.peak_memory_bytes;
+  p.gpu_memory_bytes = scenario.cluster.gpu.memory.value();
+  p.fits = r.overflows.empty();
+  for (const sim::PipelineDeviceReport& d : r.devices) {
+    p.stage_memory_bytes.push_back(d.peak_memory_bytes);
+  }
+  p.timeline = timeline_of(e.simulation);
+  return p;
+}
+
+// "pp 4: 2×(1×8), 2×(2×4) meshes, 32 microbatches, 1F1B, recompute full": consecutive
+// stages with the same logical mesh are counted, not repeated.
+std::string plan_summary(const schema::Plan& plan) {
+  std::string meshes;
+  for (std::size_t i = 0; i < plan.stages.size();) {
+    std::size_t j = i;
+    const auto& a = plan.stages[i];
+    while (j < plan.stages.size() && plan.stages[j].logical_rows == a.logical_rows &&
+           plan.stages[j].logical_cols == a.logical_cols) {
+      ++j;
+    }
+    if (!meshes.empty()) meshes += ", ";
+    const std::string shape = std::to_string(a.logical_rows) + "×" + std::to_string(a.logical_cols);
+    meshes += j - i > 1 ? std::to_string(j - i) + "×(" + shape + ")" : shape;
+    i = j;
+  }
+  std::string s = "pp " + std::to_string(plan.stages.size()) + ": " + meshes + " meshes, " +
+                  std::to_string(plan.num_microbatches) + " microbatches, " +
+                  std::string(schema::schedule_name(plan.schedule));
+  if (plan.interleave > 1) s += " ×" + std::to_string(plan.interleave);
+  if (plan.recompute != schema::Recompute::kNone) {
+    s += ", recompute " + std::string(schema::recompute_name(plan.recompute));
+  }
+  return s;
+}
+
+core::Result<PointResult> search_point(const Scenario& scenario, int threads,
+                                       const std::string& mode) {
+  ALPASIM_ASSIGN_OR_RETURN(cost_model::CostModel cost, cost_model_for_scenario(scenario));
+  planner::SearchInput in;
+  in.model = scenario.model;
+  in.cluster = scenario.cluster;
+  in.cost = cost;
+  in.global_batch_size = scenario.training.global_batch_size;
+  in.dtype = scenario.training.dtype;
+  in.optimizer = scenario.training.optimizer;
+  in.num_microbatches = scenario.training.num_microbatches;
+  in.mode = mode.empty() ? "alpa" : mode;
+  in.options.threads = threads;
+  in.options.time_limit_s = scenario.search.time_limit_s;
+  in.options.compare_baselines = false;  // one plan per point; baselines are `alpa-sim run`'s
+  ALPASIM_ASSIGN_OR_RETURN(planner::SearchResult r, planner::search(in));
+  PointResult p;
+  p.plan_summary = plan_summary(r.plan);
+  p.iteration_time_s = r.prediction.iteration_time_s;
+  p.model_tflops_per_gpu = r.prediction.model_tflops_per_gpu;
+  p.hardware_tflops_per_gpu = r.prediction.hardware_tflops_per_gpu;
+  p.peak_memory_bytes = r.prediction.peak_memory_bytes;
+  p.gpu_memory_bytes = scenario.cluster.gpu.memory.value();
+  p.fits = r.prediction.fits;
+  p.stage_memory_bytes = r.prediction.peak_memory_bytes_per_stage;
+  // The timeline chart: the chosen plan's problem simulated once more (deterministic, so
+  // the same numbers as the search's verdict).
+  ALPASIM_ASSIGN_OR_RETURN(sim::PipelineSimulation simulation, sim::simulate_pipeline(r.problem));
+  p.timeline = timeline_of(simulation);
+  return p;
+}
+
+}  // namespace
+
+Json point_result_to_json(const PointResult& r) {
+  Json timeline = Json::array();
+  for (const TimelineTask& t : r.timeline) {
+    timeline.push_back({{"stage", t.stage},
+                        {"kind", t.kind},
+                        {"microbatch", t.microbatch},
+                        {"start_s", t.start_s},
+                        {"end_s", t.end_s}});
+  }
+  return Json{{"plan", r.plan_summary},
+              {"iteration_time_s", r.iteration_time_s},
+              {"model_tflops_per_gpu", r.model_tflops_per_gpu},
+              {"hardware_tflops_per_gpu", r.hardware_tflops_per_gpu},
+              {"peak_memory_bytes", r.peak_memory_bytes},
+              {"gpu_memory_bytes", r.gpu_memory_bytes},
+              {"fits", r.fits},
+              {"stage_memory_bytes", r.stage_memory_bytes},
+              {"timeline", timeline}};
+}
+
+core::Result<PointResult> point_result_from_json(const Json& j, const std::string& where) {
+  PointResult r;
+  try {
+    r.plan_summary = j.at("plan").get<std::string>();
+    r.iteration_time_s = j.at("iteration_time_s").get<double>();
+    r.model_tflops_per_gpu = j.at("model_tflops_per_gpu").get<double>();
+    r.hardware_tflops_per_gpu = j.at("hardware_tflops_per_gpu").get<double>();
+    r.peak_memory_bytes = j.at("peak_memory_bytes").get<std::int64_t>();
+    r.gpu_memory_bytes = j.at("gpu_memory_bytes").get<std::int64_t>();
+    r.fits = j.at("fits").get<bool>();
+    r.stage_memory_bytes = j.at("stage_memory_bytes").get<std::vector<std::int64_t>>();
+    for (const Json& t : j.at("timeline")) {
+      r.timeline.push_back({t.at("stage").get<int>(), t.at("kind").get<std::string>(),
+                            t.at("microbatch").get<int>(), t.at("start_s").get<double>(),
+                            t.at("end_s").get<double>()});
+    }
+  } catch (const std::exception& e) {
+    return core::invalid_argument(where + ": not a point result: " + e.what());
+  }
+  return r;
+}
+
+PlanPointFn default_plan_point_fn(int search_threads, const std::string& planner_mode) {
+  return [search_threads, planner_mode](const Scenario& scenario) -> core::Result<PointResult> {
+    if (scenario.search.mode == "fixed") return evaluate_point(scenario);
+    return search_point(scenario, search_threads, planner_mode);
+  };
+}
+
+}  // namespace alpasim::driver
