@@ -59,7 +59,7 @@ planner::Prediction run_mode(const Case& c, const std::string& mode, double* wal
   *wall = r.value().wall_time_s;
   *what = r.value().explanation.empty() ? "" : r.value().explanation.front();
   for (const auto& e : r.value().explanation) {
-    if (e.rfind("chosen: ", 0) == 0) *what = e.substr(8);
+    if (mode == "alpa" && e.rfind("chosen: ", 0) == 0) *what = e.substr(8);
   }
   if (baselines) std::printf("%s", planner::format_comparison(r.value()).c_str());
   return r.value().prediction;
@@ -96,6 +96,29 @@ int main(int argc, char** argv) {
     table(wresnet_cases(), "equal_layer", "equal-layer");
   } else if (what == "moe") {
     table(moe_cases(), "dp_ep", "dp+ep");
+  } else if (what == "timing") {
+    // Search wall time of the two issue targets (threads = 2, this machine's cores).
+    struct T { std::string name; ir::ModelConfig model; std::string preset; std::int64_t gpus, batch; };
+    const std::vector<T> ts = {
+        {"GPT-3 39B on 64 V100", bench::gpt("GPT-3 39B", 48, 8192, 64), "aws-p3.16xlarge", 64, 1024},
+        {"GPT-3 175B on 1024 A100", bench::gpt("GPT-3 175B", 96, 12288, 96, 2048), "dgx-a100-80gb", 1024, 1536}};
+    for (const auto& t : ts) {
+      planner::SearchInput in = bench::input_for(t.model, t.preset, t.gpus, t.batch, core::DType::kFp16, "adam");
+      in.options.compare_baselines = false;
+      const auto t0 = std::chrono::steady_clock::now();
+      auto r = planner::search(in);
+      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (!r.ok()) {
+        std::printf("%s: %s (%.2f s)\n", t.name.c_str(), r.status().message().c_str(), wall);
+        continue;
+      }
+      std::printf("%s: search wall time %.2f s, %d intra-op solves, %d candidates simulated, "
+                  "predicted %.3f s/iter, %.1f TFLOP/s/GPU\n  %s\n", t.name.c_str(), wall,
+                  r.value().intra_op_solves, r.value().candidates_simulated,
+                  r.value().prediction.iteration_time_s, r.value().prediction.model_tflops_per_gpu,
+                  r.value().explanation.back().c_str());
+      std::fflush(stdout);
+    }
   } else if (what == "one" && argc > 3) {
     const std::string family = argv[2];
     const long long gpus = std::atoll(argv[3]);

@@ -744,11 +744,13 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
                                  bool restrict_to_data_parallel_meshes = false) {
   const SearchInput& in = s.input();
   const std::int64_t nodes = s.nodes(), gpn = s.gpn();
-  // Submeshes of Alpa §5.2; above 8 nodes only power-of-two node counts (search speed),
-  // and logical meshes keep the model axis inside a node there.
+  // Submeshes of Alpa §5.2, restricted for search speed (docs/search.md): above 4 nodes
+  // only power-of-two node counts; above 8 nodes only whole nodes (the DP then counts
+  // devices in nodes). Both keep Theorem 1's exact covering.
   std::vector<SubmeshShape> subs;
   for (const auto& sm : inter_op::submesh_shapes(nodes, gpn)) {
-    if (nodes > 8 && sm.nodes > 1 && (sm.nodes & (sm.nodes - 1)) != 0) continue;
+    if (nodes > 4 && sm.nodes > 1 && (sm.nodes & (sm.nodes - 1)) != 0) continue;
+    if (nodes > 8 && sm.gpus_per_node < gpn) continue;
     subs.push_back(sm);
   }
   const std::int64_t max_cols = nodes > 8 ? gpn : std::numeric_limits<std::int64_t>::max();
@@ -762,7 +764,12 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
   }
   Evaluated best;
   for (schema::Recompute rc : in.options.recompute) {
+    // Microbatch sizes in increasing order; stop once a size simulates slower than the one
+    // before (iteration time is unimodal in it: more microbatches shrink the bubble, smaller
+    // ones lose GEMM efficiency).
+    double previous = kInf;
     for (std::int64_t mbs : microbatch_sizes(in, 1)) {
+      Evaluated point_best;
       const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
       if (stats.points > 0 && elapsed > in.options.time_limit_s) {
         stats.lines.push_back("time limit reached after " + std::to_string(stats.points) +
@@ -877,9 +884,14 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
           ALPASIM_ASSIGN_OR_RETURN(schema::Plan plan, make_plan(s, chunks, B, sched, v, rc));
           ALPASIM_ASSIGN_OR_RETURN(Evaluated e, s.evaluate(plan, chunk_vars));
           ++stats.simulated;
-          if (better(s, e, best)) best = std::move(e);
+          if (better(s, e, point_best)) point_best = std::move(e);
         }
       }
+      const double t = point_best.ok && point_best.prediction.fits
+                           ? point_best.prediction.iteration_time_s : kInf;
+      if (better(s, point_best, best)) best = std::move(point_best);
+      if (std::isfinite(previous) && t > previous) break;
+      previous = std::isfinite(t) ? t : previous;
     }
   }
   if (!best.ok) return core::resource_exhausted("the inter-op DP found no plan that fits memory");
