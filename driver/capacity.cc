@@ -101,7 +101,7 @@ Result<CapacitySpec> parse_capacity(const JsonValue& value) {
     ALPASIM_RETURN_IF_ERROR(c.finish());
     spec.candidates.push_back(std::move(cand));
   }
-  ALPASIM_ASSIGN_OR_RETURN(spec.planner, obj.get_enum_or("planner", planner::search_mode_names(), "alpa"));
+  ALPASIM_ASSIGN_OR_RETURN(spec.planner, obj.get_enum_or("planner", planner::search_mode_names(), ""));
   ALPASIM_RETURN_IF_ERROR(obj.finish());
   return spec;
 }

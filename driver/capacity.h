@@ -28,7 +28,8 @@ struct CapacitySpec {
   std::optional<std::int64_t> iterations;
   double deadline_days = 0;  ///< wall-clock days the training must finish in
   std::vector<CapacityCandidate> candidates;
-  /// planner::search mode for every option ("" = "alpa"); ignored for search.mode "fixed".
+  /// planner::search mode for every option, whatever the scenario's search block says;
+  /// "" (absent): the scenario's search (its fixed plan, or "alpa").
   std::string planner;
 };
 

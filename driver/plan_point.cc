@@ -174,7 +174,7 @@ core::Result<PointResult> point_result_from_json(const Json& j, const std::strin
 
 PlanPointFn default_plan_point_fn(int search_threads, const std::string& planner_mode) {
   return [search_threads, planner_mode](const Scenario& scenario) -> core::Result<PointResult> {
-    if (scenario.search.mode == "fixed") return evaluate_point(scenario);
+    if (planner_mode.empty() && scenario.search.mode == "fixed") return evaluate_point(scenario);
     return search_point(scenario, search_threads, planner_mode);
   };
 }

@@ -50,8 +50,8 @@ core::Result<PointResult> point_result_from_json(const core::Json& json, const s
 /// planner::search (no baselines) and simulates the chosen plan once more for its
 /// timeline. The cost model is cost_model_for_scenario's. `search_threads` is the threads
 /// one point's planner may use (1 inside a threaded sweep).
-/// `planner_mode` ("" = "alpa") is the planner::search mode of non-fixed scenarios, e.g.
-/// "megatron" for the faster Megatron-LM grid baseline.
+/// A non-empty `planner_mode` (a planner::search mode, e.g. "megatron" for the faster
+/// Megatron-LM grid baseline) searches every scenario with it, fixed plan or not.
 PlanPointFn default_plan_point_fn(int search_threads, const std::string& planner_mode = "");
 
 }  // namespace alpasim::driver

@@ -68,10 +68,12 @@ ReportText sweep_report_text(const SweepResult& sweep, const Scenario& scenario)
                        ".");
   if (!scenario.description.empty()) t.question.push_back(scenario.description);
 
-  std::size_t fit = 0, planned = 0;
+  std::size_t fit = 0, planned = 0, no_plan_fits = 0;
   for (const PointRow& r : sweep.rows) {
     planned += r.ok ? 1 : 0;
     fit += (r.ok && r.result.fits) ? 1 : 0;
+    // The planner's RESOURCE_EXHAUSTED text (planner/search/search.h).
+    no_plan_fits += (!r.ok && r.error.find("no plan fits") != std::string::npos) ? 1 : 0;
   }
   int best = best_point(sweep);
   if (best >= 0) {
@@ -88,9 +90,11 @@ ReportText sweep_report_text(const SweepResult& sweep, const Scenario& scenario)
     t.answer.push_back("No point has a plan that fits in GPU memory.");
   }
   t.answer.push_back(std::to_string(fit) + " of " + std::to_string(sweep.rows.size()) +
-                     " points fit in memory; " + std::to_string(planned - fit) +
-                     " planned but do not fit; " + std::to_string(sweep.rows.size() - planned) +
-                     " could not be planned (see the error column).");
+                     " points have a plan that fits in memory; " +
+                     std::to_string(planned - fit + no_plan_fits) +
+                     " do not fit (the table names the memory the smallest plan needs); " +
+                     std::to_string(sweep.rows.size() - planned - no_plan_fits) +
+                     " could not be planned for another reason (see the table).");
 
   t.table.header = {"#"};
   for (const std::string& a : sweep.axes) t.table.header.push_back(a);
@@ -139,8 +143,9 @@ ReportText capacity_report_text(const CapacityResult& r, const Scenario& scenari
                        " days, and which choice costs least? Candidates: " + kinds + ".");
   t.question.push_back("Scenario " + r.scenario_file + ": global batch " +
                        std::to_string(scenario.training.global_batch_size) + ", planned by " +
-                       (scenario.search.mode == "fixed" ? std::string("the fixed plan")
-                                                        : "the " + r.spec.planner + " planner") +
+                       (!r.spec.planner.empty()          ? "the " + r.spec.planner + " planner"
+                        : scenario.search.mode == "fixed" ? std::string("the fixed plan")
+                                                          : std::string("the alpa planner")) +
                        "; every cluster size is planned on its own.");
   if (!scenario.description.empty()) t.question.push_back(scenario.description);
 

@@ -242,7 +242,7 @@ Result<WhatIfSpec> parse_what_if(const JsonValue& value, const std::filesystem::
   ALPASIM_ASSIGN_OR_RETURN(spec.nic_bandwidth_gbit_per_s,
                            number_axis(obj, "nic_bandwidth_gbit_per_s"));
   ALPASIM_ASSIGN_OR_RETURN(spec.global_batch_size, int_axis(obj, "global_batch_size"));
-  ALPASIM_ASSIGN_OR_RETURN(spec.planner, obj.get_enum_or("planner", planner::search_mode_names(), "alpa"));
+  ALPASIM_ASSIGN_OR_RETURN(spec.planner, obj.get_enum_or("planner", planner::search_mode_names(), ""));
   if (!spec.num_gpus.empty() && (!spec.nodes.empty() || !spec.gpus_per_node.empty())) {
     return value.error(
         "\"num_gpus\" and \"nodes\"/\"gpus_per_node\" both set the cluster size; give one");
@@ -381,7 +381,9 @@ Result<SweepResult> run_sweep(const Scenario& scenario, const PlanPointFn& fn,
   out.scenario_name = scenario.name;
   out.scenario_file = scenario.file;
   out.total_points = points.size();
-  out.planner = scenario.search.mode == "fixed" ? "fixed plan" : spec.planner;
+  out.planner = !spec.planner.empty()               ? spec.planner
+                : scenario.search.mode == "fixed" ? "fixed plan"
+                                                  : "alpa";
   if (!points.empty()) {
     for (const auto& [axis, value] : points.front().coordinates) out.axes.push_back(axis);
   }

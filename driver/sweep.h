@@ -34,7 +34,8 @@ struct WhatIfSpec {
   std::vector<std::int64_t> nics_per_node;
   std::vector<double> nic_bandwidth_gbit_per_s;
   std::vector<std::int64_t> global_batch_size;
-  /// planner::search mode for every point ("" = "alpa"); ignored for search.mode "fixed".
+  /// planner::search mode for every point, whatever the scenario's search block says;
+  /// "" (absent): the scenario's search (its fixed plan, or "alpa").
   std::string planner;
 
   /// Number of points: the product of the non-empty axis sizes (1 with no axis).

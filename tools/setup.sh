@@ -9,6 +9,10 @@ build_dir="${ALPASIM_BUILD_DIR:-$root/build}"
 
 packages=(cmake ninja-build g++ make nlohmann-json3-dev libboost-graph-dev libglpk-dev
           libcli11-dev doctest-dev libbenchmark-dev libonnx-dev libprotobuf-dev)
+# Only for the test command (tools/test.sh sets ALPASIM_TEST_PACKAGES=1), so tools/run.sh
+# never pulls a browser: chromium for the headless test of the HTML report (tests/browser/).
+test_packages=(chromium)
+if [ "${ALPASIM_TEST_PACKAGES:-0}" = 1 ]; then packages+=("${test_packages[@]}"); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,6 +4,6 @@
 # e.g. tools/test.sh -L unit   or   tools/test.sh -R golden
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$root/tools/setup.sh"
+ALPASIM_TEST_PACKAGES=1 "$root/tools/setup.sh"
 cd "${ALPASIM_BUILD_DIR:-$root/build}"
 exec ctest --output-on-failure -j "$(nproc 2>/dev/null || echo 2)" "$@"
