@@ -152,15 +152,23 @@ class Converter {
     return n;
   }
 
-  IntraOpNode conv(const ir::Op& op, const std::vector<int>& operands) const {
-    // Loops: n 0, h 1, w 2, ci 3, kh 4, kw 5, co 6, ho 7, wo 8.
-    const std::vector<int> x = {0, 1, 2, 3}, f = {4, 5, 3, 6}, y = {0, 7, 8, 6};
+  // A stride-1 convolution as a loop nest: n 0, h 1, w 2, ci 3, kh 4, kw 5, co 6 (output
+  // spatial loops = input spatial loops; the halo exchange of a spatial split is not
+  // priced). Strided convolutions and filter gradients (whose kernel loops appear in the
+  // output only) fall back to elementwise nodes.
+  std::optional<IntraOpNode> conv(const ir::Op& op, const std::vector<int>& operands) const {
+    if (op.conv.stride != 1 || op.conv.variant == ir::ConvSpec::Variant::kGradFilter) {
+      return std::nullopt;
+    }
+    const std::vector<int> x = {0, 1, 2, 3}, f = {4, 5, 3, 6}, y = {0, 1, 2, 6};
     IntraOpNode n = base(op, intra_op::OpKind::kEinsum);
     n.operands = {operands[0], operands[1]};
-    switch (op.conv.variant) {
-      case ir::ConvSpec::Variant::kForward: n.operand_loops = {x, f}; n.output_loops = y; break;
-      case ir::ConvSpec::Variant::kGradInput: n.operand_loops = {y, f}; n.output_loops = x; break;
-      case ir::ConvSpec::Variant::kGradFilter: n.operand_loops = {x, y}; n.output_loops = f; break;
+    if (op.conv.variant == ir::ConvSpec::Variant::kForward) {
+      n.operand_loops = {x, f};
+      n.output_loops = y;
+    } else {
+      n.operand_loops = {y, f};
+      n.output_loops = x;
     }
     n.flops = static_cast<double>(op.flops);
     return n;
@@ -176,7 +184,9 @@ class Converter {
         if (operands.size() >= 2) return einsum(op, operands);
         break;
       case ir::OpKind::kConv2d:
-        if (operands.size() == 2) return conv(op, operands);
+        if (operands.size() == 2) {
+          if (auto n = conv(op, operands)) return *n;
+        }
         break;
       case ir::OpKind::kEmbedding:
         if (op.phase != ir::Phase::kBackward && operands.size() == 2) {

@@ -737,6 +737,7 @@ bool valid_submesh_size(std::int64_t size, std::int64_t nodes, std::int64_t gpn)
 
 struct AlpaStats {
   int points = 0, dp_passes = 0, t_max_candidates = 0, simulated = 0;
+  std::set<std::pair<std::int64_t, int>> explored;  // (microbatch size, recompute) points
   std::vector<std::string> lines;
 };
 
@@ -777,6 +778,7 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
         break;
       }
       ++stats.points;
+      stats.explored.insert({mbs, static_cast<int>(rc)});
       ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(mbs, rc));
       ALPASIM_RETURN_IF_ERROR(s.ensure_costs(*pt, meshes));
       const std::int64_t B = in.global_batch_size / mbs;
@@ -900,11 +902,13 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
 
 // Equal partitions (layers or FLOPs) over p equal submeshes, intra-op costs per stage.
 core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages = 0,
-                                  std::int64_t forced_cols = 0) {
+                                  std::int64_t forced_cols = 0,
+                                  const std::set<std::pair<std::int64_t, int>>* only = nullptr) {
   const SearchInput& in = s.input();
   Evaluated best;
   for (schema::Recompute rc : in.options.recompute) {
     for (std::int64_t mbs : microbatch_sizes(in, 1)) {
+      if (only != nullptr && !only->count({mbs, static_cast<int>(rc)})) continue;
       ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(mbs, rc));
       const std::int64_t B = in.global_batch_size / mbs;
       for (int p = 1; p <= pt->num_layers; p *= 2) {
@@ -1130,7 +1134,7 @@ core::Result<Evaluated> run_mode(Searcher& s, const std::string& mode, AlpaStats
     // seeds the DP's top-K might miss (its stage model ignores cross-stage traffic, the
     // once-per-iteration gradient sync and the schedule).
     for (const bool by_flops : {false, true}) {
-      auto e = run_equal(s, by_flops);
+      auto e = run_equal(s, by_flops, 0, 0, &stats.explored);
       if (e.ok() && better(s, e.value(), best)) {
         stats.lines.push_back(std::string("an equal-") + (by_flops ? "operator" : "layer") +
                               " partition simulated faster than the DP's candidates");
