@@ -107,7 +107,11 @@ core::Result<PointResult> search_point(const Scenario& scenario, int threads,
   in.dtype = scenario.training.dtype;
   in.optimizer = scenario.training.optimizer;
   in.num_microbatches = scenario.training.num_microbatches;
-  in.mode = mode.empty() ? "alpa" : mode;
+  // The what_if/capacity "planner" key, else the scenario's own search mode when it names a
+  // planner mode, else Alpa's search.
+  in.mode = !mode.empty()                                ? mode
+            : planner::is_search_mode(scenario.search.mode) ? scenario.search.mode
+                                                          : "alpa";
   in.options.threads = threads;
   in.options.time_limit_s = scenario.search.time_limit_s;
   in.options.compare_baselines = false;  // one plan per point; baselines are `alpa-sim run`'s
