@@ -100,9 +100,7 @@ core::Result<Evaluation> evaluate_fixed_plan(const Scenario& scenario,
   return e;
 }
 
-core::Json prediction_json(const Evaluation& evaluation) {
-  const sim::PipelineReport& r = evaluation.simulation.report;
-  const auto& lowered = evaluation.lowered;
+core::Json simulation_report_json(const sim::PipelineReport& r) {
   Json j;
   j["iteration_time_s"] = r.iteration_time.value();
   j["model_tflops_per_gpu"] = tflops(r.model_flops_per_gpu);
@@ -111,11 +109,8 @@ core::Json prediction_json(const Evaluation& evaluation) {
   j["bubble_fraction"] = r.bubble_fraction;
   j["bubble_to_compute_ratio"] = r.bubble_to_compute_ratio;
   j["num_gpus"] = r.num_gpus;
-  j["num_microbatches"] = lowered.num_microbatches;
   j["communication_exposed_s"] = r.communication_exposed.value();
   j["communication_overlapped_s"] = r.communication_overlapped.value();
-  j["p2p_send_s"] = lowered.p2p_send_s.value();
-  j["p2p_bytes_per_gpu"] = lowered.p2p_bytes.value();
   Json memory;
   memory["fits"] = r.overflows.empty();
   Json overflows = Json::array();
@@ -151,6 +146,15 @@ core::Json prediction_json(const Evaluation& evaluation) {
                        {"max_in_flight", d.max_in_flight}});
   }
   j["devices"] = devices;
+  return j;
+}
+
+core::Json prediction_json(const Evaluation& evaluation) {
+  const auto& lowered = evaluation.lowered;
+  Json j = simulation_report_json(evaluation.simulation.report);
+  j["num_microbatches"] = lowered.num_microbatches;
+  j["p2p_send_s"] = lowered.p2p_send_s.value();
+  j["p2p_bytes_per_gpu"] = lowered.p2p_bytes.value();
   Json layers = Json::array();
   // The distinct layer kinds once each (prologue, first block, epilogue): all blocks of a
   // uniform transformer cost the same.
@@ -182,12 +186,9 @@ core::Json prediction_json(const Evaluation& evaluation) {
   return j;
 }
 
-std::string prediction_text(const Evaluation& evaluation) {
-  const sim::PipelineReport& r = evaluation.simulation.report;
-  const auto& lowered = evaluation.lowered;
+std::string simulation_report_text(const sim::PipelineReport& r, const std::string& title) {
   std::ostringstream s;
-  s << "prediction (simulated fixed plan, " << r.num_gpus << " GPUs, "
-    << lowered.num_microbatches << " microbatches per replica):\n"
+  s << title << ":\n"
     << "  iteration time        " << core::format_fixed(r.iteration_time.value(), 3) << " s\n"
     << "  model TFLOP/s/GPU     " << core::format_fixed(tflops(r.model_flops_per_gpu), 1) << "\n"
     << "  hardware TFLOP/s/GPU  " << core::format_fixed(tflops(r.hardware_flops_per_gpu), 1)
@@ -208,6 +209,17 @@ std::string prediction_text(const Evaluation& evaluation) {
     s << "  memory                DOES NOT FIT:\n";
     for (const auto& o : r.overflows) s << "    " << o.message << "\n";
   }
+  return s.str();
+}
+
+std::string prediction_text(const Evaluation& evaluation) {
+  const sim::PipelineReport& r = evaluation.simulation.report;
+  const auto& lowered = evaluation.lowered;
+  std::ostringstream s;
+  s << simulation_report_text(r, "prediction (simulated fixed plan, " +
+                                     std::to_string(r.num_gpus) + " GPUs, " +
+                                     std::to_string(lowered.num_microbatches) +
+                                     " microbatches per replica)");
   for (const auto& l : lowered.layers) {
     if (l.kind != "transformer" && l.kind != "moe_transformer") continue;
     s << "  one " << l.kind << " layer per GPU per microbatch: forward "
@@ -223,12 +235,5 @@ std::string prediction_text(const Evaluation& evaluation) {
   return s.str();
 }
 
-core::Status write_trace(const Evaluation& evaluation, const std::filesystem::path& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return core::invalid_argument(dir.string() + ": cannot create output folder: " + ec.message());
-  return sim::write_chrome_trace((dir / "trace.json").string(), evaluation.simulation.graph,
-                                 evaluation.simulation.timeline);
-}
 
 }  // namespace alpasim::driver

@@ -37,10 +37,15 @@ core::Result<Evaluation> evaluate_fixed_plan(const Scenario& scenario,
 /// and per-layer costs of the first transformer layer.
 core::Json prediction_json(const Evaluation& evaluation);
 
+/// The simulator's report as JSON (iteration_time_s, model/hardware_tflops_per_gpu,
+/// peak_memory_bytes, bubble_fraction, communication, memory verdict, per device): the part
+/// of a prediction shared by fixed plans and searched plans.
+core::Json simulation_report_json(const sim::PipelineReport& report);
+/// The same as text lines under `title`, every number with its unit.
+std::string simulation_report_text(const sim::PipelineReport& report, const std::string& title);
+
 /// The human summary of a prediction (units on every number).
 std::string prediction_text(const Evaluation& evaluation);
 
-/// Writes the Perfetto / Chrome trace of the evaluation to `dir`/trace.json.
-core::Status write_trace(const Evaluation& evaluation, const std::filesystem::path& dir);
 
 }  // namespace alpasim::driver

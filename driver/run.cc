@@ -7,18 +7,14 @@
 #include "core/text.h"
 #include "core/version.h"
 #include "driver/evaluate.h"
+#include "driver/search_run.h"
+#include "sim/trace_writer.h"
 #include "ir/summary.h"
 
 namespace alpasim::driver {
 namespace {
 
 using core::Json;
-
-// Stated in the output until the planner and simulator (issues 5-7) land, so nobody
-// mistakes a loaded scenario for a prediction.
-constexpr const char* kNotYetPlanned =
-    "the planner and simulator are not implemented yet: alpa-sim stopped after loading and "
-    "validating the scenario; no plan or prediction was made";
 
 std::string describe_model(const ir::ModelConfig& m) {
   std::ostringstream s;
@@ -84,7 +80,7 @@ ir::SummaryOptions summary_options(const Scenario& scenario) {
 
 }  // namespace
 
-core::Result<RunReport> run_scenario(const Scenario& scenario) {
+core::Result<RunReport> run_scenario(const Scenario& scenario, const RunSettings& settings) {
   ALPASIM_ASSIGN_OR_RETURN(ir::ModelSummary summary,
                            ir::summarize_model(scenario.model, summary_options(scenario)));
   RunReport report;
@@ -105,15 +101,6 @@ core::Result<RunReport> run_scenario(const Scenario& scenario) {
        << "  search    " << describe_search(scenario.search) << "\n"
        << "model summary (whole model, before sharding):\n"
        << ir::summary_to_text(summary);
-  std::optional<Evaluation> evaluation;
-  if (scenario.search.mode == "fixed") {
-    ALPASIM_ASSIGN_OR_RETURN(cost_model::CostModel cost_model, cost_model_for_scenario(scenario));
-    ALPASIM_ASSIGN_OR_RETURN(Evaluation e, evaluate_fixed_plan(scenario, cost_model));
-    text << prediction_text(e);
-    evaluation = std::move(e);
-  } else {
-    text << "note: " << kNotYetPlanned << ".\n";
-  }
   report.text = text.str();
 
   Json& j = report.json;
@@ -121,13 +108,28 @@ core::Result<RunReport> run_scenario(const Scenario& scenario) {
   j["scenario_file"] = scenario.file;
   j["scenario"] = scenario_to_json(scenario);
   j["model_summary"] = ir::summary_to_json(summary);
-  if (evaluation) {
+
+  ALPASIM_ASSIGN_OR_RETURN(cost_model::CostModel cost_model, cost_model_for_scenario(scenario));
+  if (scenario.search.megatron) {
+    ALPASIM_ASSIGN_OR_RETURN(Evaluation e, evaluate_fixed_plan(scenario, cost_model));
+    report.text += prediction_text(e);
     j["status"] = "evaluated";
-    j["prediction"] = prediction_json(*evaluation);
-  } else {
-    j["status"] = "scenario_loaded";
-    j["note"] = kNotYetPlanned;
+    j["prediction"] = prediction_json(e);
+    report.simulation = std::move(e.simulation);
+    return report;
   }
+  SearchRun run;
+  if (scenario.search.plan_file) {
+    ALPASIM_ASSIGN_OR_RETURN(run, evaluate_plan_file(scenario, cost_model));
+    j["status"] = "evaluated";
+  } else {
+    ALPASIM_ASSIGN_OR_RETURN(run, run_search(scenario, cost_model));
+    j["status"] = "planned";
+  }
+  report.text += search_text(run, settings.include_timing);
+  add_search_json(run, settings.include_timing, &j);
+  report.plan = run.result.plan;
+  report.simulation = std::move(run.simulation);
   return report;
 }
 
@@ -148,12 +150,13 @@ core::Status write_run_outputs(const RunReport& report, const Scenario& scenario
   ALPASIM_RETURN_IF_ERROR(write("summary.json", core::dump_json(report.json)));
   ALPASIM_RETURN_IF_ERROR(write("summary.txt", report.text));
   ALPASIM_RETURN_IF_ERROR(write("scenario.json", core::dump_json(scenario_to_json(scenario))));
-  // A fixed plan's timeline: simulated again here (deterministic, milliseconds) so that
-  // RunReport stays plain data.
-  if (scenario.search.mode == "fixed") {
-    ALPASIM_ASSIGN_OR_RETURN(cost_model::CostModel cost_model, cost_model_for_scenario(scenario));
-    ALPASIM_ASSIGN_OR_RETURN(Evaluation e, evaluate_fixed_plan(scenario, cost_model));
-    ALPASIM_RETURN_IF_ERROR(write_trace(e, dir));
+  if (report.plan) {
+    ALPASIM_RETURN_IF_ERROR(write("plan.json", core::dump_json(schema::plan_to_json(*report.plan))));
+  }
+  if (report.simulation) {
+    ALPASIM_RETURN_IF_ERROR(sim::write_chrome_trace((dir / "trace.json").string(),
+                                                    report.simulation->graph,
+                                                    report.simulation->timeline));
   }
   return core::Status();
 }

@@ -7,20 +7,33 @@
 #include "core/json_reader.h"
 #include "core/status.h"
 #include "driver/scenario.h"
+#include "schema/plan.h"
+#include "sim/pipeline_sim.h"
 
 namespace alpasim::driver {
 
 /// What `alpa-sim run` produces for one scenario.
 struct RunReport {
-  core::Json json;   ///< the --json object (byte-identical for the same scenario)
+  core::Json json;   ///< the --json object
   std::string text;  ///< the human summary
+  std::optional<schema::Plan> plan;                   ///< the plan, when one was made or read
+  std::optional<sim::PipelineSimulation> simulation;  ///< its simulated iteration
 };
 
-/// Runs the main job on a scenario: load, summarise, and (once they exist) plan, simulate.
-core::Result<RunReport> run_scenario(const Scenario& scenario);
+struct RunSettings {
+  /// Report wall-clock measurements (search.wall_time_s). Everything else in the output
+  /// depends only on the scenario, so without them the same scenario gives byte-identical
+  /// output.
+  bool include_timing = true;
+};
 
-/// Writes the report's files into `dir` (created if missing): summary.json, summary.txt and
-/// scenario.json (the normalised scenario).
+/// Runs the main job on a scenario: summarise the model, then plan (search modes) or
+/// evaluate the given plan (mode "fixed"), and simulate the iteration.
+core::Result<RunReport> run_scenario(const Scenario& scenario, const RunSettings& settings = {});
+
+/// Writes the report's files into `dir` (created if missing): summary.json, summary.txt,
+/// scenario.json (the normalised scenario) and, when a plan was made or evaluated,
+/// plan.json (plan format v1) and trace.json (Chrome trace / Perfetto).
 core::Status write_run_outputs(const RunReport& report, const Scenario& scenario,
                                const std::filesystem::path& dir);
 

@@ -6,6 +6,7 @@
 #include "core/text.h"
 #include "driver/capacity.h"
 #include "driver/sweep.h"
+#include "planner/search/search.h"
 
 namespace alpasim::driver {
 namespace {
@@ -15,8 +16,13 @@ using core::JsonObject;
 using core::JsonValue;
 using core::Result;
 
+// "fixed" (evaluate the given plan) and the planner's modes: "alpa" and the baselines.
 const std::vector<std::string>& search_modes() {
-  static const std::vector<std::string> k = {"alpa", "fixed"};
+  static const std::vector<std::string> k = [] {
+    std::vector<std::string> modes = planner::search_mode_names();
+    modes.insert(modes.begin() + 1, "fixed");
+    return modes;
+  }();
   return k;
 }
 const std::vector<std::string>& optimizers() {

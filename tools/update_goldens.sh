@@ -7,6 +7,6 @@ bin=build/bin/alpa-sim
 [ -x "$bin" ] || { echo "build first: $bin is missing" >&2; exit 1; }
 for scenario in scenarios/*.json; do
   name=$(basename "$scenario" .json)
-  "$bin" --json "$scenario" > "tests/golden/$name.json"
+  "$bin" --json --no-timing "$scenario" > "tests/golden/$name.json"
   echo "updated tests/golden/$name.json"
 done

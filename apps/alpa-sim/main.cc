@@ -35,6 +35,7 @@ struct Options {
   bool quiet = false;
   std::string out_dir;
   std::string profile;  ///< --profile FILE: overrides the scenario's "profile"
+  bool no_timing = false;  ///< --no-timing: omit wall-clock measurements (byte-identical output)
 };
 
 struct CalibrateOptions {
@@ -59,7 +60,9 @@ int run(const Options& opt) {
   if (!opt.profile.empty()) {
     if (auto st = driver::use_profile_file(*scenario, opt.profile); !st.ok()) return report_error(st);
   }
-  core::Result<driver::RunReport> report = driver::run_scenario(*scenario);
+  driver::RunSettings settings;
+  settings.include_timing = !opt.no_timing;
+  core::Result<driver::RunReport> report = driver::run_scenario(*scenario, settings);
   if (!report.ok()) return report_error(report.status());
   if (!opt.out_dir.empty()) {
     if (auto st = driver::write_run_outputs(*report, *scenario, opt.out_dir); !st.ok()) {
@@ -80,6 +83,9 @@ void add_run_options(CLI::App& app, Options& opt) {
                  "Scenario file (docs/scenario.md); the built-in default scenario when omitted");
   app.add_flag("--json", opt.json, "Print one JSON object on stdout and nothing else");
   app.add_flag("-q,--quiet", opt.quiet, "Print nothing on success (errors still go to stderr)");
+  app.add_flag("--no-timing", opt.no_timing,
+               "Omit wall-clock measurements (search.wall_time_s), so the same scenario gives "
+               "byte-identical output");
   app.add_option("--out", opt.out_dir, "Write output files (summary, scenario, plan, trace) here");
   app.add_option("--profile", opt.profile,
                  "Use this profile file (alpa-profile's output) instead of the scenario's \"profile\"");

@@ -3,7 +3,7 @@
 file(MAKE_DIRECTORY ${WORK_DIR})
 get_filename_component(name ${SCENARIO} NAME_WE)
 foreach(run 1 2)
-  execute_process(COMMAND ${ALPA_SIM} --json ${SCENARIO}
+  execute_process(COMMAND ${ALPA_SIM} --json --no-timing ${SCENARIO}
                   RESULT_VARIABLE rc OUTPUT_FILE ${WORK_DIR}/${name}.${run}.json ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "alpa-sim --json ${SCENARIO} exited ${rc}:\n${err}")
