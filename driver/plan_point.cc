@@ -5,6 +5,7 @@
 
 #include "core/units.h"
 #include "driver/evaluate.h"
+#include "driver/search_run.h"
 #include "planner/search/search.h"
 #include "schema/plan.h"
 #include "sim/pipeline_sim.h"
@@ -99,21 +100,13 @@ std::string plan_summary(const schema::Plan& plan) {
 core::Result<PointResult> search_point(const Scenario& scenario, int threads,
                                        const std::string& mode) {
   ALPASIM_ASSIGN_OR_RETURN(cost_model::CostModel cost, cost_model_for_scenario(scenario));
-  planner::SearchInput in;
-  in.model = scenario.model;
-  in.cluster = scenario.cluster;
-  in.cost = cost;
-  in.global_batch_size = scenario.training.global_batch_size;
-  in.dtype = scenario.training.dtype;
-  in.optimizer = scenario.training.optimizer;
-  in.num_microbatches = scenario.training.num_microbatches;
+  planner::SearchInput in = search_input(scenario, cost);
   // The what_if/capacity "planner" key, else the scenario's own search mode when it names a
   // planner mode, else Alpa's search.
   in.mode = !mode.empty()                                ? mode
             : planner::is_search_mode(scenario.search.mode) ? scenario.search.mode
                                                           : "alpa";
   in.options.threads = threads;
-  in.options.time_limit_s = scenario.search.time_limit_s;
   in.options.compare_baselines = false;  // one plan per point; baselines are `alpa-sim run`'s
   ALPASIM_ASSIGN_OR_RETURN(planner::SearchResult r, planner::search(in));
   PointResult p;
