@@ -21,6 +21,8 @@
 
 #include <doctest/doctest.h>
 
+#include "tests/support/csv.h"
+
 #include "cluster/cluster_spec.h"
 #include "core/text.h"
 #include "cost_model/calibration.h"
@@ -46,33 +48,7 @@ std::map<int, Row> read_csv(const fs::path& path) {
   REQUIRE_MESSAGE(in.good(), "cannot read " << path.string()
                                             << " (shared/reference must sit next to the "
                                                "repository: ALPASIM_SOURCE_DIR/../shared)");
-  auto split = [](const std::string& line) {
-    std::vector<std::string> out;
-    std::string cur;
-    bool quoted = false;
-    for (std::size_t i = 0; i < line.size(); ++i) {
-      const char c = line[i];
-      if (quoted) {
-        if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-          cur += '"';
-          ++i;
-        } else if (c == '"') {
-          quoted = false;
-        } else {
-          cur += c;
-        }
-      } else if (c == '"') {
-        quoted = true;
-      } else if (c == ',') {
-        out.push_back(cur);
-        cur.clear();
-      } else {
-        cur += c;
-      }
-    }
-    out.push_back(cur);
-    return out;
-  };
+  const auto split = alpasim::testing::split_csv_line;
   std::string line;
   std::getline(in, line);
   if (line.rfind("\xEF\xBB\xBF", 0) == 0) line = line.substr(3);

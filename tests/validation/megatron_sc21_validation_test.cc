@@ -16,6 +16,8 @@
 //    all-gather (the lowering's default for tp > 1).
 #include <doctest/doctest.h>
 
+#include "tests/support/csv.h"
+
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -37,33 +39,7 @@ namespace {
 std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
   std::ifstream in(path);
   REQUIRE_MESSAGE(in.good(), "cannot read " << path);
-  auto split = [](const std::string& line) {
-    std::vector<std::string> out;
-    std::string cur;
-    bool quoted = false;
-    for (std::size_t i = 0; i < line.size(); ++i) {
-      const char c = line[i];
-      if (quoted) {
-        if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-          cur += '"';
-          ++i;
-        } else if (c == '"') {
-          quoted = false;
-        } else {
-          cur += c;
-        }
-      } else if (c == '"') {
-        quoted = true;
-      } else if (c == ',') {
-        out.push_back(cur);
-        cur.clear();
-      } else {
-        cur += c;
-      }
-    }
-    out.push_back(cur);
-    return out;
-  };
+  const auto split = alpasim::testing::split_csv_line;
   std::string line;
   std::getline(in, line);
   const auto header = split(line);
