@@ -84,6 +84,19 @@ class Engine {
     // Links.
     for (const auto& [name, capacity] : g_.links()) links_.add_link(name, core::BytesPerSecond(capacity));
     flow_task_.clear();
+    {
+      // At most one flow per transfer task: reserve so no flow start reallocates.
+      std::size_t flows = 0;
+      std::size_t route_entries = 0;
+      for (const auto& task : tasks) {
+        if (task.bytes > 0 && task.route_end > task.route_begin) {
+          ++flows;
+          route_entries += static_cast<std::size_t>(task.route_end - task.route_begin);
+        }
+      }
+      links_.reserve_flows(flows, route_entries);
+      flow_task_.reserve(flows);
+    }
 
     const auto& streams = g_.streams();
     head_.assign(streams.size(), 0);
@@ -130,9 +143,9 @@ class Engine {
   // is why it loops), then recomputes the fair rates once and schedules the next check.
   void settle_links() {
     while (true) {
-      std::vector<FlowId> finished = links_.advance(now_);
-      if (finished.empty()) break;
-      for (FlowId f : finished) {
+      links_.advance(now_, finished_);
+      if (finished_.empty()) break;
+      for (FlowId f : finished_) {
         finish(flow_task_[static_cast<std::size_t>(f)]);
         ++done_;
       }
@@ -249,6 +262,7 @@ class Engine {
   EventQueue queue_;
   LinkModel links_;
   std::vector<TaskId> flow_task_;
+  std::vector<FlowId> finished_;  // scratch of settle_links, reused
   std::uint64_t flow_version_ = 0;
   bool links_dirty_ = false;
   Time now_ = 0;

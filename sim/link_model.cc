@@ -34,24 +34,34 @@ void LinkModel::mark_dirty(LinkId l) {
   }
 }
 
+void LinkModel::reserve_flows(std::size_t flows, std::size_t route_entries) {
+  flows_.reserve(flows);
+  flow_seen_.reserve(flows);
+  frozen_.reserve(flows);
+  routes_.reserve(route_entries);
+}
+
 FlowId LinkModel::start_flow(Time now, std::span<const LinkId> route, double bytes) {
   ALPASIM_CHECK(!route.empty()) << "a flow needs at least one link";
   ALPASIM_CHECK(bytes >= 0) << "negative flow size " << bytes;
   ALPASIM_CHECK(now >= now_) << "time went backwards: " << now << " < " << now_;
   now_ = now;
   Flow flow;
-  flow.route.assign(route.begin(), route.end());
-  std::sort(flow.route.begin(), flow.route.end());
-  flow.route.erase(std::unique(flow.route.begin(), flow.route.end()), flow.route.end());
-  for (LinkId l : flow.route) ALPASIM_CHECK(l >= 0 && l < num_links()) << "unknown link id " << l;
+  flow.route_begin = static_cast<std::int32_t>(routes_.size());
+  routes_.insert(routes_.end(), route.begin(), route.end());
+  const auto first = routes_.begin() + flow.route_begin;
+  std::sort(first, routes_.end());
+  routes_.erase(std::unique(first, routes_.end()), routes_.end());
+  flow.route_end = static_cast<std::int32_t>(routes_.size());
   flow.bytes = bytes;
   flow.remaining = bytes;
   flow.updated = now;
-  flows_.push_back(std::move(flow));
+  flows_.push_back(flow);
   flow_seen_.push_back(0);
   frozen_.push_back(0);
   const FlowId id = static_cast<FlowId>(flows_.size() - 1);
-  for (LinkId l : flows_.back().route) {
+  for (LinkId l : route_of(flows_.back())) {
+    ALPASIM_CHECK(l >= 0 && l < num_links()) << "unknown link id " << l;
     link_flows_[static_cast<std::size_t>(l)].push_back(id);
     mark_dirty(l);
   }
@@ -60,9 +70,15 @@ FlowId LinkModel::start_flow(Time now, std::span<const LinkId> route, double byt
 }
 
 std::vector<FlowId> LinkModel::advance(Time now) {
+  std::vector<FlowId> done;
+  advance(now, done);
+  return done;
+}
+
+void LinkModel::advance(Time now, std::vector<FlowId>& done) {
   ALPASIM_CHECK(now >= now_) << "time went backwards: " << now << " < " << now_;
   now_ = now;
-  std::vector<FlowId> done;
+  done.clear();
   while (!heap_.empty() && heap_.front().time <= now) {
     const Completion c = heap_.front();
     std::pop_heap(heap_.begin(), heap_.end(), later);
@@ -72,7 +88,7 @@ std::vector<FlowId> LinkModel::advance(Time now) {
     flow.active = false;
     flow.remaining = 0;
     --num_active_;
-    for (LinkId l : flow.route) {
+    for (LinkId l : route_of(flow)) {
       carried_[static_cast<std::size_t>(l)] += flow.bytes;
       auto& on_link = link_flows_[static_cast<std::size_t>(l)];
       auto it = std::find(on_link.begin(), on_link.end(), c.flow);
@@ -83,8 +99,7 @@ std::vector<FlowId> LinkModel::advance(Time now) {
     }
     done.push_back(c.flow);
   }
-  std::sort(done.begin(), done.end());
-  return done;
+  if (done.size() > 1) std::sort(done.begin(), done.end());
 }
 
 void LinkModel::update_rates() {
@@ -107,7 +122,7 @@ void LinkModel::update_rates() {
       if (flow_seen_[static_cast<std::size_t>(f)] == epoch_) continue;
       flow_seen_[static_cast<std::size_t>(f)] = epoch_;
       comp_flows_.push_back(f);
-      for (LinkId m : flows_[static_cast<std::size_t>(f)].route) {
+      for (LinkId m : route_of(flows_[static_cast<std::size_t>(f)])) {
         if (link_seen_[static_cast<std::size_t>(m)] != epoch_) {
           link_seen_[static_cast<std::size_t>(m)] = epoch_;
           comp_links_.push_back(m);
@@ -115,30 +130,43 @@ void LinkModel::update_rates() {
       }
     }
   }
-  // Sorted so the floating-point order of the filling never depends on the scan order.
-  std::sort(comp_links_.begin(), comp_links_.end());
-  std::sort(comp_flows_.begin(), comp_flows_.end());
+  // Links sorted so the floating-point order of the filling never depends on the scan
+  // order (a dense component is collected by one pass over the link ids instead). The
+  // flows need no order: each flow's update below is independent of the others, and the
+  // completion heap orders its entries by (time, flow) whatever the push order.
+  if (comp_links_.size() * 8 >= capacity_.size()) {
+    comp_links_.clear();
+    for (std::size_t l = 0; l < capacity_.size(); ++l) {
+      if (link_seen_[l] == epoch_) comp_links_.push_back(static_cast<LinkId>(l));
+    }
+  } else if (comp_links_.size() > 1) {
+    std::sort(comp_links_.begin(), comp_links_.end());
+  }
+  live_links_.clear();
   for (LinkId l : comp_links_) {
-    remaining_capacity_[static_cast<std::size_t>(l)] = capacity_[static_cast<std::size_t>(l)];
-    unfrozen_count_[static_cast<std::size_t>(l)] =
-        static_cast<std::int32_t>(link_flows_[static_cast<std::size_t>(l)].size());
+    const auto lu = static_cast<std::size_t>(l);
+    remaining_capacity_[lu] = capacity_[lu];
+    unfrozen_count_[lu] = static_cast<std::int32_t>(link_flows_[lu].size());
+    if (unfrozen_count_[lu] > 0) live_links_.push_back(l);
   }
   // Bring the affected flows' progress up to now at their old rates.
-  std::vector<double> old_rate;
-  old_rate.reserve(comp_flows_.size());
-  for (FlowId f : comp_flows_) {
-    Flow& flow = flows_[static_cast<std::size_t>(f)];
+  old_rate_.resize(comp_flows_.size());
+  for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
+    Flow& flow = flows_[static_cast<std::size_t>(comp_flows_[i])];
     flow.remaining = std::max(0.0, flow.remaining - flow.rate * static_cast<double>(now_ - flow.updated));
     flow.updated = now_;
-    old_rate.push_back(flow.rate);
-    frozen_[static_cast<std::size_t>(f)] = 0;
+    old_rate_[i] = flow.rate;
+    frozen_[static_cast<std::size_t>(comp_flows_[i])] = 0;
   }
   std::size_t left = comp_flows_.size();
   while (left > 0) {
+    // live_links_ holds, in link order, the component's links that still carry unfrozen
+    // flows (links reach zero only by freezing and never come back), so skipping the
+    // others changes neither the minimum nor the order of the freezing pass.
     double best_share = std::numeric_limits<double>::infinity();
-    for (LinkId l : comp_links_) {
-      const auto n = unfrozen_count_[static_cast<std::size_t>(l)];
-      if (n > 0) best_share = std::min(best_share, remaining_capacity_[static_cast<std::size_t>(l)] / n);
+    for (LinkId l : live_links_) {
+      const auto lu = static_cast<std::size_t>(l);
+      best_share = std::min(best_share, remaining_capacity_[lu] / unfrozen_count_[lu]);
     }
     ALPASIM_CHECK(std::isfinite(best_share)) << "unfrozen flows but no link carries them";
     // Freeze the flows of every link at that share in one round: freezing one such
@@ -147,7 +175,7 @@ void LinkModel::update_rates() {
     // 1e-12 absorbs rounding in the subtractions.
     const double threshold = best_share * (1 + 1e-12);
     const double share = std::max(best_share, 0.0);
-    for (LinkId l : comp_links_) {
+    for (LinkId l : live_links_) {
       const auto lu = static_cast<std::size_t>(l);
       if (unfrozen_count_[lu] == 0 || remaining_capacity_[lu] / unfrozen_count_[lu] > threshold) continue;
       for (FlowId f : link_flows_[lu]) {
@@ -156,12 +184,13 @@ void LinkModel::update_rates() {
         --left;
         Flow& flow = flows_[static_cast<std::size_t>(f)];
         flow.rate = share;
-        for (LinkId m : flow.route) {
+        for (LinkId m : route_of(flow)) {
           remaining_capacity_[static_cast<std::size_t>(m)] -= share;
           --unfrozen_count_[static_cast<std::size_t>(m)];
         }
       }
     }
+    std::erase_if(live_links_, [this](LinkId l) { return unfrozen_count_[static_cast<std::size_t>(l)] == 0; });
   }
   // Record what each link of the component now carries.
   for (LinkId l : comp_links_) {
@@ -179,7 +208,7 @@ void LinkModel::update_rates() {
   for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
     const FlowId f = comp_flows_[i];
     Flow& flow = flows_[static_cast<std::size_t>(f)];
-    if (flow.version != 0 && flow.rate == old_rate[i]) continue;  // its entry still holds
+    if (flow.version != 0 && flow.rate == old_rate_[i]) continue;  // its entry still holds
     Time t = now_;
     if (flow.remaining >= kDoneBytes) {
       ALPASIM_CHECK(flow.rate > 0) << "an active flow got no bandwidth";

@@ -51,6 +51,10 @@ class LinkModel {
     return core::BytesPerSecond(capacity_[static_cast<std::size_t>(link)] * 1e9);
   }
 
+  /// Pre-allocates room for `flows` flows with `route_entries` route entries in all, so
+  /// start_flow does not reallocate (an optimisation only; results do not depend on it).
+  void reserve_flows(std::size_t flows, std::size_t route_entries);
+
   /// Starts a flow of `bytes` (>= 0) over `route` (non-empty, valid link ids; a link
   /// listed twice is counted once) at time `now` (not before the last call's time).
   FlowId start_flow(Time now, std::span<const LinkId> route, double bytes);
@@ -59,6 +63,9 @@ class LinkModel {
   /// finished by then. Finished flows leave the model. Precondition: `now` is not before
   /// the last call's time.
   std::vector<FlowId> advance(Time now);
+  /// As advance(now), but writes the finished flows into `done` (cleared first), so a
+  /// caller that reuses `done` allocates nothing per call.
+  void advance(Time now, std::vector<FlowId>& done);
 
   /// Recomputes the max-min fair rates of the flows affected by starts and finishes since
   /// the last call (no-op when there were none).
@@ -84,8 +91,10 @@ class LinkModel {
   std::vector<std::vector<LinkRateSample>> take_rate_series() { return std::move(rate_series_); }
 
  private:
+  // Plain data: the route lives in routes_ (no allocation per flow).
   struct Flow {
-    std::vector<LinkId> route;  // sorted, unique
+    std::int32_t route_begin = 0;  // [route_begin, route_end) in routes_, sorted, unique
+    std::int32_t route_end = 0;
     double bytes = 0;
     double remaining = 0;  // bytes, as of `updated`
     double rate = 0;       // bytes per ns
@@ -102,6 +111,9 @@ class LinkModel {
     return a.time > b.time || (a.time == b.time && a.flow > b.flow);
   }
   void mark_dirty(LinkId l);
+  std::span<const LinkId> route_of(const Flow& f) const {
+    return {routes_.data() + f.route_begin, static_cast<std::size_t>(f.route_end - f.route_begin)};
+  }
   void drop_stale();
 
   std::vector<std::string> names_;
@@ -110,6 +122,7 @@ class LinkModel {
   std::vector<std::vector<FlowId>> link_flows_;   // active flows per link
   std::vector<std::vector<LinkRateSample>> rate_series_;
   std::vector<Flow> flows_;
+  std::vector<LinkId> routes_;  // every flow's route, appended at start_flow
   std::vector<Completion> heap_;  // min-heap by (time, flow) via `later`
   std::vector<LinkId> dirty_links_;
   std::vector<char> link_dirty_;
@@ -123,6 +136,8 @@ class LinkModel {
   std::vector<double> remaining_capacity_;
   std::vector<std::int32_t> unfrozen_count_;
   std::vector<char> frozen_;  // per flow id
+  std::vector<double> old_rate_;       // per comp_flows_ entry
+  std::vector<LinkId> live_links_;     // comp_links_ with unfrozen flows, in order
 };
 
 }  // namespace alpasim::sim
