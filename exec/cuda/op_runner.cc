@@ -1,0 +1,493 @@
+#include "exec/cuda/op_runner.h"
+
+#include <algorithm>
+#include <string>
+
+#ifdef ALPASIM_EXEC_WITH_CUDNN
+#include <cudnn.h>
+#endif
+
+#include "exec/cpu/cpu_kernels.h"
+#include "exec/cuda/exec_kernels.h"
+#include "exec/cuda/modes.h"
+
+namespace alpasim::exec::cuda {
+namespace {
+
+core::Status no_gpu_path(const ir::Op& op) {
+  return core::unimplemented("op " + op.name + " (" + std::string(ir::op_kind_name(op.kind)) + ", function \"" +
+                             op.function + "\"): the CUDA backend has no GPU path for it yet");
+}
+
+}  // namespace
+
+core::Status check(cudaError_t e, const std::string& what) {
+  if (e == cudaSuccess) return core::ok_status();
+  (void)cudaGetLastError();
+  return core::internal_error(what + ": " + cudaGetErrorString(e));
+}
+
+core::Status check(cublasStatus_t e, const std::string& what) {
+  if (e == CUBLAS_STATUS_SUCCESS) return core::ok_status();
+  return core::internal_error(what + ": cuBLAS status " + std::to_string(static_cast<int>(e)));
+}
+
+std::string describe(const Program& p, std::size_t dev, std::size_t i) {
+  const Instruction& in = p.code[dev][i];
+  std::string s = "device " + std::to_string(p.devices[dev]) + " instruction #" + std::to_string(i) + " (" +
+                  std::string(instr_kind_name(in.kind));
+  if (in.op != ir::kNoOp && in.stage >= 0) s += " " + p.graph_of_stage(in.stage).op(in.op).name;
+  if (in.microbatch >= 0) s += " mb" + std::to_string(in.microbatch);
+  return s + ")";
+}
+
+void free_index_cache(IndexCache& cache) {
+  for (auto& [key, ptr] : cache) cudaFree(ptr);
+  cache.clear();
+}
+
+bool have_cudnn() {
+#ifdef ALPASIM_EXEC_WITH_CUDNN
+  return true;
+#else
+  return false;
+#endif
+}
+
+DnnHandle::DnnHandle() {
+#ifdef ALPASIM_EXEC_WITH_CUDNN
+  cudnnHandle_t h = nullptr;
+  if (cudnnCreate(&h) == CUDNN_STATUS_SUCCESS) handle_ = h;
+#endif
+}
+
+DnnHandle::~DnnHandle() {
+#ifdef ALPASIM_EXEC_WITH_CUDNN
+  if (handle_) cudnnDestroy(static_cast<cudnnHandle_t>(handle_));
+#endif
+}
+
+OpRunner::OpRunner(const Program& p, cublasHandle_t blas, void* dnn, IndexCache& cache)
+    : p_(p), blas_(blas), dnn_(dnn), cache_(cache), ptr_(p.buffers.size(), nullptr) {}
+
+OpRunner::~OpRunner() = default;
+
+core::Status OpRunner::alloc(float** out, i64 elements, cudaStream_t s) {
+  void* raw = nullptr;
+  ALPASIM_RETURN_IF_ERROR(check(cudaMallocAsync(&raw, static_cast<std::size_t>(std::max<i64>(1, elements)) * 4, s),
+                                "cudaMallocAsync"));
+  *out = static_cast<float*>(raw);
+  return core::ok_status();
+}
+
+core::Status OpRunner::allocate(BufferId b, cudaStream_t s) {
+  const Buffer& bb = buf(b);
+  ALPASIM_RETURN_IF_ERROR(alloc(&ptr_[static_cast<std::size_t>(b)], bb.elements, s));
+  return check(cudaMemsetAsync(ptr(b), 0, static_cast<std::size_t>(bb.elements) * 4, s), "cudaMemsetAsync");
+}
+
+core::Status OpRunner::release(BufferId b, cudaStream_t s) {
+  ALPASIM_RETURN_IF_ERROR(check(cudaFreeAsync(ptr(b), s), "cudaFreeAsync"));
+  ptr_[static_cast<std::size_t>(b)] = nullptr;
+  return core::ok_status();
+}
+
+bool OpRunner::reported(std::size_t d, const Buffer& b) const {
+  if (b.role == BufferRole::kLoss) return true;
+  if (b.stage < 0 || static_cast<std::size_t>(b.stage) >= p_.stage_devices.size()) return false;
+  const auto& owners = p_.stage_devices[static_cast<std::size_t>(b.stage)];
+  if (b.received || owners.empty() || static_cast<std::size_t>(owners[0]) != d) return false;
+  return (b.role == BufferRole::kGradient && !b.reduce_scattered) || b.role == BufferRole::kParameter;
+}
+
+core::Status OpRunner::save(const Buffer& b, ExecutionResult* r, std::map<BufferId, std::vector<float>>* losses,
+                            cudaStream_t s) {
+  std::vector<float>* dst = nullptr;
+  const ir::Graph& g = p_.graph_of_stage(b.stage);
+  if (b.role == BufferRole::kLoss) {
+    dst = &(*losses)[b.id];
+  } else if (b.role == BufferRole::kGradient) {
+    dst = &r->gradients[g.op(p_.gradient_of[static_cast<std::size_t>(b.tensor)]).name];
+  } else if (b.role == BufferRole::kParameter) {
+    dst = &r->parameters[g.op(b.tensor).name];
+  }
+  if (!dst) return core::ok_status();
+  dst->resize(static_cast<std::size_t>(b.elements));
+  return check(cudaMemcpyAsync(dst->data(), ptr(b.id), static_cast<std::size_t>(b.elements) * 4,
+                               cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
+}
+
+core::Status OpRunner::index_table(const ir::Graph& g, std::int64_t key, const std::vector<std::int64_t>& host,
+                                   const i64** out) {
+  auto it = cache_.find({&g, key});
+  if (it == cache_.end()) {
+    void* raw = nullptr;
+    ALPASIM_RETURN_IF_ERROR(check(cudaMalloc(&raw, std::max<std::size_t>(1, host.size()) * sizeof(i64)), "cudaMalloc"));
+    ALPASIM_RETURN_IF_ERROR(check(cudaMemcpy(raw, host.data(), host.size() * sizeof(i64), cudaMemcpyHostToDevice), "cudaMemcpy"));
+    it = cache_.emplace(std::make_pair(&g, key), static_cast<i64*>(raw)).first;
+  }
+  *out = it->second;
+  return core::ok_status();
+}
+
+core::Status OpRunner::einsum(const ir::Graph& g, const ir::Op& op, const std::vector<float*>& in, const std::vector<const Buffer*>& ib,
+                    float* out, const Buffer& ob, cudaStream_t s) {
+  const ir::DotSpec& sp = op.dot;
+  auto strides = [](const std::vector<std::int64_t>& sh) {
+    std::vector<std::int64_t> st(sh.size(), 1);
+    for (std::size_t i = sh.size(); i-- > 1;) st[i - 1] = st[i] * sh[i];
+    return st;
+  };
+  const auto sa = strides(ib[0]->shape), sb = strides(ib[1]->shape), so = strides(ob.shape);
+  struct L { std::int64_t size = 1, a = 0, b = 0, o = 0; };
+  std::vector<L> cls[4];
+  std::string seen;
+  for (char c : sp.lhs + sp.rhs + sp.out) {
+    if (seen.find(c) != std::string::npos) continue;
+    seen += c;
+    L l;
+    const auto pa = sp.lhs.find(c), pb = sp.rhs.find(c), po = sp.out.find(c);
+    if (pa != std::string::npos) { l.size = ib[0]->shape[pa]; l.a = sa[pa]; }
+    if (pb != std::string::npos) { l.size = ib[1]->shape[pb]; l.b = sb[pb]; }
+    if (po != std::string::npos) { l.size = ob.shape[po]; l.o = so[po]; }
+    cls[static_cast<int>(ir::dot_dim_class(sp, c))].push_back(l);
+  }
+  auto offs = [](const std::vector<L>& ls, std::int64_t L::*m) {
+    std::vector<std::int64_t> o{0};
+    for (const L& l : ls) {
+      std::vector<std::int64_t> nx;
+      for (std::int64_t x : o) for (std::int64_t i = 0; i < l.size; ++i) nx.push_back(x + i * (l.*m));
+      o = std::move(nx);
+    }
+    return o;
+  };
+  const auto& B = cls[0]; const auto& M = cls[1]; const auto& N = cls[2]; const auto& K = cls[3];
+  const auto ba = offs(B, &L::a), bb = offs(B, &L::b), bo = offs(B, &L::o);
+  const auto ma = offs(M, &L::a), mo = offs(M, &L::o), nb = offs(N, &L::b), no = offs(N, &L::o);
+  const auto ka = offs(K, &L::a), kb = offs(K, &L::b);
+  const i64 nB = static_cast<i64>(ba.size()), nM = static_cast<i64>(ma.size()), nN = static_cast<i64>(nb.size()),
+            nK = static_cast<i64>(ka.size());
+  const i64* ia = nullptr; const i64* ibx = nullptr; const i64* io = nullptr;
+  if (!cache_.count({&g, op.id * 3})) {
+    std::vector<std::int64_t> A, Bv, O;
+    for (i64 b = 0; b < nB; ++b) {
+      for (i64 m = 0; m < nM; ++m) for (i64 k = 0; k < nK; ++k) A.push_back(ba[static_cast<std::size_t>(b)] + ma[static_cast<std::size_t>(m)] + ka[static_cast<std::size_t>(k)]);
+      for (i64 k = 0; k < nK; ++k) for (i64 n = 0; n < nN; ++n) Bv.push_back(bb[static_cast<std::size_t>(b)] + kb[static_cast<std::size_t>(k)] + nb[static_cast<std::size_t>(n)]);
+      for (i64 m = 0; m < nM; ++m) for (i64 n = 0; n < nN; ++n) O.push_back(bo[static_cast<std::size_t>(b)] + mo[static_cast<std::size_t>(m)] + no[static_cast<std::size_t>(n)]);
+    }
+    ALPASIM_RETURN_IF_ERROR(index_table(g, op.id * 3, A, &ia));
+    ALPASIM_RETURN_IF_ERROR(index_table(g, op.id * 3 + 1, Bv, &ibx));
+    ALPASIM_RETURN_IF_ERROR(index_table(g, op.id * 3 + 2, O, &io));
+  } else {
+    ia = cache_.at({&g, op.id * 3});
+    ibx = cache_.at({&g, op.id * 3 + 1});
+    io = cache_.at({&g, op.id * 3 + 2});
+  }
+  float *pa = nullptr, *pb = nullptr, *pc = nullptr;
+  ALPASIM_RETURN_IF_ERROR(alloc(&pa, nB * nM * nK, s));
+  ALPASIM_RETURN_IF_ERROR(alloc(&pb, nB * nK * nN, s));
+  ALPASIM_RETURN_IF_ERROR(alloc(&pc, nB * nM * nN, s));
+  ALPASIM_RETURN_IF_ERROR(check(kernels::gather(pa, in[0], ia, nB * nM * nK, s), "gather"));
+  ALPASIM_RETURN_IF_ERROR(check(kernels::gather(pb, in[1], ibx, nB * nK * nN, s), "gather"));
+  ALPASIM_RETURN_IF_ERROR(check(cublasSetStream(blas_, s), "cublasSetStream"));
+  const float one = 1.0f, zero = 0.0f;
+  // Row-major C[M,N] = A[M,K]·B[K,N] is column-major C^T = B^T·A^T.
+  ALPASIM_RETURN_IF_ERROR(check(cublasSgemmStridedBatched(blas_, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(nN), static_cast<int>(nM),
+                                                          static_cast<int>(nK), &one, pb, static_cast<int>(nN), nK * nN, pa,
+                                                          static_cast<int>(nK), nM * nK, &zero, pc, static_cast<int>(nN), nM * nN,
+                                                          static_cast<int>(nB)), "cublasSgemmStridedBatched"));
+  ALPASIM_RETURN_IF_ERROR(check(kernels::scatter(out, pc, io, nB * nM * nN, s), "scatter"));
+  if (in.size() > 2) {
+    ALPASIM_RETURN_IF_ERROR(check(kernels::axpby(out, 1.0f, in[2], 1.0f, ob.elements, ib[2]->elements, s), "bias"));
+  }
+  ALPASIM_RETURN_IF_ERROR(check(cudaFreeAsync(pa, s), "cudaFreeAsync"));
+  ALPASIM_RETURN_IF_ERROR(check(cudaFreeAsync(pb, s), "cudaFreeAsync"));
+  return check(cudaFreeAsync(pc, s), "cudaFreeAsync");
+}
+
+core::Status OpRunner::run_op(const Instruction& x, cudaStream_t s) {
+  const ir::Graph& g = p_.graph_of_stage(x.stage);
+  const ir::Op& op = g.op(x.op);
+  const Buffer& ob = buf(x.buffer);
+  std::vector<float*> in;
+  std::vector<const Buffer*> ib;
+  for (BufferId b : x.inputs) {
+    in.push_back(ptr(b));
+    ib.push_back(&buf(b));
+  }
+  float* out = ptr(x.buffer);
+  if (x.count_elements > 0) {  // weight-update sharding: a slice of parameter and gradient
+    in[0] += x.offset_elements;
+    in[1] += x.offset_elements;
+    out += x.offset_elements;
+  }
+  float* tmp = nullptr;
+  if (x.accumulate) {
+    ALPASIM_RETURN_IF_ERROR(alloc(&tmp, ob.elements, s));
+    out = tmp;
+  }
+  const i64 n = x.count_elements > 0 ? x.count_elements : ob.elements;
+  const std::string& fn = op.function;
+  core::Status st = core::ok_status();
+  auto launch = [&](cudaError_t e) { if (st.ok()) st = check(e, "kernel"); };
+  switch (op.kind) {
+    case ir::OpKind::kParameter:
+    case ir::OpKind::kInput: {
+      // Same values as the CPU backend: computed on the host, copied up.
+      host_.emplace_back(static_cast<std::size_t>(n));
+      cpu::KernelContext ctx;
+      ctx.sample_offset = x.sample_offset;
+      ctx.index_range = p_.index_range[static_cast<std::size_t>(x.op)];
+      ALPASIM_RETURN_IF_ERROR(cpu::run_cpu_kernel(g, op, {}, {host_.back().data(), &ob.shape, n}, ctx));
+      launch(cudaMemcpyAsync(out, host_.back().data(), static_cast<std::size_t>(n) * 4, cudaMemcpyHostToDevice, s));
+      break;
+    }
+    case ir::OpKind::kDot: st = einsum(g, op, in, ib, out, ob, s); break;
+    case ir::OpKind::kElementwise: {
+      const auto an = in.empty() ? 0 : ib[0]->elements;
+      const auto bn = in.size() > 1 ? ib[1]->elements : 0;
+      if (fn == "add") launch(kernels::pointwise(0, out, in[0], an, in[1], bn, n, s));
+      else if (fn == "mul") launch(kernels::pointwise(1, out, in[0], an, in[1], bn, n, s));
+      else if (fn == "gelu") launch(kernels::pointwise(2, out, in[0], an, nullptr, 1, n, s));
+      else if (fn == "gelu_grad") launch(kernels::pointwise(3, out, in[0], an, in[1], bn, n, s));
+      else if (fn == "relu") launch(kernels::pointwise(4, out, in[0], an, nullptr, 1, n, s));
+      else if (fn == "relu_grad") launch(kernels::pointwise(5, out, in[0], an, in[1], bn, n, s));
+      else if (fn == "reshape" || fn == "identity" || fn == "cast") {
+        launch(cudaMemcpyAsync(out, in[0], static_cast<std::size_t>(n) * 4, cudaMemcpyDeviceToDevice, s));
+      } else if (fn == "ones" || fn == "dropout_mask") launch(kernels::fill(out, 1.0f, n, s));
+      else if (fn == "softmax_grad") launch(kernels::softmax_grad(out, in[0], in[1], n / ob.shape.back(), ob.shape.back(), s));
+      else if (fn == "softmax_cross_entropy_grad") {
+        launch(kernels::cross_entropy_grad(out, in[0], in[1], in[2], n / ob.shape.back(), ob.shape.back(), s));
+      } else if (fn == "broadcast") {
+        std::vector<std::int64_t> map;
+        if (!cpu::reduction_index_map(ob.shape, ib[0]->shape, map)) return no_gpu_path(op);
+        const i64* dm = nullptr;
+        ALPASIM_RETURN_IF_ERROR(index_table(g, -1 - op.id, map, &dm));
+        const float f = op.source != ir::kNoOp && g.op(op.source).function == "mean"
+                            ? static_cast<float>(ib[0]->elements) / static_cast<float>(n) : 1.0f;
+        launch(kernels::broadcast_map(out, in[0], dm, f, n, s));
+      } else {
+        return no_gpu_path(op);
+      }
+      break;
+    }
+    case ir::OpKind::kReduce: {
+      if (fn == "softmax_cross_entropy") {
+        launch(kernels::cross_entropy(out, in[0], in[1], ib[0]->elements / ib[0]->shape.back(), ib[0]->shape.back(), s));
+      } else if (fn == "norm_scale_grad" && g.op(op.source).norm != ir::NormType::kBatchNorm) {
+        launch(kernels::layer_norm_scale_grad(out, in[0], in[1], ib[1]->elements / n, n,
+                                              g.op(op.source).norm == ir::NormType::kRmsNorm, s));
+      } else if (fn == "sum" || fn == "mean") {
+        std::vector<std::int64_t> map;
+        if (!cpu::reduction_index_map(ib[0]->shape, ob.shape, map)) return no_gpu_path(op);
+        const i64* dm = nullptr;
+        ALPASIM_RETURN_IF_ERROR(index_table(g, -1 - op.id, map, &dm));
+        launch(kernels::fill(out, 0.0f, n, s));
+        const float f = fn == "mean" ? static_cast<float>(n) / static_cast<float>(ib[0]->elements) : 1.0f;
+        launch(kernels::reduce_map(out, in[0], dm, f, ib[0]->elements, s));
+      } else {
+        return no_gpu_path(op);
+      }
+      break;
+    }
+    case ir::OpKind::kSoftmax: {
+      const i64 w = ob.shape.back();
+      const ir::Op& f = op.source != ir::kNoOp ? g.op(op.source) : op;
+      const bool causal = f.name.find("attn/softmax") != std::string::npos && ob.shape.size() >= 2 &&
+                          ob.shape[ob.shape.size() - 2] == w;
+      launch(kernels::softmax(out, in[0], n / w, w, causal ? w : 0, s));
+      break;
+    }
+    case ir::OpKind::kNorm: {
+      const ir::NormType t = op.source != ir::kNoOp ? g.op(op.source).norm : op.norm;
+      if (t == ir::NormType::kBatchNorm) return no_gpu_path(op);
+      const i64 w = ob.shape.back();
+      const int rms = t == ir::NormType::kRmsNorm;
+      if (fn.ends_with("_grad")) launch(kernels::layer_norm_grad(out, in[0], in[1], in[2], n / w, w, rms, s));
+      else launch(kernels::layer_norm(out, in[0], in[1], in.size() > 2 ? in[2] : nullptr, n / w, w, rms, s));
+      break;
+    }
+    case ir::OpKind::kEmbedding: {
+      const i64 w = ob.shape.back();
+      if (fn == "gather") {
+        launch(kernels::embedding(out, in[0], in[1], ib[1]->elements, w, s));
+      } else if (fn == "scatter_add") {
+        launch(kernels::fill(out, 0.0f, n, s));
+        launch(kernels::embedding_grad(out, in[0], in[1], ib[1]->elements, w, s));
+      } else {
+        return no_gpu_path(op);
+      }
+      break;
+    }
+    case ir::OpKind::kOptimizer:
+      if (fn == "adam") launch(kernels::adam(out, in[1], in[2], n, s));
+      else if (fn == "sgd_momentum") launch(kernels::sgd_momentum(out, in[1], in[2], n, s));
+      else return no_gpu_path(op);
+      break;
+    case ir::OpKind::kConv2d: st = conv(g, op, in, out, s); break;
+    default: return no_gpu_path(op);
+  }
+  ALPASIM_RETURN_IF_ERROR(st);
+  if (x.accumulate) {
+    ALPASIM_RETURN_IF_ERROR(check(kernels::axpby(ptr(x.buffer), 1.0f, tmp, 1.0f, n, n, s), "accumulate"));
+    ALPASIM_RETURN_IF_ERROR(check(cudaFreeAsync(tmp, s), "cudaFreeAsync"));
+  }
+  return core::ok_status();
+}
+
+#ifdef ALPASIM_EXEC_WITH_CUDNN
+namespace {
+
+core::Status dnn_check(cudnnStatus_t s, const std::string& what) {
+  if (s == CUDNN_STATUS_SUCCESS) return core::ok_status();
+  return core::internal_error(what + ": " + cudnnGetErrorString(s));
+}
+
+/// Descriptors of one convolution, destroyed together.
+struct ConvDescs {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  ~ConvDescs() {
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+  }
+};
+
+}  // namespace
+#endif
+
+// The CPU backend's convolution (exec/cpu/cpu_kernels.cc): NHWC activations, HWIO filter,
+// SAME padding with pt = floor(total / 2) before and the rest after. cuDNN pads
+// symmetrically, so when the total padding is odd (a stride-2 3x3 on an even input) the
+// input is copied into an NHWC buffer one row and one column larger (zeros at the bottom and
+// right) and the data gradient is cropped back: out = (H + 1 + 2·pt − k)/s + 1 = ho. The
+// filter is transposed HWIO -> KRSC (cuDNN's NHWC filter layout) by an index gather.
+core::Status OpRunner::conv(const ir::Graph& g, const ir::Op& op, const std::vector<float*>& in, float* out,
+                            cudaStream_t s) {
+#ifndef ALPASIM_EXEC_WITH_CUDNN
+  (void)g; (void)in; (void)out; (void)s;
+  return core::unimplemented("op " + op.name + " (conv2d): this build of the CUDA backend has no cuDNN "
+                             "(cmake/FindCUDNN.cmake found none); convolution plans need it");
+#else
+  const ir::ConvSpec& c = op.conv;
+  const i64 ho = c.out_h(), wo = c.out_w();
+  const i64 tot_h = std::max<i64>((ho - 1) * c.stride + c.kh - c.h, 0), tot_w = std::max<i64>((wo - 1) * c.stride + c.kw - c.w, 0);
+  const i64 pt = tot_h / 2, pl = tot_w / 2;
+  const i64 hp = c.h + (tot_h - 2 * pt), wp = c.w + (tot_w - 2 * pl);  // one more when the padding is odd
+  const bool padded = hp != c.h || wp != c.w;
+  if (!dnn_) return core::unavailable("op " + op.name + " (conv2d): no cuDNN handle (cudnnCreate failed)");
+  auto dnn = static_cast<cudnnHandle_t>(dnn_);
+  ALPASIM_RETURN_IF_ERROR(dnn_check(cudnnSetStream(dnn, s), "cudnnSetStream"));
+  ConvDescs d;
+  const std::string what = "cuDNN convolution " + op.name;
+  ALPASIM_RETURN_IF_ERROR(dnn_check(cudnnCreateTensorDescriptor(&d.x), what));
+  ALPASIM_RETURN_IF_ERROR(dnn_check(cudnnCreateTensorDescriptor(&d.y), what));
+  ALPASIM_RETURN_IF_ERROR(dnn_check(cudnnCreateFilterDescriptor(&d.w), what));
+  ALPASIM_RETURN_IF_ERROR(dnn_check(cudnnCreateConvolutionDescriptor(&d.conv), what));
+  auto I = [](i64 v) { return static_cast<int>(v); };
+  ALPASIM_RETURN_IF_ERROR(dnn_check(cudnnSetTensor4dDescriptor(d.x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, I(c.n), I(c.ci), I(hp), I(wp)), what));
+  ALPASIM_RETURN_IF_ERROR(dnn_check(cudnnSetTensor4dDescriptor(d.y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, I(c.n), I(c.co), I(ho), I(wo)), what));
+  ALPASIM_RETURN_IF_ERROR(dnn_check(cudnnSetFilter4dDescriptor(d.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, I(c.co), I(c.ci), I(c.kh), I(c.kw)), what));
+  ALPASIM_RETURN_IF_ERROR(dnn_check(cudnnSetConvolution2dDescriptor(d.conv, I(pt), I(pl), I(c.stride), I(c.stride), 1, 1,
+                                                                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT), what));
+  // fp32 FMA, no TF32: the CPU backend's arithmetic within the GPU tests' tolerance.
+  ALPASIM_RETURN_IF_ERROR(dnn_check(cudnnSetConvolutionMathType(d.conv, CUDNN_FMA_MATH), what));
+
+  // HWIO (kh, kw, ci, co) -> KRSC (co, kh, kw, ci): krsc[i] = hwio[index[i]].
+  const i64 wn = c.kh * c.kw * c.ci * c.co;
+  const i64* wmap = nullptr;
+  {
+    std::vector<std::int64_t> host;
+    host.reserve(static_cast<std::size_t>(wn));
+    for (i64 o = 0; o < c.co; ++o)
+      for (i64 y = 0; y < c.kh; ++y)
+        for (i64 x = 0; x < c.kw; ++x)
+          for (i64 i = 0; i < c.ci; ++i) host.push_back(((y * c.kw + x) * c.ci + i) * c.co + o);
+    ALPASIM_RETURN_IF_ERROR(index_table(g, -(1LL << 40) - op.id, host, &wmap));
+  }
+  const i64 xpn = c.n * hp * wp * c.ci;
+  float* wk = nullptr;
+  float* xp = nullptr;
+  std::vector<float*> temps;
+  auto cleanup = [&]() {
+    core::Status st = core::ok_status();
+    for (float* t : temps) {
+      core::Status f = check(cudaFreeAsync(t, s), "cudaFreeAsync");
+      if (st.ok()) st = f;
+    }
+    return st;
+  };
+  ALPASIM_RETURN_IF_ERROR(alloc(&wk, wn, s));
+  temps.push_back(wk);
+  const auto v = c.variant;
+  const float* x_in = v == ir::ConvSpec::Variant::kGradInput ? nullptr : in[0];
+  const float* w_in = v == ir::ConvSpec::Variant::kGradFilter ? nullptr : in[1];
+  const float* dy = v == ir::ConvSpec::Variant::kGradInput ? in[0] : v == ir::ConvSpec::Variant::kGradFilter ? in[1] : nullptr;
+  if (w_in) ALPASIM_RETURN_IF_ERROR(check(kernels::gather(wk, w_in, wmap, wn, s), "filter transpose"));
+  // The (possibly padded) input, or the padded data gradient.
+  const std::size_t row_b = static_cast<std::size_t>(c.w * c.ci) * 4, prow_b = static_cast<std::size_t>(wp * c.ci) * 4;
+  if (padded) {
+    ALPASIM_RETURN_IF_ERROR(alloc(&xp, xpn, s));
+    temps.push_back(xp);
+    ALPASIM_RETURN_IF_ERROR(check(cudaMemsetAsync(xp, 0, static_cast<std::size_t>(xpn) * 4, s), "cudaMemsetAsync"));
+    if (x_in) {
+      for (i64 n = 0; n < c.n; ++n) {
+        ALPASIM_RETURN_IF_ERROR(check(cudaMemcpy2DAsync(xp + n * hp * wp * c.ci, prow_b, x_in + n * c.h * c.w * c.ci, row_b,
+                                                        row_b, static_cast<std::size_t>(c.h), cudaMemcpyDeviceToDevice, s),
+                                      "pad input"));
+      }
+    }
+  }
+  float* xbuf = padded ? xp : (v == ir::ConvSpec::Variant::kGradInput ? out : const_cast<float*>(x_in));
+  const float one = 1.0f, zero = 0.0f;
+  std::size_t ws_bytes = 0;
+  void* ws = nullptr;
+  int found = 0;
+  core::Status st = core::ok_status();
+  if (v == ir::ConvSpec::Variant::kForward) {
+    cudnnConvolutionFwdAlgoPerf_t perf[8];
+    st = dnn_check(cudnnGetConvolutionForwardAlgorithm_v7(dnn, d.x, d.w, d.conv, d.y, 8, &found, perf), what);
+    if (st.ok() && found < 1) st = core::internal_error(what + ": cuDNN offers no algorithm");
+    if (st.ok()) st = dnn_check(cudnnGetConvolutionForwardWorkspaceSize(dnn, d.x, d.w, d.conv, d.y, perf[0].algo, &ws_bytes), what);
+    if (st.ok() && ws_bytes > 0) st = check(cudaMallocAsync(&ws, ws_bytes, s), "cudaMallocAsync");
+    if (st.ok()) st = dnn_check(cudnnConvolutionForward(dnn, &one, d.x, xbuf, d.w, wk, d.conv, perf[0].algo, ws, ws_bytes,
+                                                        &zero, d.y, out), what);
+  } else if (v == ir::ConvSpec::Variant::kGradInput) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[8];
+    st = dnn_check(cudnnGetConvolutionBackwardDataAlgorithm_v7(dnn, d.w, d.y, d.conv, d.x, 8, &found, perf), what);
+    if (st.ok() && found < 1) st = core::internal_error(what + ": cuDNN offers no algorithm");
+    if (st.ok()) st = dnn_check(cudnnGetConvolutionBackwardDataWorkspaceSize(dnn, d.w, d.y, d.conv, d.x, perf[0].algo, &ws_bytes), what);
+    if (st.ok() && ws_bytes > 0) st = check(cudaMallocAsync(&ws, ws_bytes, s), "cudaMallocAsync");
+    if (st.ok()) st = dnn_check(cudnnConvolutionBackwardData(dnn, &one, d.w, wk, d.y, dy, d.conv, perf[0].algo, ws, ws_bytes,
+                                                             &zero, d.x, xbuf), what);
+    if (st.ok() && padded) {  // crop the padded data gradient back to H x W
+      for (i64 n = 0; n < c.n && st.ok(); ++n) {
+        st = check(cudaMemcpy2DAsync(out + n * c.h * c.w * c.ci, row_b, xp + n * hp * wp * c.ci, prow_b, row_b,
+                                     static_cast<std::size_t>(c.h), cudaMemcpyDeviceToDevice, s), "crop data gradient");
+      }
+    }
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
+    st = dnn_check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(dnn, d.x, d.y, d.conv, d.w, 8, &found, perf), what);
+    if (st.ok() && found < 1) st = core::internal_error(what + ": cuDNN offers no algorithm");
+    if (st.ok()) st = dnn_check(cudnnGetConvolutionBackwardFilterWorkspaceSize(dnn, d.x, d.y, d.conv, d.w, perf[0].algo, &ws_bytes), what);
+    if (st.ok() && ws_bytes > 0) st = check(cudaMallocAsync(&ws, ws_bytes, s), "cudaMallocAsync");
+    if (st.ok()) st = dnn_check(cudnnConvolutionBackwardFilter(dnn, &one, d.x, xbuf, d.y, dy, d.conv, perf[0].algo, ws, ws_bytes,
+                                                               &zero, d.w, wk), what);
+    // KRSC -> HWIO: hwio[index[i]] = krsc[i].
+    if (st.ok()) st = check(kernels::scatter(out, wk, wmap, wn, s), "filter transpose");
+  }
+  if (ws) {
+    core::Status f = check(cudaFreeAsync(ws, s), "cudaFreeAsync");
+    if (st.ok()) st = f;
+  }
+  core::Status f = cleanup();
+  ALPASIM_RETURN_IF_ERROR(st);
+  return f;
+#endif
+}
+
+}  // namespace alpasim::exec::cuda

@@ -1,0 +1,173 @@
+// GPU test of the CUDA backend's one-process-per-GPU mode (exec/cuda/run_cuda.h): the
+// built-in launcher re-executes this binary once per device (same arguments, rank in the
+// environment); each child runs its rank with NCCL and exits; the parent merges and compares
+// with the CPU backend. Cases (argv[1]):
+//   pipeline  tiny GPT, 2 stages x 1 GPU (ncclSend/ncclRecv), 1F1B, 2 microbatches
+//   data      tiny GPT, 1 stage x 2 GPUs (ncclAllReduce of the gradients)
+//   mesh2x2   tiny GPT, 2 stages x 2 GPUs (both), needs 4 GPUs
+//   hang      device 1 skips an all-reduce device 0 waits in: the run must end within the
+//             timeout with an error naming rank 0 and the all_reduce, never hang
+// Tolerance as tests/gpu/exec_cuda_test.cc: 1e-3 · max|cpu| + 1e-5 per gradient, 1e-3
+// relative on the loss (fp32; NCCL and cuBLAS sum in other orders).
+// Exits 77 (CTest: skipped) without a GPU, with fewer GPUs than the case needs, or in a
+// build without NCCL. NEVER RUN ON A GPU YET (exec/cuda/README.md).
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "exec/cpu/cpu_backend.h"
+#include "exec/cuda/cuda_devices.h"
+#include "exec/cuda/run_cuda.h"
+#include "exec/lower.h"
+#include "exec/verify.h"
+#include "ir/builders.h"
+
+namespace {
+
+using namespace alpasim;
+
+/// Tiny GPT over `stages` stages of `per_stage` devices each (device ids 0..).
+core::Result<exec::Program> tiny_gpt(int stages, int per_stage) {
+  ir::TransformerConfig t;
+  t.builtin = "gpt";
+  t.num_layers = 2;
+  t.hidden_size = 16;
+  t.num_heads = 2;
+  t.num_kv_heads = 2;
+  t.seq_len = 8;
+  t.vocab_size = 32;
+  t.ffn_hidden_size = 64;
+  ir::set_architecture_defaults(t);
+  schema::Plan plan;
+  plan.model = {"tiny gpt", t};
+  plan.global_batch_size = 8;
+  plan.num_microbatches = 2;
+  plan.schedule = schema::Schedule::kOneFOneB;
+  const int layers = 4 / stages;
+  for (int s = 0; s < stages; ++s) {
+    schema::PlanStage st;
+    st.layer_begin = layers * s;
+    st.layer_end = layers * s + layers;
+    st.submesh_nodes = 1;
+    st.submesh_gpus_per_node = per_stage;
+    st.logical_rows = 1;
+    st.logical_cols = per_stage;
+    for (int d = 0; d < per_stage; ++d) st.device_ids.push_back(per_stage * s + d);
+    plan.stages.push_back(st);
+  }
+  ALPASIM_ASSIGN_OR_RETURN(exec::Program p, exec::lower_plan(plan));
+  ALPASIM_RETURN_IF_ERROR(exec::verify_program(p).status());
+  return p;
+}
+
+/// Two devices; device 0 all-reduces a buffer, device 1 never joins (verify_program would
+/// reject this program: it is built by hand to provoke the timeout).
+exec::Program hanging_program() {
+  exec::Program p;
+  p.devices = {0, 1};
+  p.stage_devices = {{0, 1}};
+  for (int d = 0; d < 2; ++d) {
+    exec::Buffer b;
+    b.id = d;
+    b.device = d;
+    b.stage = 0;
+    b.shape = {1024};
+    b.elements = 1024;
+    b.bytes = 4096;
+    p.buffers.push_back(b);
+  }
+  p.code.resize(2);
+  exec::Instruction alloc, ar, free;
+  alloc.kind = exec::InstrKind::kAllocate;
+  ar.kind = exec::InstrKind::kAllReduce;
+  ar.group = {0, 1};
+  ar.collective_id = 0;
+  free.kind = exec::InstrKind::kFree;
+  for (int d = 0; d < 2; ++d) {
+    alloc.buffer = ar.buffer = free.buffer = d;
+    p.code[static_cast<std::size_t>(d)] = d == 0 ? std::vector<exec::Instruction>{alloc, ar, free}
+                                                 : std::vector<exec::Instruction>{alloc, free};
+  }
+  return p;
+}
+
+int compare(const exec::ExecutionResult& got, const exec::ExecutionResult& ref) {
+  int failures = 0;
+  if (std::abs(got.loss - ref.loss) > 1e-3 * std::abs(ref.loss)) {
+    std::printf("loss: cuda %.6f cpu %.6f\n", got.loss, ref.loss);
+    ++failures;
+  }
+  for (const auto& [name, g] : ref.gradients) {
+    auto it = got.gradients.find(name);
+    double diff = 0, scale = 0;
+    const bool present = it != got.gradients.end() && it->second.size() == g.size();
+    for (std::size_t i = 0; present && i < g.size(); ++i) {
+      diff = std::max(diff, std::abs(static_cast<double>(it->second[i]) - g[i]));
+      scale = std::max(scale, std::abs(static_cast<double>(g[i])));
+    }
+    if (!present || diff > 1e-3 * scale + 1e-5) {
+      std::printf("gradient %s: %s max diff %.3g, max |cpu| %.3g\n", name.c_str(), present ? "" : "missing;", diff, scale);
+      ++failures;
+    }
+  }
+  std::printf("loss cuda %.6f cpu %.6f; %zu gradients compared, %d mismatches; %zu instructions timed\n", got.loss,
+              ref.loss, ref.gradients.size(), failures, got.timings.size());
+  return failures;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#ifndef ALPASIM_TEST_WITH_NCCL
+  std::printf("SKIPPED: built without NCCL\n");
+  return 77;
+#endif
+  const std::string which = argc > 1 ? argv[1] : "";
+  const int needed = which == "mesh2x2" ? 4 : 2;
+  auto gpus = exec::cuda::list_cuda_devices();
+  if (!gpus.ok()) {
+    std::printf("SKIPPED: %s\n", gpus.status().message().c_str());
+    return 77;
+  }
+  if (static_cast<int>(gpus->size()) < needed) {
+    std::printf("SKIPPED: case %s needs %d GPUs, this machine has %zu\n", which.c_str(), needed, gpus->size());
+    return 77;
+  }
+  exec::cuda::CudaRunOptions o;
+  o.mode = "processes";
+  o.run.timeout_s = 20.0;
+  if (which == "hang") {
+    o.run.timeout_s = 3.0;
+    o.launch_timeout_s = 60.0;
+    auto r = exec::cuda::run_cuda(hanging_program(), o);
+    if (r.ok()) {
+      std::printf("FAILED: a run with a missing all-reduce member succeeded\n");
+      return 1;
+    }
+    const std::string m = r.status().message();
+    std::printf("error (expected): %s\n", m.c_str());
+    const bool named = m.find("rank 0") != std::string::npos && m.find("all_reduce") != std::string::npos &&
+                       m.find("timed out") != std::string::npos;
+    return named ? 0 : 1;
+  }
+  if (which != "pipeline" && which != "data" && which != "mesh2x2") {
+    std::printf("FAILED: expected pipeline, data, mesh2x2 or hang, got \"%s\"\n", which.c_str());
+    return 1;
+  }
+  auto program = which == "pipeline" ? tiny_gpt(2, 1) : which == "data" ? tiny_gpt(1, 2) : tiny_gpt(2, 2);
+  if (!program.ok()) {
+    const std::string m = program.status().message();
+    std::printf("FAILED: %s\n", m.c_str());
+    return 1;
+  }
+  // A launcher child runs its rank inside run_cuda and exits there; only the parent returns.
+  auto got = exec::cuda::run_cuda(*program, o);
+  auto ref = exec::cpu::make_cpu_backend()->run(*program, {});
+  if (!got.ok() || !ref.ok()) {
+    const std::string m = !got.ok() ? got.status().message() : ref.status().message();
+    std::printf("FAILED: %s\n", m.c_str());
+    return 1;
+  }
+  return compare(*got, *ref) == 0 ? 0 : 1;
+}
