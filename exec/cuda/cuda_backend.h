@@ -18,9 +18,10 @@ namespace alpasim::exec::cuda {
 ///   and abort on error or timeout (nccl_rank.cc), launched by the built-in launcher.
 /// Matmuls (any einsum: operands packed to [batch, M, K] x [batch, K, N]) go through
 /// cublasSgemmStridedBatched; convolutions (forward, data and filter gradient) through cuDNN
-/// when the build found it; elementwise, softmax, layer/RMS norm, cross-entropy, embedding
-/// and optimizer ops are CUDA kernels (exec_kernels.h); a CUDA event pair brackets every
-/// instruction. Pooling and batch-norm have no GPU path yet (kUnimplemented naming the op).
+/// when the build found it; elementwise, softmax, layer/RMS norm, cross-entropy, embedding,
+/// batch-norm, max-pool and optimizer ops are CUDA kernels (exec_kernels.h); a CUDA event
+/// pair brackets every instruction. Ops or instructions without a GPU path fail with
+/// kUnimplemented naming them.
 /// kUnavailable when no GPU is usable. NOT YET RUN ON A GPU: exec/cuda/README.md.
 core::Result<std::unique_ptr<Backend>> make_cuda_backend();
 

@@ -122,6 +122,87 @@ __global__ void layer_norm_scale_grad_k(float* dg, const float* dy, const float*
     dg[c] = static_cast<float>(acc);
   }
 }
+// Batch norm: one thread per channel, statistics over the rows (strided by the width).
+__device__ void channel_stats(const float* x, i64 rows, i64 w, i64 c, float* mean, float* inv) {
+  double s = 0, q = 0;
+  for (i64 r = 0; r < rows; ++r) {
+    const double v = x[r * w + c];
+    s += v;
+    q += v * v;
+  }
+  const double m = s / rows;
+  const double var = q / rows - m * m;
+  *mean = static_cast<float>(m);
+  *inv = static_cast<float>(1.0 / sqrt((var > 0 ? var : 0) + kEps));
+}
+__global__ void batch_norm_k(float* y, const float* x, const float* g, const float* b, i64 rows, i64 w) {
+  GRID_LOOP(c, w) {
+    float m, inv;
+    channel_stats(x, rows, w, c, &m, &inv);
+    for (i64 r = 0; r < rows; ++r) y[r * w + c] = (x[r * w + c] - m) * inv * g[c] + (b ? b[c] : 0.0f);
+  }
+}
+__global__ void batch_norm_grad_k(float* dx, const float* dy, const float* x, const float* g, i64 rows, i64 w) {
+  GRID_LOOP(c, w) {
+    float m, inv;
+    channel_stats(x, rows, w, c, &m, &inv);
+    double sd = 0, sdx = 0;
+    for (i64 r = 0; r < rows; ++r) {
+      const double d = dy[r * w + c] * g[c];
+      sd += d;
+      sdx += d * (x[r * w + c] - m) * inv;
+    }
+    const double md = sd / rows, mdx = sdx / rows;
+    for (i64 r = 0; r < rows; ++r) {
+      const double d = dy[r * w + c] * g[c];
+      dx[r * w + c] = static_cast<float>(inv * (d - md - (x[r * w + c] - m) * inv * mdx));
+    }
+  }
+}
+__global__ void batch_norm_scale_grad_k(float* dg, const float* dy, const float* x, i64 rows, i64 w) {
+  GRID_LOOP(c, w) {
+    float m, inv;
+    channel_stats(x, rows, w, c, &m, &inv);
+    double acc = 0;
+    for (i64 r = 0; r < rows; ++r) acc += dy[r * w + c] * (x[r * w + c] - m) * inv;
+    dg[c] = static_cast<float>(acc);
+  }
+}
+// Max pooling: one thread per output element; the argmax loop is the CPU backend's.
+__device__ i64 pool_argmax(const float* x, i64 yi, i64 h, i64 w, i64 c, i64 k, i64 st, i64 pt, i64 pl, i64 ho,
+                           i64 wo) {
+  const i64 ch = yi % c, ox = (yi / c) % wo, oy = (yi / (c * wo)) % ho, n = yi / (c * wo * ho);
+  float best = -INFINITY;
+  i64 arg = -1;
+  for (i64 ky = 0; ky < k; ++ky) {
+    const i64 iy = oy * st + ky - pt;
+    if (iy < 0 || iy >= h) continue;
+    for (i64 kx = 0; kx < k; ++kx) {
+      const i64 ix = ox * st + kx - pl;
+      if (ix < 0 || ix >= w) continue;
+      const i64 xi = ((n * h + iy) * w + ix) * c + ch;
+      if (x[xi] > best) {
+        best = x[xi];
+        arg = xi;
+      }
+    }
+  }
+  return arg;
+}
+__global__ void max_pool_k(float* y, const float* x, i64 n, i64 h, i64 w, i64 c, i64 k, i64 st, i64 pt, i64 pl,
+                           i64 ho, i64 wo) {
+  GRID_LOOP(yi, n * ho * wo * c) {
+    const i64 arg = pool_argmax(x, yi, h, w, c, k, st, pt, pl, ho, wo);
+    y[yi] = arg >= 0 ? x[arg] : -INFINITY;
+  }
+}
+__global__ void max_pool_grad_k(float* dx, const float* dy, const float* x, i64 n, i64 h, i64 w, i64 c, i64 k,
+                                i64 st, i64 pt, i64 pl, i64 ho, i64 wo) {
+  GRID_LOOP(yi, n * ho * wo * c) {
+    const i64 arg = pool_argmax(x, yi, h, w, c, k, st, pt, pl, ho, wo);
+    if (arg >= 0) atomicAdd(dx + arg, dy[yi]);
+  }
+}
 __global__ void ce_k(float* o, const float* x, const float* lab, i64 rows, i64 w) {
   GRID_LOOP(r, rows) {
     const float* xr = x + r * w;
@@ -219,6 +300,29 @@ cudaError_t layer_norm_grad(float* dx, const float* dy, const float* x, const fl
 cudaError_t layer_norm_scale_grad(float* dg, const float* dy, const float* x, i64 rows, i64 w, int rms,
                                   cudaStream_t st) {
   layer_norm_scale_grad_k<<<blocks(w), kThreads, 0, st>>>(dg, dy, x, rows, w, rms);
+  return cudaGetLastError();
+}
+cudaError_t batch_norm(float* y, const float* x, const float* g, const float* b, i64 rows, i64 w, cudaStream_t st) {
+  batch_norm_k<<<blocks(w), kThreads, 0, st>>>(y, x, g, b, rows, w);
+  return cudaGetLastError();
+}
+cudaError_t batch_norm_grad(float* dx, const float* dy, const float* x, const float* g, i64 rows, i64 w,
+                            cudaStream_t st) {
+  batch_norm_grad_k<<<blocks(w), kThreads, 0, st>>>(dx, dy, x, g, rows, w);
+  return cudaGetLastError();
+}
+cudaError_t batch_norm_scale_grad(float* dg, const float* dy, const float* x, i64 rows, i64 w, cudaStream_t st) {
+  batch_norm_scale_grad_k<<<blocks(w), kThreads, 0, st>>>(dg, dy, x, rows, w);
+  return cudaGetLastError();
+}
+cudaError_t max_pool(float* y, const float* x, i64 n, i64 h, i64 w, i64 c, i64 k, i64 s, i64 pt, i64 pl, i64 ho,
+                     i64 wo, cudaStream_t st) {
+  max_pool_k<<<blocks(n * ho * wo * c), kThreads, 0, st>>>(y, x, n, h, w, c, k, s, pt, pl, ho, wo);
+  return cudaGetLastError();
+}
+cudaError_t max_pool_grad(float* dx, const float* dy, const float* x, i64 n, i64 h, i64 w, i64 c, i64 k, i64 s,
+                          i64 pt, i64 pl, i64 ho, i64 wo, cudaStream_t st) {
+  max_pool_grad_k<<<blocks(n * ho * wo * c), kThreads, 0, st>>>(dx, dy, x, n, h, w, c, k, s, pt, pl, ho, wo);
   return cudaGetLastError();
 }
 cudaError_t cross_entropy(float* o, const float* x, const float* lab, i64 rows, i64 w, cudaStream_t st) {

@@ -40,6 +40,25 @@ cudaError_t layer_norm_grad(float* dx, const float* dy, const float* x, const fl
 /// dgamma[c] = Σ_rows dy·xhat (layer/RMS norm).
 cudaError_t layer_norm_scale_grad(float* dgamma, const float* dy, const float* x, i64 rows, i64 width,
                                   int rms, cudaStream_t stream);
+/// Batch norm over NHWC data seen as [rows, width] (width = channels): per channel c,
+/// statistics over the rows (batch statistics, biased variance, eps 1e-5);
+/// y = xhat·gamma[c] + beta[c] (beta may be null).
+cudaError_t batch_norm(float* y, const float* x, const float* gamma, const float* beta, i64 rows, i64 width,
+                       cudaStream_t stream);
+/// dx of batch norm: per channel, inv_std · (d − mean(d) − xhat · mean(d · xhat)), d = dy · gamma[c].
+cudaError_t batch_norm_grad(float* dx, const float* dy, const float* x, const float* gamma, i64 rows, i64 width,
+                            cudaStream_t stream);
+/// dgamma[c] = Σ_rows dy · xhat (batch norm).
+cudaError_t batch_norm_scale_grad(float* dgamma, const float* dy, const float* x, i64 rows, i64 width,
+                                  cudaStream_t stream);
+/// Max pooling of NHWC x [n, h, w, c] with a window×window kernel, `stride`, SAME padding
+/// (pad_top/pad_left before) into y [n, ho, wo, c]; ties go to the first position in
+/// row-major window order (as the CPU backend).
+cudaError_t max_pool(float* y, const float* x, i64 n, i64 h, i64 w, i64 c, i64 window, i64 stride, i64 pad_top,
+                     i64 pad_left, i64 ho, i64 wo, cudaStream_t stream);
+/// dx[argmax] += dy (dx zeroed by the caller).
+cudaError_t max_pool_grad(float* dx, const float* dy, const float* x, i64 n, i64 h, i64 w, i64 c, i64 window,
+                          i64 stride, i64 pad_top, i64 pad_left, i64 ho, i64 wo, cudaStream_t stream);
 /// Per row: log Σ exp(x) − x[label].
 cudaError_t cross_entropy(float* out, const float* logits, const float* labels, i64 rows, i64 width,
                           cudaStream_t stream);

@@ -274,7 +274,9 @@ core::Status OpRunner::run_op(const Instruction& x, cudaStream_t s) {
     case ir::OpKind::kReduce: {
       if (fn == "softmax_cross_entropy") {
         launch(kernels::cross_entropy(out, in[0], in[1], ib[0]->elements / ib[0]->shape.back(), ib[0]->shape.back(), s));
-      } else if (fn == "norm_scale_grad" && g.op(op.source).norm != ir::NormType::kBatchNorm) {
+      } else if (fn == "norm_scale_grad" && g.op(op.source).norm == ir::NormType::kBatchNorm) {
+        launch(kernels::batch_norm_scale_grad(out, in[0], in[1], ib[1]->elements / n, n, s));
+      } else if (fn == "norm_scale_grad") {
         launch(kernels::layer_norm_scale_grad(out, in[0], in[1], ib[1]->elements / n, n,
                                               g.op(op.source).norm == ir::NormType::kRmsNorm, s));
       } else if (fn == "sum" || fn == "mean") {
@@ -300,8 +302,12 @@ core::Status OpRunner::run_op(const Instruction& x, cudaStream_t s) {
     }
     case ir::OpKind::kNorm: {
       const ir::NormType t = op.source != ir::kNoOp ? g.op(op.source).norm : op.norm;
-      if (t == ir::NormType::kBatchNorm) return no_gpu_path(op);
       const i64 w = ob.shape.back();
+      if (t == ir::NormType::kBatchNorm) {
+        if (fn.ends_with("_grad")) launch(kernels::batch_norm_grad(out, in[0], in[1], in[2], n / w, w, s));
+        else launch(kernels::batch_norm(out, in[0], in[1], in.size() > 2 ? in[2] : nullptr, n / w, w, s));
+        break;
+      }
       const int rms = t == ir::NormType::kRmsNorm;
       if (fn.ends_with("_grad")) launch(kernels::layer_norm_grad(out, in[0], in[1], in[2], n / w, w, rms, s));
       else launch(kernels::layer_norm(out, in[0], in[1], in.size() > 2 ? in[2] : nullptr, n / w, w, rms, s));
@@ -325,6 +331,23 @@ core::Status OpRunner::run_op(const Instruction& x, cudaStream_t s) {
       else return no_gpu_path(op);
       break;
     case ir::OpKind::kConv2d: st = conv(g, op, in, out, s); break;
+    case ir::OpKind::kPool: {
+      // The CPU backend's max pooling (exec/cpu/cpu_kernels.cc): NHWC, SAME padding.
+      const bool grad = fn == "max_pool_grad";
+      const ir::Op& f = grad ? g.op(op.source) : op;
+      const auto& xs = grad ? ib[1]->shape : ib[0]->shape;
+      if (xs.size() != 4) return no_gpu_path(op);
+      const i64 H = xs[1], W = xs[2], k = f.pool_window, stride = f.pool_stride;
+      const i64 ho = (H + stride - 1) / stride, wo = (W + stride - 1) / stride;
+      const i64 pt = std::max<i64>((ho - 1) * stride + k - H, 0) / 2, pl = std::max<i64>((wo - 1) * stride + k - W, 0) / 2;
+      if (grad) {
+        launch(kernels::fill(out, 0.0f, n, s));
+        launch(kernels::max_pool_grad(out, in[0], in[1], xs[0], H, W, xs[3], k, stride, pt, pl, ho, wo, s));
+      } else {
+        launch(kernels::max_pool(out, in[0], xs[0], H, W, xs[3], k, stride, pt, pl, ho, wo, s));
+      }
+      break;
+    }
     default: return no_gpu_path(op);
   }
   ALPASIM_RETURN_IF_ERROR(st);

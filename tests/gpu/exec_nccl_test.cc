@@ -5,6 +5,8 @@
 //   pipeline  tiny GPT, 2 stages x 1 GPU (ncclSend/ncclRecv), 1F1B, 2 microbatches
 //   data      tiny GPT, 1 stage x 2 GPUs (ncclAllReduce of the gradients)
 //   mesh2x2   tiny GPT, 2 stages x 2 GPUs (both), needs 4 GPUs
+//   wresnet   tiny Wide-ResNet (cuDNN convolutions, batch-norm, max-pool), 2 stages x 1 GPU
+//   wresnet_virtual  the same in virtual-device mode on 1 GPU (no NCCL needed)
 //   hang      device 1 skips an all-reduce device 0 waits in: the run must end within the
 //             timeout with an error naming rank 0 and the all_reduce, never hang
 // Tolerance as tests/gpu/exec_cuda_test.cc: 1e-3 · max|cpu| + 1e-5 per gradient, 1e-3
@@ -27,28 +29,43 @@ namespace {
 
 using namespace alpasim;
 
-/// Tiny GPT over `stages` stages of `per_stage` devices each (device ids 0..).
-core::Result<exec::Program> tiny_gpt(int stages, int per_stage) {
-  ir::TransformerConfig t;
-  t.builtin = "gpt";
-  t.num_layers = 2;
-  t.hidden_size = 16;
-  t.num_heads = 2;
-  t.num_kv_heads = 2;
-  t.seq_len = 8;
-  t.vocab_size = 32;
-  t.ffn_hidden_size = 64;
-  ir::set_architecture_defaults(t);
+/// Tiny GPT (4 layers) or tiny Wide-ResNet (18 layers: stem, 16 bottleneck blocks, head;
+/// the one of tests/unit/exec) over `stages` equal stages of `per_stage` devices each.
+core::Result<exec::Program> tiny_plan(bool wresnet, int stages, int per_stage) {
+  ir::ModelConfig model;
+  std::int64_t layers = 4;
+  if (wresnet) {
+    ir::WideResNetConfig w;
+    w.num_layers = 50;
+    w.base_channels = 2;
+    w.width_factor = 1;
+    w.image_size = 8;
+    w.num_classes = 4;
+    model = {"tiny wide-resnet", w};
+    layers = 18;
+  } else {
+    ir::TransformerConfig t;
+    t.builtin = "gpt";
+    t.num_layers = 2;
+    t.hidden_size = 16;
+    t.num_heads = 2;
+    t.num_kv_heads = 2;
+    t.seq_len = 8;
+    t.vocab_size = 32;
+    t.ffn_hidden_size = 64;
+    ir::set_architecture_defaults(t);
+    model = {"tiny gpt", t};
+  }
   schema::Plan plan;
-  plan.model = {"tiny gpt", t};
+  plan.model = model;
   plan.global_batch_size = 8;
   plan.num_microbatches = 2;
   plan.schedule = schema::Schedule::kOneFOneB;
-  const int layers = 4 / stages;
+  const std::int64_t per = layers / stages;
   for (int s = 0; s < stages; ++s) {
     schema::PlanStage st;
-    st.layer_begin = layers * s;
-    st.layer_end = layers * s + layers;
+    st.layer_begin = per * s;
+    st.layer_end = s == stages - 1 ? layers : per * s + per;
     st.submesh_nodes = 1;
     st.submesh_gpus_per_node = per_stage;
     st.logical_rows = 1;
@@ -119,12 +136,16 @@ int compare(const exec::ExecutionResult& got, const exec::ExecutionResult& ref) 
 }  // namespace
 
 int main(int argc, char** argv) {
-#ifndef ALPASIM_TEST_WITH_NCCL
-  std::printf("SKIPPED: built without NCCL\n");
-  return 77;
-#endif
   const std::string which = argc > 1 ? argv[1] : "";
-  const int needed = which == "mesh2x2" ? 4 : 2;
+#ifndef ALPASIM_TEST_WITH_NCCL
+  if (which != "wresnet_virtual") {
+    std::printf("SKIPPED: built without NCCL\n");
+    return 77;
+  }
+#endif
+  const bool wresnet = which.rfind("wresnet", 0) == 0;
+  const bool virtual_mode = which == "wresnet_virtual";
+  const int needed = which == "mesh2x2" ? 4 : virtual_mode ? 1 : 2;
   auto gpus = exec::cuda::list_cuda_devices();
   if (!gpus.ok()) {
     std::printf("SKIPPED: %s\n", gpus.status().message().c_str());
@@ -135,7 +156,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   exec::cuda::CudaRunOptions o;
-  o.mode = "processes";
+  o.mode = virtual_mode ? "virtual" : "processes";
   o.run.timeout_s = 20.0;
   if (which == "hang") {
     o.run.timeout_s = 3.0;
@@ -151,11 +172,13 @@ int main(int argc, char** argv) {
                        m.find("timed out") != std::string::npos;
     return named ? 0 : 1;
   }
-  if (which != "pipeline" && which != "data" && which != "mesh2x2") {
-    std::printf("FAILED: expected pipeline, data, mesh2x2 or hang, got \"%s\"\n", which.c_str());
+  if (which != "pipeline" && which != "data" && which != "mesh2x2" && !wresnet) {
+    std::printf("FAILED: expected pipeline, data, mesh2x2, wresnet, wresnet_virtual or hang, got \"%s\"\n",
+                which.c_str());
     return 1;
   }
-  auto program = which == "pipeline" ? tiny_gpt(2, 1) : which == "data" ? tiny_gpt(1, 2) : tiny_gpt(2, 2);
+  auto program = which == "data" ? tiny_plan(false, 1, 2) : which == "mesh2x2" ? tiny_plan(false, 2, 2)
+                                                                               : tiny_plan(wresnet, 2, 1);
   if (!program.ok()) {
     const std::string m = program.status().message();
     std::printf("FAILED: %s\n", m.c_str());
