@@ -14,6 +14,21 @@
 namespace alpasim::exec::cuda {
 namespace {
 
+// Fields the executor is adding to exec/instruction.h for per-operator shardings, read only
+// where they exist so this file builds against both versions of the header.
+template <typename I>
+bool drop_bias_of(const I& x) {
+  if constexpr (requires { x.drop_bias; }) return x.drop_bias;
+  return false;
+}
+template <typename B>
+bool partial_or_superseded(const B& b) {
+  bool out = false;
+  if constexpr (requires { b.partial; }) out = out || b.partial;
+  if constexpr (requires { b.superseded; }) out = out || b.superseded;
+  return out;
+}
+
 core::Status no_gpu_path(const ir::Op& op) {
   return core::unimplemented("op " + op.name + " (" + std::string(ir::op_kind_name(op.kind)) + ", function \"" +
                              op.function + "\"): the CUDA backend has no GPU path for it yet");
@@ -95,6 +110,7 @@ core::Status OpRunner::release(BufferId b, cudaStream_t s) {
 bool OpRunner::reported(std::size_t d, const Buffer& b) const {
   if (b.role == BufferRole::kLoss) return true;
   if (b.stage < 0 || static_cast<std::size_t>(b.stage) >= p_.stage_devices.size()) return false;
+  if (partial_or_superseded(b)) return false;  // not the optimizer's input (instruction.h)
   const auto& owners = p_.stage_devices[static_cast<std::size_t>(b.stage)];
   if (b.received || owners.empty() || static_cast<std::size_t>(owners[0]) != d) return false;
   return (b.role == BufferRole::kGradient && !b.reduce_scattered) || b.role == BufferRole::kParameter;
@@ -214,6 +230,11 @@ core::Status OpRunner::run_op(const Instruction& x, cudaStream_t s) {
   for (BufferId b : x.inputs) {
     in.push_back(ptr(b));
     ib.push_back(&buf(b));
+  }
+  if (op.kind == ir::OpKind::kDot && drop_bias_of(x) && in.size() > 2) {
+    // A partial sum over a split contracted dimension: the bias is added by one device only.
+    in.pop_back();
+    ib.pop_back();
   }
   float* out = ptr(x.buffer);
   if (x.count_elements > 0) {  // weight-update sharding: a slice of parameter and gradient
