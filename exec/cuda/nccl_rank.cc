@@ -35,6 +35,7 @@
 #include "exec/cuda/op_runner.h"
 #include "exec/launch/comm_plan.h"
 #include "exec/launch/poll.h"
+#include "exec/launch/stream_plan.h"
 
 namespace alpasim::exec::cuda {
 
@@ -152,7 +153,8 @@ class RankRun {
       if (plan_.groups[static_cast<std::size_t>(g)].kind == launch::CommKind::kWorld) continue;
       // One stream for all collective groups (a device blocks at each collective in program
       // order, as verify_program assumes); one per channel.
-      const std::int32_t key = plan_.groups[static_cast<std::size_t>(g)].kind == launch::CommKind::kCollective ? -1 : g;
+      const std::int32_t key =
+          plan_.groups[static_cast<std::size_t>(g)].kind == launch::CommKind::kCollective ? launch::kCollectiveStream : g;
       if (streams_.count(key)) continue;
       cudaStream_t s = nullptr;
       ALPASIM_RETURN_IF_ERROR(check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
@@ -253,16 +255,11 @@ class RankRun {
     return s + ")";
   }
 
+  /// The stream of `in` (launch::stream_of: the replay in check_stream_schedule uses the
+  /// same assignment).
   cudaStream_t stream_of(const Instruction& in) const {
-    switch (in.kind) {
-      case InstrKind::kSend: return streams_.at(plan_.channel.at({env_.rank, in.peer}));
-      case InstrKind::kRecv: return streams_.at(plan_.channel.at({in.peer, env_.rank}));
-      case InstrKind::kAllReduce:
-      case InstrKind::kAllGather:
-      case InstrKind::kReduceScatter:
-      case InstrKind::kAllToAll: return streams_.at(-1);
-      default: return compute_;
-    }
+    const std::int32_t key = launch::stream_of(in, env_.rank, plan_);
+    return key == launch::kComputeStream ? compute_ : streams_.at(key);
   }
 
   /// The buffers an instruction reads or writes.
@@ -434,7 +431,7 @@ class RankRun {
   IndexCache& cache_;
   std::size_t dev_;
   cudaStream_t compute_ = nullptr;
-  std::map<std::int32_t, cudaStream_t> streams_;  ///< -1: collectives; else channel group index
+  std::map<std::int32_t, cudaStream_t> streams_;  ///< kCollectiveStream, or a channel's group index
   std::vector<LastUse> last_;
 };
 
