@@ -19,7 +19,12 @@ enum class InstrKind {
   kFree,           ///< release `buffer`
   kRun,            ///< run one operator's shard: inputs -> buffer (or += with accumulate)
   kAllReduce,      ///< in place over `group`, then multiply by `scale`
-  kAllGather,      ///< in place: rank r contributes elements [r·n/k, (r+1)·n/k) of `buffer`
+  /// in place: rank r contributes elements [r·n/k, (r+1)·n/k) of `buffer`. With one entry
+  /// in `inputs` it is a resharding copy instead: `buffer`'s block (Buffer::block_offset,
+  /// shape) is filled from the members' `inputs[0]` blocks of the same global tensor, times
+  /// `scale` (an all-gather along any axis, an all-to-all, or a local slice when the group
+  /// is the device alone).
+  kAllGather,
   kReduceScatter,  ///< in place: rank r ends with the sum of its 1/k slice
   kAllToAll,       ///< in place: slice j of rank r goes to slice r of rank j
   kSend,           ///< elements [offset, offset+count) of `buffer` to device `peer`
@@ -60,6 +65,10 @@ struct Instruction {
   std::vector<std::int32_t> group;   ///< collectives: device indices in rank order
   std::int64_t collective_id = -1;   ///< collectives: equal on every member
   double scale = 1.0;                ///< kAllReduce: factor applied after the sum
+  /// kRun of a dot whose output is a partial sum (a split contracted dimension): this
+  /// device leaves out the bias operand (the last input) so the sum over the group adds the
+  /// bias once; the device with coordinate 0 on the partial mesh axes keeps it.
+  bool drop_bias = false;
 };
 
 /// What a buffer holds (memory breakdown and what the backends report back).
@@ -90,6 +99,17 @@ struct Buffer {
   /// A gradient reduce-scattered for weight-update sharding: after the sync each device
   /// holds only its slice summed, so backends do not report it as the gradient.
   bool reduce_scattered = false;
+  /// Stages with per-operator shardings: the global shape of the tensor (of the stage's
+  /// microbatch) and where this buffer's block starts in it, per axis; empty elsewhere (the
+  /// buffer then holds the device's data-parallel share, docs/executor.md).
+  std::vector<std::int64_t> global_shape;
+  std::vector<std::int64_t> block_offset;
+  /// True when every element of the block is only part of a sum over the devices of some
+  /// mesh axes (not reported as a gradient until reduced).
+  bool partial = false;
+  /// A gradient buffer whose reduced value was resharded into another buffer (the
+  /// optimizer's input): backends report that one instead.
+  bool superseded = false;
 };
 
 /// A lowered plan: the static instruction list of every device for one training iteration.

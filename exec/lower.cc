@@ -1,6 +1,7 @@
 #include "exec/lower.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 #include <tuple>
@@ -59,6 +60,7 @@ class Lowerer {
     ALPASIM_RETURN_IF_ERROR(build_schedules());
     prog_.code.resize(prog_.devices.size());
     have_.resize(prog_.devices.size());
+    alt_.resize(prog_.devices.size());
     for (std::size_t d = 0; d < prog_.devices.size(); ++d) {
       ALPASIM_RETURN_IF_ERROR(lower_device(static_cast<std::int32_t>(d)));
     }
@@ -275,18 +277,23 @@ class Lowerer {
     return core::ok_status();
   }
 
-  /// Per-operator shardings are accepted when they are data parallel: a tensor with a batch
-  /// axis splits axis 0 over every mesh axis longer than 1 and nothing else over them; any
-  /// other tensor is replicated over those axes. Anything else is an intra-operator strategy
-  /// the executor does not lower yet (kUnimplemented), unless ignore_operator_shardings.
-  core::Status check_shardings() const {
-    if (opt_.ignore_operator_shardings) return core::ok_status();
+  /// Per-operator shardings that are data parallel (a tensor with a batch axis splits axis
+  /// 0 over every mesh axis longer than 1 and nothing else over them; any other tensor is
+  /// replicated over those axes) keep the data-parallel lowering. A stage with any other
+  /// sharding is lowered operator by operator from its specs (sharded_, emit_run_sharded),
+  /// unless ignore_operator_shardings replaces them by data parallelism.
+  core::Status check_shardings() {
+    sharded_.assign(static_cast<std::size_t>(S_), 0);
     const ir::Graph& g = prog_.graphs[0];
-    std::map<std::string, OpId> by_name;
-    for (const ir::Op& o : g.ops()) by_name.emplace(o.name, o.id);
+    hint_.assign(g.size(), nullptr);
+    k_loss_ = mesh_size(loss_stage());
+    if (opt_.ignore_operator_shardings) return core::ok_status();
+    std::map<std::string, std::vector<OpId>> by_name;  // names may repeat: k-th entry, k-th op
+    for (const ir::Op& o : g.ops()) by_name[o.name].push_back(o.id);
     for (std::int32_t s = 0; s < S_; ++s) {
       const auto& st = plan_.stages[static_cast<std::size_t>(s)];
       const std::int64_t sizes[2] = {st.logical_rows, st.logical_cols};
+      std::map<std::string, std::size_t> seen;
       for (std::size_t k = 0; k < st.shardings.size(); ++k) {
         const auto& sh = st.shardings[k];
         const std::string where = "plan: /stages/" + std::to_string(s) + "/shardings/" + std::to_string(k);
@@ -294,7 +301,10 @@ class Lowerer {
         if (it == by_name.end()) {
           return core::invalid_argument(where + "/op: expected an operator of the model graph, got \"" + sh.op + "\"");
         }
-        const ir::Op& o = g.op(it->second);
+        const std::size_t occurrence = seen[sh.op]++;
+        if (occurrence >= it->second.size()) continue;  // more entries than ops of that name
+        const ir::Op& o = g.op(it->second[occurrence]);
+        if (op_stage_[static_cast<std::size_t>(o.id)] == s) hint_[static_cast<std::size_t>(o.id)] = &sh;
         auto data_parallel = [&](OpId t, const schema::ShardingSpec& spec) {
           const bool batch = layout_[static_cast<std::size_t>(t)] == Layout::kBatch;
           for (int ax = 0; ax < spec.rank(); ++ax) {
@@ -314,16 +324,650 @@ class Lowerer {
         for (std::size_t i = 0; ok && i < sh.inputs.size() && i < o.inputs.size(); ++i) {
           ok = data_parallel(o.inputs[i], sh.inputs[i]);
         }
-        if (!ok) {
-          return core::unimplemented(
-              where + ": operator " + sh.op + " is sharded \"" + sh.strategy + "\" (output " +
-              sh.output.to_string() + "), which is not data parallel; the executor lowers data-parallel "
-              "stages only (alpa-exec --data-parallel-default runs the plan with such shardings "
-              "replaced by data parallelism)");
-        }
+        if (!ok) sharded_[static_cast<std::size_t>(s)] = 1;
+      }
+    }
+    bool any = false;
+    for (char c : sharded_) any = any || c;
+    if (!any) return core::ok_status();
+    // Global (per-microbatch) shapes for the sharded stages' blocks.
+    ALPASIM_ASSIGN_OR_RETURN(ir::Graph full, training_graph(plan_.global_batch_size / M_));
+    full_graph_ = static_cast<std::int32_t>(prog_.graphs.size());
+    prog_.graphs.push_back(std::move(full));
+    if (sharded_[static_cast<std::size_t>(loss_stage())]) {
+      // The loss is a mean: each device's backward seed is the mean over its block of the
+      // loss's input, so the summed gradients are k_loss times those of the batch mean.
+      const std::int32_t ls = loss_stage();
+      const TLayout in = loss_input_layout(ls);
+      k_loss_ = 1;
+      for (const auto& axes : in.axes) {
+        for (int m : axes) k_loss_ *= msize(ls, m);
       }
     }
     return core::ok_status();
+  }
+
+  // ---- per-operator shardings ----
+  /// How a tensor lies on a stage's 2-D mesh: per tensor axis the mesh axes splitting it
+  /// (only axes longer than 1, major first), and the mesh axes over which the blocks are
+  /// partial sums (bit m).
+  struct TLayout {
+    std::vector<std::vector<int>> axes;
+    unsigned partial = 0;
+    bool operator==(const TLayout&) const = default;
+  };
+
+  static std::string layout_key(const TLayout& l) {
+    std::string k;
+    for (const auto& a : l.axes) {
+      k += a.empty() ? "R" : "S";
+      for (int m : a) k += static_cast<char>('0' + m);
+    }
+    return k + "P" + std::to_string(l.partial);
+  }
+
+  std::int64_t msize(std::int32_t stage, int m) const {
+    const auto& st = plan_.stages[static_cast<std::size_t>(stage)];
+    return m == 0 ? st.logical_rows : st.logical_cols;
+  }
+
+  unsigned live_axes(std::int32_t stage) const {
+    return (msize(stage, 0) > 1 ? 1u : 0u) | (msize(stage, 1) > 1 ? 2u : 0u);
+  }
+
+  const ir::Op& full_op(OpId t) const { return prog_.graphs[static_cast<std::size_t>(full_graph_)].op(t); }
+  const std::vector<std::int64_t>& gshape(OpId t) const { return full_op(t).out.shape; }
+
+  /// Drops what cannot apply: mesh axes of length 1, repeated mesh axes, splits that do not
+  /// divide the dimension, partial sums over an axis that also splits.
+  TLayout normalize(TLayout l, OpId t, std::int32_t stage) const {
+    const auto& shape = gshape(t);
+    l.axes.resize(shape.size());
+    unsigned used = 0;
+    for (std::size_t a = 0; a < shape.size(); ++a) {
+      std::vector<int> keep;
+      std::int64_t n = 1;
+      for (int m : l.axes[a]) {
+        if (m < 0 || m > 1 || msize(stage, m) <= 1 || (used & (1u << m))) continue;
+        if (shape[a] % (n * msize(stage, m)) != 0) continue;
+        keep.push_back(m);
+        used |= 1u << m;
+        n *= msize(stage, m);
+      }
+      l.axes[a] = keep;
+    }
+    l.partial &= live_axes(stage) & ~used;
+    return l;
+  }
+
+  TLayout from_spec(const schema::ShardingSpec* spec, OpId t, std::int32_t stage, const TLayout& fallback) const {
+    if (spec == nullptr || spec->rank() != static_cast<int>(gshape(t).size())) return fallback;
+    TLayout l;
+    for (int a = 0; a < spec->rank(); ++a) l.axes.push_back(spec->mesh_axes(a));
+    return normalize(l, t, stage);
+  }
+
+  /// The data-parallel layout (the lowering's default, and the layout at stage boundaries).
+  TLayout def_layout(OpId t, std::int32_t stage) const {
+    TLayout l;
+    l.axes.resize(gshape(t).size());
+    const auto i = static_cast<std::size_t>(t);
+    const Layout kind = per_iter_[i] && full_op(t).kind == OpKind::kParameter ? Layout::kReplicated : layout_[i];
+    if (kind == Layout::kBatch) {
+      for (int m = 0; m < 2; ++m) {
+        if (msize(stage, m) > 1) l.axes[0].push_back(m);
+      }
+    } else if (kind == Layout::kPartial) {
+      l.partial = live_axes(stage);
+    }
+    return l;
+  }
+
+  TLayout loss_input_layout(std::int32_t stage) const {
+    const ir::Op& loss = prog_.graphs[0].op(prog_.graphs[0].meta.loss);
+    const OpId x = loss.inputs[0];
+    const auto* h = hint_[static_cast<std::size_t>(loss.id)];
+    TLayout l = from_spec(h && !h->inputs.empty() ? &h->inputs[0] : nullptr, x, stage, def_layout(x, stage));
+    l.partial = 0;
+    return l;
+  }
+
+  std::array<std::int64_t, 2> coords(std::int32_t dev, std::int32_t stage) const {
+    const std::int64_t r = rank_in(dev, stage);
+    return {r / msize(stage, 1), r % msize(stage, 1)};
+  }
+
+  /// Offsets and local shape of `dev`'s block of tensor `t` in layout `l`.
+  void block_of(OpId t, const TLayout& l, std::int32_t stage, std::int32_t dev,
+                std::vector<std::int64_t>& off, std::vector<std::int64_t>& local) const {
+    const auto& shape = gshape(t);
+    const auto c = coords(dev, stage);
+    off.assign(shape.size(), 0);
+    local = shape;
+    for (std::size_t a = 0; a < shape.size(); ++a) {
+      std::int64_t idx = 0, n = 1;
+      for (int m : l.axes[a]) {
+        idx = idx * msize(stage, m) + c[static_cast<std::size_t>(m)];
+        n *= msize(stage, m);
+      }
+      local[a] = shape[a] / n;
+      off[a] = idx * local[a];
+    }
+  }
+
+  /// The devices of `stage` that differ from `dev` only along the mesh axes in `mask`.
+  std::vector<std::int32_t> group_of(std::int32_t stage, std::int32_t dev, unsigned mask) const {
+    std::vector<std::int32_t> g;
+    const auto c = coords(dev, stage);
+    for (std::int32_t d : prog_.stage_devices[static_cast<std::size_t>(stage)]) {
+      const auto e = coords(d, stage);
+      bool same = true;
+      for (int m = 0; m < 2; ++m) {
+        if (!(mask & (1u << m)) && e[static_cast<std::size_t>(m)] != c[static_cast<std::size_t>(m)]) same = false;
+      }
+      if (same) g.push_back(d);
+    }
+    return g;
+  }
+
+  std::int64_t named_collective(const std::string& key) {
+    auto it = named_colls_.find(key);
+    if (it == named_colls_.end()) {
+      it = named_colls_.emplace(key, static_cast<std::int64_t>(colls_.size() + named_colls_.size()) + (std::int64_t{1} << 40)).first;
+    }
+    return it->second;
+  }
+
+  void set_block(BufferId b, OpId t, const TLayout& l, std::int32_t stage) {
+    Buffer& buf = prog_.buffers[static_cast<std::size_t>(b)];
+    std::vector<std::int64_t> off, local;
+    block_of(t, l, stage, buf.device, off, local);
+    const ir::Op& f = full_op(t);
+    const std::int64_t ge = f.out.num_elements();
+    buf.global_shape = f.out.shape;
+    buf.block_offset = off;
+    buf.shape = local;
+    buf.elements = 1;
+    for (std::int64_t x : local) buf.elements *= x;
+    buf.bytes = ge > 0 ? f.out.bytes() / ge * buf.elements : 0;
+    buf.partial = l.partial != 0;
+    blayout_[b] = l;
+  }
+
+  BufferId new_sharded_buffer(std::int32_t dev, OpId t, std::int32_t stage, std::int32_t mb, BufferRole role,
+                              TaskKind task, const TLayout& l) {
+    const BufferId b = new_buffer(dev, t, stage, mb, role, task);
+    set_block(b, t, l, stage);
+    return b;
+  }
+
+  void emit_all_reduce(std::int32_t dev, BufferId b, OpId t, std::int32_t stage, std::int32_t mb, TaskKind task,
+                       unsigned mask, double scale, const std::string& why) {
+    Instruction in;
+    in.kind = InstrKind::kAllReduce;
+    in.task = task;
+    in.buffer = b;
+    in.op = t;
+    in.stage = stage;
+    in.microbatch = mb;
+    in.group = group_of(stage, dev, mask);
+    std::string key = why + "|" + std::to_string(t) + "|" + std::to_string(mb) + "|" + std::to_string(stage) + "|";
+    for (std::int32_t d : in.group) key += std::to_string(d) + ",";
+    in.collective_id = named_collective(key);
+    in.scale = scale;
+    out_->push_back(in);
+  }
+
+  /// The instance `key` in layout `want` on `dev`: the buffer itself, or a copy made by an
+  /// all-reduce over its partial axes and a resharding copy (all-gather, all-to-all or a
+  /// local slice). Copies are kept for later consumers (alt_).
+  BufferId materialize(std::int32_t dev, const InstanceKey& key, const TLayout& want, std::int32_t stage,
+                       TaskKind task) {
+    auto& have = have_[static_cast<std::size_t>(dev)];
+    const BufferId b = have.at(key);
+    TLayout x = blayout_.at(b);
+    if (x == want) return b;
+    const unsigned reduce = x.partial & ~want.partial;
+    if (reduce) {  // sum over the axes `want` does not keep partial (in place: every reader wants it summed)
+      emit_all_reduce(dev, b, key.first, stage, key.second, task, reduce, 1.0, "sum" + layout_key(x));
+      x.partial &= ~reduce;
+      blayout_[b] = x;
+      prog_.buffers[static_cast<std::size_t>(b)].partial = x.partial != 0;
+      if (x == want) return b;
+    }
+    auto& alt = alt_[static_cast<std::size_t>(dev)];
+    const auto ak = std::make_pair(key, layout_key(want));
+    if (auto it = alt.find(ak); it != alt.end()) return it->second;
+    // Becoming partial over more axes: each copy holds 1/k of the replicated value.
+    const unsigned more = want.partial & ~x.partial;
+    double scale = 1.0;
+    for (int m = 0; m < 2; ++m) {
+      if (more & (1u << m)) scale /= static_cast<double>(msize(stage, m));
+    }
+    // Local when every device's new block lies inside its own old block.
+    bool local = true;
+    for (std::int32_t d : prog_.stage_devices[static_cast<std::size_t>(stage)]) {
+      std::vector<std::int64_t> o1, l1, o2, l2;
+      block_of(key.first, x, stage, d, o1, l1);
+      block_of(key.first, want, stage, d, o2, l2);
+      for (std::size_t a = 0; a < o1.size(); ++a) {
+        if (o2[a] < o1[a] || o2[a] + l2[a] > o1[a] + l1[a]) local = false;
+      }
+    }
+    const BufferId nb = new_sharded_buffer(dev, key.first, stage, key.second, role_of(key.first), task, want);
+    prog_.buffers[static_cast<std::size_t>(nb)].superseded = true;  // a copy: never reported
+    Instruction in;
+    in.kind = InstrKind::kAllGather;
+    in.task = task;
+    in.buffer = nb;
+    in.inputs = {b};
+    in.op = key.first;
+    in.stage = stage;
+    in.microbatch = key.second;
+    in.scale = scale;
+    in.group = local ? std::vector<std::int32_t>{dev} : group_of(stage, dev, live_axes(stage) & ~x.partial);
+    std::string ck = "reshard|" + std::to_string(key.first) + "|" + std::to_string(key.second) + "|" +
+                     std::to_string(stage) + "|" + layout_key(x) + ">" + layout_key(want) + "|";
+    for (std::int32_t d : in.group) ck += std::to_string(d) + ",";
+    in.collective_id = named_collective(ck);
+    out_->push_back(in);
+    alt[ak] = nb;
+    return nb;
+  }
+
+  /// Layouts one operator reads and writes on a sharded stage.
+  struct OpLayouts {
+    std::vector<TLayout> in;
+    TLayout out;
+    unsigned bias_partial = 0;  ///< dot with bias and a partial output: its partial axes
+  };
+
+  TLayout current(std::int32_t dev, OpId t, std::int32_t mb) const {
+    const auto& have = have_[static_cast<std::size_t>(dev)];
+    auto it = have.find(key_of(t, mb));
+    ALPASIM_CHECK(it != have.end()) << "input " << full_op(t).name << " missing on device " << dev;
+    TLayout l = blayout_.at(it->second);
+    l.partial = 0;
+    return l;
+  }
+
+  static void clear_axes(TLayout& l, std::size_t from) {
+    for (std::size_t a = from; a < l.axes.size(); ++a) l.axes[a].clear();
+  }
+
+  /// Axes of `out` mapped onto an operand of shape `in` that is a suffix (or a prefix when
+  /// `prefix`) of the output shape; false when it is neither.
+  static bool map_axes(const std::vector<std::int64_t>& in, const std::vector<std::int64_t>& out,
+                       const TLayout& ol, bool prefix, TLayout& l) {
+    l = TLayout{};
+    l.axes.resize(in.size());
+    if (in.size() > out.size()) return false;
+    const std::size_t base = prefix ? 0 : out.size() - in.size();
+    for (std::size_t a = 0; a < in.size(); ++a) {
+      if (in[a] == out[base + a]) {
+        l.axes[a] = ol.axes[base + a];
+      } else if (in[a] != 1) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  OpLayouts fallback_layouts(const ir::Op& o, std::int32_t stage) const {
+    OpLayouts r;
+    for (OpId x : o.inputs) r.in.push_back(def_layout(x, stage));
+    r.out = def_layout(o.id, stage);
+    return r;
+  }
+
+  OpLayouts layouts_of(std::int32_t dev, const ir::Op& o, std::int32_t stage, std::int32_t mb) {
+    const auto* h = hint_[static_cast<std::size_t>(o.id)];
+    const ir::Graph& gf = prog_.graphs[static_cast<std::size_t>(full_graph_)];
+    auto hin = [&](std::size_t i, const TLayout& otherwise) {
+      return from_spec(h && i < h->inputs.size() ? &h->inputs[i] : nullptr, o.inputs[i], stage, otherwise);
+    };
+    auto hout = [&](const TLayout& otherwise) { return from_spec(h ? &h->output : nullptr, o.id, stage, otherwise); };
+    const auto& oshape = gshape(o.id);
+    const std::size_t R = oshape.size();
+    OpLayouts r;
+    if (o.kind == OpKind::kInput || o.kind == OpKind::kConv2d || o.kind == OpKind::kPool) {
+      return fallback_layouts(o, stage);
+    }
+    if (o.kind == OpKind::kParameter) {
+      r.out = param_layout(o.id, stage);
+      return r;
+    }
+    if (o.kind == OpKind::kOptimizer) {
+      const TLayout p = current(dev, o.inputs[0], -1);
+      r.in = {p, p};
+      r.out = p;
+      return r;
+    }
+    if (o.id == gf.meta.loss) {
+      r.in = {loss_input_layout(stage)};
+      r.out = TLayout{};
+      r.out.axes.resize(R);
+      return r;
+    }
+    // Operands that are not partial, laid out per the hint or as they are.
+    auto operand = [&](std::size_t i) { return hin(i, current(dev, o.inputs[i], mb)); };
+    switch (o.kind) {
+      case OpKind::kDot: {
+        const ir::DotSpec& s = o.dot;
+        const std::string labels[2] = {s.lhs, s.rhs};
+        TLayout ops[2] = {operand(0), operand(1)};
+        std::map<char, std::vector<int>> label_axes;
+        unsigned used = 0;
+        for (int k = 0; k < 2; ++k) {
+          for (std::size_t a = 0; a < labels[k].size(); ++a) {
+            const char c = labels[k][a];
+            if (label_axes.count(c)) continue;
+            std::vector<int> keep;
+            for (int m : ops[k].axes[a]) {
+              if (!(used & (1u << m))) keep.push_back(m);
+            }
+            for (int m : keep) used |= 1u << m;
+            label_axes[c] = keep;
+          }
+        }
+        for (int k = 0; k < 2; ++k) {
+          for (std::size_t a = 0; a < labels[k].size(); ++a) ops[k].axes[a] = label_axes[labels[k][a]];
+          r.in.push_back(normalize(ops[k], o.inputs[static_cast<std::size_t>(k)], stage));
+        }
+        r.out.axes.resize(R);
+        for (std::size_t a = 0; a < s.out.size() && a < R; ++a) r.out.axes[a] = label_axes[s.out[a]];
+        for (const auto& [c, axes] : label_axes) {
+          if (s.out.find(c) != std::string::npos) continue;
+          for (int m : axes) r.out.partial |= 1u << m;
+        }
+        // normalize() must not drop a split the operands use (shapes agree by construction).
+        if (o.inputs.size() > 2) {
+          TLayout bias;
+          if (!map_axes(gshape(o.inputs[2]), oshape, r.out, false, bias)) return fallback_layouts(o, stage);
+          r.in.push_back(bias);
+          r.bias_partial = r.out.partial;
+        }
+        return r;
+      }
+      case OpKind::kElementwise: {
+        const std::string& fn = o.function;
+        if (fn == "broadcast") {
+          auto it = used_in_.find(o.source);
+          if (o.source == ir::kNoOp || it == used_in_.end() || it->second.empty()) return fallback_layouts(o, stage);
+          r.out = it->second[0];
+          r.out.partial = 0;
+          TLayout l;
+          if (!map_axes(gshape(o.inputs[0]), oshape, r.out, false, l)) return fallback_layouts(o, stage);
+          // reduce_map also needs the kept axes whole where the reduction maps them.
+          r.in = {l};
+          return r;
+        }
+        TLayout first;
+        bool have_first = false;
+        for (std::size_t i = 0; i < o.inputs.size(); ++i) {
+          if (gshape(o.inputs[i]) == oshape) {
+            first = operand(i);
+            have_first = true;
+            break;
+          }
+        }
+        r.out = hout(have_first ? first : [&] { TLayout t; t.axes.resize(R); return t; }());
+        r.out.partial = 0;
+        const bool rowwise = fn == "softmax_grad" || fn == "softmax_cross_entropy_grad";
+        if (rowwise && R > 0) clear_axes(r.out, R - 1);
+        const bool reshape = fn == "reshape" || fn == "identity" || fn == "cast";
+        for (std::size_t i = 0; i < o.inputs.size(); ++i) {
+          const auto& ishape = gshape(o.inputs[i]);
+          TLayout l;
+          if (ishape == oshape) {
+            l = r.out;
+          } else if (reshape) {
+            std::size_t p = 0;
+            while (p < ishape.size() && p < R && ishape[p] == oshape[p]) ++p;
+            clear_axes(r.out, p);
+            l.axes.assign(ishape.size(), {});
+            for (std::size_t a = 0; a < p; ++a) l.axes[a] = r.out.axes[a];
+          } else if (map_axes(ishape, oshape, r.out, false, l)) {
+          } else if (rowwise && map_axes(ishape, oshape, r.out, true, l)) {
+          } else {
+            return fallback_layouts(o, stage);
+          }
+          r.in.push_back(l);
+        }
+        // A reshape may have cleared axes after the inputs before it were set.
+        for (std::size_t i = 0; i < o.inputs.size(); ++i) {
+          if (gshape(o.inputs[i]) == oshape) r.in[i] = r.out;
+        }
+        return r;
+      }
+      case OpKind::kSoftmax:
+      case OpKind::kNorm: {
+        if (o.kind == OpKind::kNorm) {
+          const ir::Op& src = o.source != ir::kNoOp ? gf.op(o.source) : o;
+          if (src.norm == ir::NormType::kBatchNorm) return fallback_layouts(o, stage);
+        }
+        r.out = hout(operand(0));
+        r.out.partial = 0;
+        if (R > 0) clear_axes(r.out, o.kind == OpKind::kSoftmax && R >= 2 ? R - 2 : R - 1);
+        for (std::size_t i = 0; i < o.inputs.size(); ++i) {
+          const auto& ishape = gshape(o.inputs[i]);
+          TLayout l;
+          if (ishape == oshape) {
+            l = r.out;
+          } else {
+            l.axes.assign(ishape.size(), {});  // scale, shift: whole
+          }
+          r.in.push_back(l);
+        }
+        return r;
+      }
+      case OpKind::kReduce: {
+        const std::string& fn = o.function;
+        const auto& ishape = gshape(o.inputs[0]);
+        TLayout x = operand(0);
+        if (fn == "softmax_cross_entropy" || fn == "norm_scale_grad") {
+          if (!ishape.empty()) clear_axes(x, ishape.size() - 1);
+          r.in.push_back(x);
+          for (std::size_t i = 1; i < o.inputs.size(); ++i) {
+            TLayout l;
+            if (gshape(o.inputs[i]) == ishape) {
+              l = x;
+            } else if (!map_axes(gshape(o.inputs[i]), ishape, x, true, l)) {
+              return fallback_layouts(o, stage);
+            }
+            r.in.push_back(l);
+          }
+          if (fn == "softmax_cross_entropy") {
+            if (!map_axes(oshape, ishape, x, true, r.out)) return fallback_layouts(o, stage);
+          } else {
+            r.out.axes.assign(R, {});
+            for (const auto& a : x.axes) {
+              for (int m : a) r.out.partial |= 1u << m;
+            }
+          }
+          return r;
+        }
+        if (fn != "sum" && fn != "mean") return fallback_layouts(o, stage);
+        std::int64_t on = 1;
+        for (std::int64_t v : oshape) on *= v;
+        const bool suffix = R <= ishape.size() && std::equal(oshape.begin(), oshape.end(), ishape.end() - static_cast<std::ptrdiff_t>(R));
+        if (on != 1 && !suffix) return fallback_layouts(o, stage);
+        const std::size_t lead = on == 1 ? ishape.size() : ishape.size() - R;
+        if (fn == "mean") clear_axes(x, 0);  // a mean of local means is not a sum: reduce whole
+        r.in = {x};
+        r.out.axes.assign(R, {});
+        if (on != 1) {
+          for (std::size_t a = 0; a < R; ++a) r.out.axes[a] = x.axes[lead + a];
+        }
+        for (std::size_t a = 0; a < lead; ++a) {
+          for (int m : x.axes[a]) r.out.partial |= 1u << m;
+        }
+        return r;
+      }
+      case OpKind::kEmbedding: {
+        if (o.function == "gather") {
+          TLayout table;
+          table.axes.assign(gshape(o.inputs[0]).size(), {});
+          r.out = hout(current(dev, o.inputs[1], mb).axes.size() + 1 == R
+                           ? [&] { TLayout t = current(dev, o.inputs[1], mb); t.axes.emplace_back(); return t; }()
+                           : def_layout(o.id, stage));
+          r.out.partial = 0;
+          if (R > 0) clear_axes(r.out, R - 1);
+          TLayout ids;
+          if (!map_axes(gshape(o.inputs[1]), oshape, r.out, true, ids)) return fallback_layouts(o, stage);
+          r.in = {table, ids};
+          return r;
+        }
+        if (o.function == "scatter_add") {
+          const auto& dshape = gshape(o.inputs[0]);
+          TLayout dy = operand(0);
+          if (!dshape.empty()) clear_axes(dy, dshape.size() - 1);
+          TLayout ids;
+          if (!map_axes(gshape(o.inputs[1]), dshape, dy, true, ids)) return fallback_layouts(o, stage);
+          r.in = {dy, ids};
+          r.out.axes.assign(R, {});
+          for (const auto& a : dy.axes) {
+            for (int m : a) r.out.partial |= 1u << m;
+          }
+          return r;
+        }
+        return fallback_layouts(o, stage);
+      }
+      default: return fallback_layouts(o, stage);
+    }
+  }
+
+  /// A parameter of a sharded stage is stored as its first consumer in the stage reads it
+  /// (the spec of that operand), whole when no spec says otherwise.
+  TLayout param_layout(OpId p, std::int32_t stage) {
+    auto it = param_layout_.find(p);
+    if (it != param_layout_.end()) return it->second;
+    TLayout l;
+    l.axes.assign(gshape(p).size(), {});
+    const ir::Graph& gf = prog_.graphs[static_cast<std::size_t>(full_graph_)];
+    for (const ir::Op& o : gf.ops()) {
+      if (op_stage_[static_cast<std::size_t>(o.id)] != stage || o.kind == OpKind::kOptimizer) continue;
+      const auto* h = hint_[static_cast<std::size_t>(o.id)];
+      bool found = false;
+      for (std::size_t i = 0; i < o.inputs.size(); ++i) {
+        if (o.inputs[i] != p) continue;
+        found = true;
+        if (h && i < h->inputs.size()) l = from_spec(&h->inputs[i], p, stage, l);
+        break;
+      }
+      if (found) break;
+    }
+    l.partial = 0;
+    param_layout_[p] = l;
+    return l;
+  }
+
+  bool remote_consumer(std::int32_t dev, OpId t) const {
+    const std::int32_t from = op_stage_[static_cast<std::size_t>(t)];
+    for (std::int32_t to : consumer_stages_[static_cast<std::size_t>(t)]) {
+      if (to != from && !on_mesh(dev, to)) return true;
+    }
+    return false;
+  }
+
+  /// Sends of a tensor of a sharded stage leave in the data-parallel layout.
+  void send_sharded(std::int32_t dev, OpId t, std::int32_t mb, std::int32_t stage, TaskKind task) {
+    if (!remote_consumer(dev, t)) return;
+    const BufferId b = materialize(dev, key_of(t, mb), def_layout(t, stage), stage, task);
+    emit_sends(dev, t, key_of(t, mb).second, task, b);
+  }
+
+  void emit_run_sharded(std::int32_t dev, OpId id, std::int32_t stage, std::int32_t mb, TaskKind task) {
+    const ir::Op& o = prog_.graph_of_stage(stage).op(id);
+    const OpLayouts lay = layouts_of(dev, o, stage, mb);
+    Instruction in;
+    in.kind = InstrKind::kRun;
+    in.task = task;
+    in.op = id;
+    in.stage = stage;
+    in.microbatch = mb;
+    for (std::size_t i = 0; i < o.inputs.size(); ++i) {
+      TLayout want = lay.in[i];
+      if (i == 2 && o.kind == OpKind::kDot) want.partial = 0;
+      in.inputs.push_back(materialize(dev, key_of(o.inputs[i], mb), want, stage, task));
+    }
+    used_in_[id] = lay.in;
+    auto& have = have_[static_cast<std::size_t>(dev)];
+    const InstanceKey key = key_of(id, mb);
+    auto it = have.find(key);
+    if (it == have.end()) {
+      it = have.emplace(key, new_sharded_buffer(dev, id, stage, key.second, role_of(id), task, lay.out)).first;
+    }
+    in.buffer = it->second;
+    in.accumulate = final_grad_[static_cast<std::size_t>(id)] != 0;
+    if (o.kind == OpKind::kInput && layout_[static_cast<std::size_t>(id)] == Layout::kBatch) {
+      in.sample_offset = mb * (plan_.global_batch_size / M_) +
+                         rank_in(dev, stage) * local_batch_[static_cast<std::size_t>(stage)];
+    }
+    if (lay.bias_partial) {
+      const auto c = coords(dev, stage);
+      for (int m = 0; m < 2; ++m) {
+        if ((lay.bias_partial & (1u << m)) && c[static_cast<std::size_t>(m)] != 0) in.drop_bias = true;
+      }
+    }
+    out_->push_back(in);
+    if (!per_iter_[static_cast<std::size_t>(id)]) send_sharded(dev, id, mb, stage, task);
+  }
+
+  /// The optimizer task of a sharded stage: each accumulated gradient is summed over the
+  /// mesh axes it is partial on and scaled by 1/(M · k_loss), brought to its parameter's
+  /// layout, and the optimizer updates the parameter's block. Weight-update sharding is not
+  /// applied on such stages (the optimizer state has the parameter's layout).
+  void optimizer_sharded(std::int32_t dev, std::int32_t stage) {
+    const ir::Graph& g = prog_.graph_of_stage(stage);
+    auto& have = have_[static_cast<std::size_t>(dev)];
+    const double scale = 1.0 / static_cast<double>(M_ * k_loss_);
+    for (const ir::Op& o : g.ops()) {
+      if (!final_grad_[static_cast<std::size_t>(o.id)] || op_stage_[static_cast<std::size_t>(o.id)] != stage) continue;
+      auto it = have.find({o.id, -1});
+      ALPASIM_CHECK(it != have.end()) << "gradient " << o.name << " never produced";
+      const BufferId b = it->second;
+      TLayout x = blayout_.at(b);
+      emit_all_reduce(dev, b, o.id, stage, -1, TaskKind::kOptimizer, x.partial, scale, "grad");
+      x.partial = 0;
+      blayout_[b] = x;
+      prog_.buffers[static_cast<std::size_t>(b)].partial = false;
+      const OpId param = prog_.gradient_of[static_cast<std::size_t>(o.id)];
+      const bool local_opt = op_stage_[static_cast<std::size_t>(param)] == stage;
+      const TLayout want = local_opt ? param_layout(param, stage) : def_layout(param, stage);
+      const BufferId nb = materialize(dev, {o.id, -1}, want, stage, TaskKind::kOptimizer);
+      if (nb != b) {
+        prog_.buffers[static_cast<std::size_t>(b)].superseded = true;
+        prog_.buffers[static_cast<std::size_t>(nb)].superseded = false;
+        have[{o.id, -1}] = nb;
+        blayout_[nb] = want;
+      }
+      if (!local_opt) emit_sends(dev, o.id, -1, TaskKind::kOptimizer, nb);
+    }
+    const auto si = static_cast<std::size_t>(stage);
+    receive_inputs(dev, stage, -1, TaskKind::kOptimizer, opt_ops_[si]);
+    for (OpId id : opt_ops_[si]) {
+      const ir::Op& u = g.op(id);
+      const BufferId pb = have.at({u.inputs[0], -1});
+      const TLayout p = blayout_.at(pb);
+      const BufferId gb = materialize(dev, {u.inputs[1], -1}, p, stage, TaskKind::kOptimizer);
+      Instruction in;
+      in.kind = InstrKind::kRun;
+      in.task = TaskKind::kOptimizer;
+      in.op = id;
+      in.stage = stage;
+      in.microbatch = -1;
+      in.buffer = pb;
+      const BufferId state = new_buffer(dev, id, stage, -1, BufferRole::kOptimizerState, TaskKind::kOptimizer);
+      Buffer& sb = prog_.buffers[static_cast<std::size_t>(state)];
+      const std::int64_t local = prog_.buffers[static_cast<std::size_t>(pb)].elements;
+      const bool adam = u.function == "adam";
+      sb.elements = local * (adam ? 2 : 1);
+      sb.bytes = local * ir::optimizer_state_bytes_per_parameter(adam ? ir::OptimizerKind::kAdam : ir::OptimizerKind::kSgd,
+                                                                 g.meta.dtype);
+      in.inputs = {pb, gb, state};
+      out_->push_back(in);
+    }
   }
 
   std::int32_t loss_stage() const {
@@ -491,9 +1135,9 @@ class Lowerer {
     return {t, per_iter_[static_cast<std::size_t>(t)] ? -1 : mb};
   }
 
-  void emit_sends(std::int32_t dev, OpId t, std::int32_t mb, TaskKind task) {
+  void emit_sends(std::int32_t dev, OpId t, std::int32_t mb, TaskKind task, BufferId buf = kNoBuffer) {
     const std::int32_t from = op_stage_[static_cast<std::size_t>(t)];
-    const BufferId buf = have_[static_cast<std::size_t>(dev)].at({t, mb});
+    if (buf == kNoBuffer) buf = have_[static_cast<std::size_t>(dev)].at({t, mb});
     std::set<std::int32_t> meshes;  // stages on one mesh (interleaving) receive one copy
     for (std::int32_t to : consumer_stages_[static_cast<std::size_t>(t)]) {
       if (to == from || on_mesh(dev, to) || !meshes.insert(to % P_).second) continue;
@@ -545,6 +1189,7 @@ class Lowerer {
       const std::int32_t from = op_stage_[static_cast<std::size_t>(t)];
       const BufferId buf = new_buffer(dev, t, stage, m, role_of(t), task);
       prog_.buffers[static_cast<std::size_t>(buf)].received = true;
+      if (sharded_[static_cast<std::size_t>(stage)]) set_block(buf, t, def_layout(t, stage), stage);
       const Transfer tr = transfer(t, from, stage);
       for (std::size_t k = 0; k < tr.pieces.size(); ++k) {
         const Piece& p = tr.pieces[k];
@@ -581,6 +1226,10 @@ class Lowerer {
   /// `slice_count` > 0 (optimizer ops only): update elements [slice_offset, +slice_count).
   void emit_run(std::int32_t dev, OpId id, std::int32_t stage, std::int32_t mb, TaskKind task,
                 std::int64_t slice_offset = 0, std::int64_t slice_count = 0) {
+    if (sharded_[static_cast<std::size_t>(stage)]) {
+      emit_run_sharded(dev, id, stage, mb, task);
+      return;
+    }
     const ir::Graph& g = prog_.graph_of_stage(stage);
     const ir::Op& o = g.op(id);
     auto& have = have_[static_cast<std::size_t>(dev)];
@@ -643,10 +1292,20 @@ class Lowerer {
     }
     for (std::int32_t c = 0; c < V_; ++c) {
       const std::int32_t s = c * P_ + mesh;
-      for (OpId p : param_ops_[static_cast<std::size_t>(s)]) emit_sends(dev, p, -1, TaskKind::kInit);
+      for (OpId p : param_ops_[static_cast<std::size_t>(s)]) {
+        if (sharded_[static_cast<std::size_t>(s)]) {
+          send_sharded(dev, p, -1, s, TaskKind::kInit);
+        } else {
+          emit_sends(dev, p, -1, TaskKind::kInit);
+        }
+      }
     }
     for (const Task& t : mesh_tasks_[static_cast<std::size_t>(mesh)]) {
       const auto si = static_cast<std::size_t>(t.stage);
+      if (t.type == TaskType::kOptimizer && sharded_[si]) {
+        optimizer_sharded(dev, t.stage);
+        continue;
+      }
       if (t.type == TaskType::kOptimizer) {
         const ir::Graph& g = prog_.graph_of_stage(t.stage);
         // Data-parallel gradient sync: sum over the mesh, then · 1/(M · d_loss). Each device
@@ -675,7 +1334,7 @@ class Lowerer {
           in.stage = t.stage;
           in.group = prog_.stage_devices[si];
           in.collective_id = collective_of(shard ? 2 : 1, o.id, -1, t.stage);
-          in.scale = 1.0 / static_cast<double>(M_ * mesh_size(loss_stage()));
+          in.scale = 1.0 / static_cast<double>(M_ * k_loss_);
           out_->push_back(in);
           if (shard) {
             sharded.insert(o.id);
@@ -823,6 +1482,16 @@ class Lowerer {
   std::map<std::tuple<int, OpId, std::int32_t, std::int32_t>, std::int64_t> colls_;
   std::vector<std::map<InstanceKey, BufferId>> have_;
   std::vector<Instruction>* out_ = nullptr;
+  // Per-operator shardings.
+  std::vector<char> sharded_;                                  // per stage
+  std::vector<const schema::OperatorSharding*> hint_;          // per op (its stage's entry)
+  std::int32_t full_graph_ = -1;                               // graph at microbatch samples
+  std::int64_t k_loss_ = 1;                                    // loss shards (gradient scale)
+  std::map<OpId, TLayout> param_layout_;
+  std::map<BufferId, TLayout> blayout_;
+  std::map<OpId, std::vector<TLayout>> used_in_;               // layouts an op read (last run)
+  std::vector<std::map<std::pair<InstanceKey, std::string>, BufferId>> alt_;  // per device
+  std::map<std::string, std::int64_t> named_colls_;
 };
 
 }  // namespace

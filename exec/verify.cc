@@ -139,6 +139,7 @@ core::Result<ProgramStats> verify_program(const Program& p) {
           }
           default: {  // collectives
             ALPASIM_RETURN_IF_ERROR(buffer_ok(d, i, in.buffer));
+            for (BufferId b : in.inputs) ALPASIM_RETURN_IF_ERROR(buffer_ok(d, i, b));
             if (std::find(in.group.begin(), in.group.end(), dev) == in.group.end()) {
               return core::internal_error(where(p, d, i) + ": device not in the collective's group");
             }

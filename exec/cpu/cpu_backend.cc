@@ -16,6 +16,49 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+/// Copies the intersection of two blocks of one global tensor (row-major, offsets and
+/// shapes per axis) from `src` to `dst`, times `scale`.
+void copy_box(const float* src, const std::vector<std::int64_t>& soff, const std::vector<std::int64_t>& sshape,
+              float* dst, const std::vector<std::int64_t>& doff, const std::vector<std::int64_t>& dshape,
+              float scale) {
+  const std::size_t r = soff.size();
+  if (r == 0) {
+    dst[0] = src[0] * scale;
+    return;
+  }
+  std::vector<std::int64_t> lo(r), hi(r), ss(r, 1), ds(r, 1);
+  for (std::size_t a = 0; a < r; ++a) {
+    lo[a] = std::max(soff[a], doff[a]);
+    hi[a] = std::min(soff[a] + sshape[a], doff[a] + dshape[a]);
+    if (lo[a] >= hi[a]) return;
+  }
+  for (std::size_t a = r - 1; a-- > 0;) {
+    ss[a] = ss[a + 1] * sshape[a + 1];
+    ds[a] = ds[a + 1] * dshape[a + 1];
+  }
+  std::vector<std::int64_t> idx = lo;
+  const std::int64_t run = hi[r - 1] - lo[r - 1];
+  while (true) {
+    std::int64_t si = 0, di = 0;
+    for (std::size_t a = 0; a < r; ++a) {
+      si += (idx[a] - soff[a]) * ss[a];
+      di += (idx[a] - doff[a]) * ds[a];
+    }
+    for (std::int64_t j = 0; j < run; ++j) dst[di + j] = scale == 1.0f ? src[si + j] : src[si + j] * scale;
+    std::size_t a = r - 1;
+    while (a-- > 0) {
+      if (++idx[a] < hi[a]) break;
+      idx[a] = lo[a];
+    }
+    if (a == static_cast<std::size_t>(-1)) break;
+  }
+}
+
+/// Offsets of a buffer's block (zeros for a whole tensor).
+std::vector<std::int64_t> offsets_of(const Buffer& b) {
+  return b.block_offset.empty() ? std::vector<std::int64_t>(b.shape.size(), 0) : b.block_offset;
+}
+
 /// Shared-memory communicator: a mailbox for SEND/RECV (sends never block) and a
 /// three-phase rendezvous per collective (arrive, compute into a private copy, write back).
 class Communicator {
@@ -48,6 +91,35 @@ class Communicator {
     }
     std::copy(it->second.begin(), it->second.end(), data);
     mail_.erase(it);
+    return core::ok_status();
+  }
+
+  /// The resharding copy (kAllGather with an input): every member fills its own block from
+  /// the members' source blocks (three phases, so no source is freed while read).
+  core::Status reshard(int iter, const Instruction& in, std::int32_t rank, const float* src, const Buffer& sb,
+                       float* dst, const Buffer& db, const std::string& who) {
+    const auto k = static_cast<std::int32_t>(in.group.size());
+    std::unique_lock lk(mu_);
+    Slot& s = slots_[{iter, in.collective_id}];
+    s.srcs.resize(static_cast<std::size_t>(k), nullptr);
+    s.metas.resize(static_cast<std::size_t>(k), nullptr);
+    s.srcs[static_cast<std::size_t>(rank)] = src;
+    s.metas[static_cast<std::size_t>(rank)] = &sb;
+    ++s.arrived;
+    cv_.notify_all();
+    ALPASIM_RETURN_IF_ERROR(wait(lk, [&] { return s.arrived == k; }, who));
+    lk.unlock();
+    const std::vector<std::int64_t> doff = offsets_of(db);
+    for (std::int32_t r = 0; r < k; ++r) {
+      const Buffer& m = *s.metas[static_cast<std::size_t>(r)];
+      copy_box(s.srcs[static_cast<std::size_t>(r)], offsets_of(m), m.shape, dst, doff, db.shape,
+               static_cast<float>(in.scale));
+    }
+    lk.lock();
+    ++s.computed;
+    cv_.notify_all();
+    ALPASIM_RETURN_IF_ERROR(wait(lk, [&] { return s.computed == k; }, who));
+    if (++s.left == k) slots_.erase({iter, in.collective_id});
     return core::ok_status();
   }
 
@@ -105,6 +177,8 @@ class Communicator {
  private:
   struct Slot {
     std::vector<float*> ptrs;
+    std::vector<const float*> srcs;
+    std::vector<const Buffer*> metas;
     std::int32_t arrived = 0, computed = 0, left = 0;
   };
 
@@ -187,6 +261,23 @@ class CpuBackend final : public Backend {
     });
 
     const Recorder record = [&](std::size_t dev, const Buffer& b) {
+      if (!b.global_shape.empty() && b.role != BufferRole::kLoss) {
+        // A block of a sharded stage: every device contributes its block of the tensor.
+        if (b.received || b.superseded || b.partial) return;
+        if (b.role != BufferRole::kParameter && b.role != BufferRole::kGradient) return;
+        const auto& v = data[static_cast<std::size_t>(b.id)];
+        std::int64_t whole = 1;
+        for (std::int64_t x : b.global_shape) whole *= x;
+        std::lock_guard lk(result_mu);
+        const std::string& name = b.role == BufferRole::kGradient
+                                      ? p.graph_of_stage(b.stage).op(p.gradient_of[static_cast<std::size_t>(b.tensor)]).name
+                                      : p.graph_of_stage(b.stage).op(b.tensor).name;
+        auto& full = b.role == BufferRole::kGradient ? result.gradients[name] : result.parameters[name];
+        full.resize(static_cast<std::size_t>(whole), 0.0f);
+        copy_box(v.data(), offsets_of(b), b.shape, full.data(), std::vector<std::int64_t>(b.global_shape.size(), 0),
+                 b.global_shape, 1.0f);
+        return;
+      }
       const auto& owners = p.stage_devices[static_cast<std::size_t>(b.stage)];
       if (b.received || owners.empty() || static_cast<std::size_t>(owners[0]) != dev) {
         if (b.role != BufferRole::kLoss) return;
@@ -294,6 +385,19 @@ class CpuBackend final : public Backend {
             scratch.assign(buf.size(), 0.0f);
             target = scratch.data();
           }
+          if (in.drop_bias && !views.empty()) views.pop_back();
+          std::vector<float> whole;
+          if (op.kind == ir::OpKind::kParameter && !ob.global_shape.empty() && ob.global_shape != ob.shape) {
+            // A block of a sharded parameter: the values are a function of the global index.
+            std::int64_t total = 1;
+            for (std::int64_t x : ob.global_shape) total *= x;
+            whole.assign(static_cast<std::size_t>(total), 0.0f);
+            core::Status st = run_cpu_kernel(g, op, views, {whole.data(), &ob.global_shape, total}, ctx);
+            if (!st.ok()) return st.with_context(describe(p, dev, i));
+            copy_box(whole.data(), std::vector<std::int64_t>(ob.shape.size(), 0), ob.global_shape, target,
+                     ob.block_offset, ob.shape, 1.0f);
+            break;
+          }
           core::Status st = run_cpu_kernel(g, op, views, {target, &ob.shape, target_size}, ctx);
           if (!st.ok()) return st.with_context(describe(p, dev, i));
           if (in.accumulate) {
@@ -312,6 +416,12 @@ class CpuBackend final : public Backend {
         default: {
           const auto rank = static_cast<std::int32_t>(
               std::find(in.group.begin(), in.group.end(), d) - in.group.begin());
+          if (in.kind == InstrKind::kAllGather && in.inputs.size() == 1) {
+            const auto src = static_cast<std::size_t>(in.inputs[0]);
+            ALPASIM_RETURN_IF_ERROR(comm.reshard(iter, in, rank, data[src].data(), p.buffers[src], buf.data(),
+                                                 p.buffers[static_cast<std::size_t>(in.buffer)], describe(p, dev, i)));
+            break;
+          }
           ALPASIM_RETURN_IF_ERROR(comm.collective(iter, in, rank, buf.data(),
                                                   static_cast<std::int64_t>(buf.size()), describe(p, dev, i)));
           break;

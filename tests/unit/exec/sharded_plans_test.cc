@@ -1,0 +1,276 @@
+// Plans with intra-operator shardings (not data parallel) run operator by operator on their
+// shards and reproduce the unsharded reference: the search's own intra-op plans on 1x2 and
+// 2x2 meshes, a searched Megatron MLP, and a hand-written Megatron GPT (column-parallel
+// q/k/v and fc1, row-parallel attention output and fc2). Tolerance and its reason:
+// cpu_backend_test.cc (|sharded − reference| ≤ 1e-4 · max|reference| + 1e-6 per tensor;
+// sharded runs differ only in the order of sums).
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "core/json_reader.h"
+#include "cost_model/calibration.h"
+#include "cost_model/cost_model.h"
+#include "exec/cpu/cpu_backend.h"
+#include "exec/verify.h"
+#include "ir/graph_json.h"
+#include "planner/search/search.h"
+#include "tests/unit/exec/exec_fixtures.h"
+
+namespace alpasim::exec {
+namespace {
+
+constexpr double kRelTol = 1e-4;
+constexpr double kAbsTol = 1e-6;
+
+const std::map<std::string, cost_model::Calibration>& shipped() {
+  static const auto s = cost_model::calibrate_shipped_profiles(ALPASIM_SOURCE_DIR "/profiles").value();
+  return s;
+}
+
+planner::SearchInput input(const ir::ModelConfig& model, const std::string& mode, std::int64_t batch,
+                           std::int64_t gpus) {
+  planner::SearchInput in;
+  in.model = model;
+  in.cluster = cluster::make_preset_cluster("aws-p3.16xlarge", 1).value();
+  in.cluster.gpus_per_node = gpus;
+  in.cost = cost_model::CostModel::create(
+                in.cluster, cost_model::params_for_preset(shipped(), "aws-p3.16xlarge").value())
+                .value();
+  in.global_batch_size = batch;
+  in.mode = mode;
+  in.options.compare_baselines = false;
+  in.options.time_limit_s = 5;
+  in.options.recompute = {schema::Recompute::kNone};
+  in.options.top_k = 1;
+  return in;
+}
+
+ExecutionResult run(const schema::Plan& plan, const LowerOptions& options = {}) {
+  auto p = lower_plan(plan, options);
+  REQUIRE_MESSAGE(p.ok(), p.status().message());
+  auto v = verify_program(*p);
+  REQUIRE_MESSAGE(v.ok(), v.status().message());
+  auto r = cpu::make_cpu_backend()->run(*p, {});
+  REQUIRE_MESSAGE(r.ok(), r.status().message());
+  return *r;
+}
+
+schema::Plan reference_of(const schema::Plan& plan) {
+  schema::Plan r = plan;
+  r.stages.resize(1);
+  r.stages[0].layer_begin = 0;
+  r.stages[0].layer_end = plan.stages.back().layer_end;
+  r.stages[0].device_ids = {0};
+  r.stages[0].submesh_nodes = r.stages[0].submesh_gpus_per_node = 1;
+  r.stages[0].logical_rows = r.stages[0].logical_cols = 1;
+  r.stages[0].shardings.clear();
+  r.stages[0].weight_update_sharding = false;
+  r.schedule = schema::Schedule::kGpipe;
+  r.interleave = 1;
+  r.num_microbatches = 1;
+  r.recompute = schema::Recompute::kNone;
+  return r;
+}
+
+/// Updated weights are compared only for SGD (`weights`): Adam's first step moves every
+/// weight by about lr · g/|g|, so a gradient that is zero up to rounding (GPT's k bias: it
+/// shifts every score of a row equally, which the softmax ignores) gets a ±lr update whose
+/// sign is the rounding's, in the reference as in the sharded run.
+void compare(const ExecutionResult& got, const ExecutionResult& ref, bool weights = false) {
+  CHECK(got.loss == doctest::Approx(ref.loss).epsilon(kRelTol));
+  REQUIRE(got.gradients.size() == ref.gradients.size());
+  for (const auto& [name, g] : got.gradients) {
+    REQUIRE(ref.gradients.count(name));
+    REQUIRE(g.size() == ref.gradients.at(name).size());
+    const testing::Diff d = testing::diff(g, ref.gradients.at(name));
+    INFO("gradient of " << name << ": max |diff| " << d.max_abs_diff << ", max |ref| " << d.max_abs_ref);
+    CHECK(d.max_abs_diff <= kRelTol * d.max_abs_ref + kAbsTol);
+  }
+  for (const auto& [name, w] : got.parameters) {
+    if (!weights) break;
+    REQUIRE(ref.parameters.count(name));
+    const testing::Diff d = testing::diff(w, ref.parameters.at(name));
+    INFO("updated parameter " << name);
+    CHECK(d.max_abs_diff <= kRelTol * d.max_abs_ref + kAbsTol);
+  }
+}
+
+/// Operators whose specs split something other than the batch: the plan is not data parallel.
+int non_data_parallel(const schema::Plan& plan) {
+  int n = 0;
+  for (const auto& st : plan.stages) {
+    for (const auto& sh : st.shardings) {
+      for (int a = 1; a < sh.output.rank(); ++a) n += sh.output.mesh_axes(a).empty() ? 0 : 1;
+    }
+  }
+  return n;
+}
+
+/// RUNs whose output block is split on a non-batch axis (axis > 0 smaller than the tensor's):
+/// the executor ran those operators on their shards, not on data-parallel copies.
+int runs_on_non_batch_shards(const schema::Plan& plan, const LowerOptions& options = {}) {
+  auto p = lower_plan(plan, options);
+  REQUIRE_MESSAGE(p.ok(), p.status().message());
+  int n = 0;
+  for (const auto& code : p->code) {
+    for (const Instruction& in : code) {
+      if (in.kind != InstrKind::kRun) continue;
+      const Buffer& b = p->buffers[static_cast<std::size_t>(in.buffer)];
+      for (std::size_t a = 1; a < b.global_shape.size(); ++a) {
+        if (b.shape[a] < b.global_shape[a]) {
+          ++n;
+          break;
+        }
+      }
+    }
+  }
+  return n;
+}
+
+TEST_CASE("tiny GPT: the search's intra-op plans on 1x2 and 2x2 meshes match the reference") {
+  const ir::ModelConfig gpt = testing::tiny_gpt(2);
+  for (std::int64_t gpus : {2, 4}) {
+    CAPTURE(gpus);
+    auto r = planner::search(input(gpt, "intra_op_only", 8, gpus));
+    REQUIRE_MESSAGE(r.ok(), r.status().message());
+    const schema::Plan& plan = r->plan;
+    MESSAGE(gpus << " GPUs: " << plan.stages.size() << " stage(s), mesh " << plan.stages[0].logical_rows << "x"
+                 << plan.stages[0].logical_cols << ", " << plan.num_microbatches << " microbatches, "
+                 << non_data_parallel(plan) << " operator outputs split on a non-batch axis");
+    if (non_data_parallel(plan) > 0) CHECK(runs_on_non_batch_shards(plan) > 0);
+    compare(run(plan), run(reference_of(plan)));
+  }
+}
+
+}  // namespace
+}  // namespace alpasim::exec
+
+namespace alpasim::exec {
+namespace {
+
+ir::ModelConfig mlp3() {
+  ir::ModelFileConfig f;
+  f.format = "graph_json";
+  f.path = ALPASIM_SOURCE_DIR "/tests/unit/exec/data/mlp3_graph.json";
+  f.path_as_written = "mlp3_graph.json";
+  return {"mlp3", f};
+}
+
+/// The MLP file has static shapes (batch 8); the executor builds it at other batch sizes
+/// (to find the batch axis, and per device) by rewriting the batch in the file's text.
+LowerOptions mlp3_at_any_batch() {
+  LowerOptions o;
+  o.build_forward = [](std::int64_t batch) -> core::Result<ir::Graph> {
+    std::ifstream f(ALPASIM_SOURCE_DIR "/tests/unit/exec/data/mlp3_graph.json");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    std::string text = ss.str();
+    const std::string b = std::to_string(batch);
+    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+             {"\"batch_size\": 8", "\"batch_size\": " + b}, {"[8, 64]", "[" + b + ", 64]"}, {"[8]", "[" + b + "]"}}) {
+      const auto at = text.find(from);
+      if (at != std::string::npos) text.replace(at, from.size(), to);
+    }
+    ALPASIM_ASSIGN_OR_RETURN(core::JsonDocument doc, core::parse_json_text(text, "mlp3_graph.json"));
+    return ir::parse_graph_json(core::JsonValue::root(doc), {batch, core::DType::kFp16});
+  };
+  return o;
+}
+
+TEST_CASE("3-layer MLP: the search's plans (2 stages; 1x2 and 4x1 Megatron meshes) match the reference") {
+  struct Case {
+    std::string mode;
+    std::int64_t gpus;
+  };
+  for (const Case& c : {Case{"alpa", 2}, Case{"intra_op_only", 2}, Case{"alpa", 4}}) {
+    CAPTURE(c.mode);
+    CAPTURE(c.gpus);
+    auto r = planner::search(input(mlp3(), c.mode, 8, c.gpus));
+    REQUIRE_MESSAGE(r.ok(), r.status().message());
+    const schema::Plan& plan = r->plan;
+    MESSAGE(c.mode << " on " << c.gpus << " GPUs: " << plan.stages.size() << " stage(s), first mesh "
+                   << plan.stages[0].logical_rows << "x" << plan.stages[0].logical_cols << ", "
+                   << plan.num_microbatches << " microbatches, " << non_data_parallel(plan)
+                   << " operator outputs split on a non-batch axis");
+    if (non_data_parallel(plan) > 0) CHECK(runs_on_non_batch_shards(plan, mlp3_at_any_batch()) > 0);
+    compare(run(plan, mlp3_at_any_batch()), run(reference_of(plan), mlp3_at_any_batch()));
+  }
+}
+
+}  // namespace
+}  // namespace alpasim::exec
+
+namespace alpasim::exec {
+namespace {
+
+/// Megatron-LM's tensor parallelism for the GPT blocks in [first, last) (Shoeybi et al.
+/// 2019, §3): q/k/v and fc1 column-parallel (heads / ffn columns split over mesh axis 1),
+/// the attention core per head, the attention output and fc2 row-parallel (a partial sum,
+/// all-reduced before the residual); the batch over mesh axis 0. With `vocab` the LM head
+/// is vocabulary-parallel (the tied embedding's rows split over mesh axis 1).
+std::vector<schema::OperatorSharding> megatron(int first, int last, bool vocab) {
+  auto spec = [](const char* text) { return *schema::ShardingSpec::parse(text); };
+  std::vector<schema::OperatorSharding> out;
+  auto add = [&](const std::string& op, std::vector<const char*> in, const char* o) {
+    schema::OperatorSharding s;
+    s.op = op;
+    s.strategy = "megatron";
+    for (const char* t : in) s.inputs.push_back(spec(t));
+    s.output = spec(o);
+    out.push_back(s);
+  };
+  for (int l = first; l < last; ++l) {
+    const std::string p = "block" + std::to_string(l) + "/";
+    add(p + "attn/q", {"S0RR", "RS1RR", "S1RR"}, "S0RS1RR");
+    add(p + "attn/k", {"S0RR", "RS1R", "S1R"}, "S0RS1R");
+    add(p + "attn/v", {"S0RR", "RS1R", "S1R"}, "S0RS1R");
+    add(p + "attn/scores", {"S0RS1RR", "S0RS1R"}, "S0S1RRR");
+    add(p + "attn/softmax", {"S0S1RRR"}, "S0S1RRR");
+    add(p + "attn/context", {"S0S1RRR", "S0RS1R"}, "S0RS1RR");
+    add(p + "attn/out", {"S0RS1RR", "S1RRR", "R"}, "S0RR");
+    add(p + "mlp/fc1", {"S0RR", "RS1", "S1"}, "S0RS1");
+    add(p + "mlp/gelu", {"S0RS1"}, "S0RS1");
+    add(p + "mlp/fc2", {"S0RS1", "S1R", "R"}, "S0RR");
+  }
+  if (vocab) add("head/logits", {"S0RR", "S1R"}, "S0RS1");
+  return out;
+}
+
+TEST_CASE("tiny GPT, Megatron tensor parallelism (column/row-parallel, per-head attention, vocab-parallel head) "
+          "on 1x2, 2x2 and two 1x2 stages matches the reference") {
+  using testing::make_plan;
+  const ir::ModelConfig gpt = testing::tiny_gpt(2);  // layers: embedding, block0, block1, head
+  struct Case {
+    std::string name;
+    schema::Plan plan;
+  };
+  std::vector<Case> cases;
+  {
+    auto p = make_plan(gpt, {{0, 4, 1, 2, {0, 1}}}, schema::Schedule::kGpipe, 1, 4);
+    p.stages[0].shardings = megatron(0, 2, true);
+    cases.push_back({"1x2, tensor parallel only", p});
+  }
+  {
+    auto p = make_plan(gpt, {{0, 4, 2, 2, {0, 1, 2, 3}}}, schema::Schedule::kOneFOneB, 2, 8);
+    p.stages[0].shardings = megatron(0, 2, true);
+    cases.push_back({"2x2, batch over axis 0, tensor over axis 1, 2 microbatches", p});
+  }
+  {
+    auto p = make_plan(gpt, {{0, 2, 1, 2, {0, 1}}, {2, 4, 1, 2, {2, 3}}}, schema::Schedule::kOneFOneB, 2, 8);
+    p.stages[0].shardings = megatron(0, 1, false);
+    p.stages[1].shardings = megatron(1, 2, true);
+    cases.push_back({"two 1x2 stages, 1F1B, tied embedding across stages", p});
+    p.recompute = schema::Recompute::kFull;
+    cases.push_back({"two 1x2 stages with full recomputation", p});
+  }
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    CHECK(runs_on_non_batch_shards(c.plan) > 0);
+    compare(run(c.plan), run(reference_of(c.plan)));
+  }
+}
+
+}  // namespace
+}  // namespace alpasim::exec
