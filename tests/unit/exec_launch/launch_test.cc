@@ -11,6 +11,7 @@
 #include "exec/launch/comm_plan.h"
 #include "exec/launch/launcher.h"
 #include "exec/launch/mode.h"
+#include "exec/launch/orchestrate.h"
 #include "exec/launch/poll.h"
 #include "exec/launch/rank_env.h"
 #include "exec/launch/rendezvous.h"
@@ -326,6 +327,65 @@ TEST_CASE("choose_cuda_mode: virtual on one GPU, processes when enough GPUs, ran
   CHECK(*parse_cuda_mode_request("processes", "--cuda-mode") == CudaModeRequest::kProcesses);
   CHECK(parse_cuda_mode_request("two", "--cuda-mode").status().message() ==
         "--cuda-mode: expected auto, virtual or processes, got \"two\"");
+}
+
+TEST_CASE("launch_and_merge: three fake ranks end to end; a failing, a hanging and a silent rank") {
+  const std::vector<std::string> argv{std::string(ALPASIM_BINARY_DIR) + "/tests/alpasim_exec_launch_fake_rank"};
+  LaunchOptions o;
+  o.work_dir = scratch("e2e");
+  o.timeout_s = 60.0;
+  // Losses 1, 2, 3 (rank + 1): mean 2; iteration time: the slowest rank's, 0.003 s.
+  auto ok = launch_and_merge(argv, 3, o);
+  REQUIRE_MESSAGE(ok.ok(), ok.status().message());
+  CHECK(ok->loss == doctest::Approx(2.0));
+  CHECK(ok->iteration_s == std::vector<double>{0.003});
+  REQUIRE(ok->timings.size() == 3);
+  CHECK(ok->timings[2].device == 2);
+
+  ::setenv("ALPASIM_FAKE_FAIL_RANK", "1", 1);
+  ::setenv("ALPASIM_FAKE_HANG_RANK", "2", 1);  // killed when rank 1 fails
+  auto failed = launch_and_merge(argv, 3, o);
+  ::unsetenv("ALPASIM_FAKE_FAIL_RANK");
+  REQUIRE(!failed.ok());
+  const std::string m = failed.status().message();
+  CHECK(m.find("one process per GPU (logs in " + o.work_dir + "): rank 1 (pid ") == 0);
+  CHECK(m.find(") exited with status 3; killed ranks 2; last lines of " + o.work_dir +
+               "/rank1.log:\nfake rank 1: failing on purpose") != std::string::npos);
+
+  o.timeout_s = 0.5;  // rank 2 hangs alone: the timeout ends the run
+  auto hung = launch_and_merge(argv, 3, o);
+  ::unsetenv("ALPASIM_FAKE_HANG_RANK");
+  REQUIRE(!hung.ok());
+  CHECK(hung.status().message() ==
+        "one process per GPU (logs in " + o.work_dir + "): ranks 2 still running after 0.5 s: killed them all");
+
+  o.timeout_s = 60.0;
+  ::setenv("ALPASIM_FAKE_SILENT_RANK", "0", 1);
+  auto silent = launch_and_merge(argv, 2, o);
+  ::unsetenv("ALPASIM_FAKE_SILENT_RANK");
+  REQUIRE(!silent.ok());
+  CHECK(silent.status().message().find("rank 0 exited 0 without a result: ") != std::string::npos);
+}
+
+TEST_CASE("gather_rank_results: mpirun rank 0 merges the results the other ranks published") {
+  RankEnv env;
+  env.source = RankSource::kMpirun;
+  env.world_size = 3;
+  env.rendezvous_dir = scratch("gather");
+  env.run_id = "job7";
+  for (int r = 1; r < 3; ++r) {
+    RankEnv other = env;
+    other.rank = r;
+    RankResult rr;
+    rr.rank = r;
+    rr.losses[r] = 10.0 * r;
+    REQUIRE(publish_rank_result(other, rr).ok());
+  }
+  RankResult mine;
+  mine.losses[0] = 0.0;
+  auto merged = gather_rank_results(env, mine, 5.0);
+  REQUIRE(merged.ok());
+  CHECK(merged->loss == doctest::Approx(10.0));  // (0 + 10 + 20) / 3
 }
 
 /// A plan of `stages` equal stages, each a 1 x `per_stage` mesh, devices numbered in order:
