@@ -28,6 +28,8 @@ core::Result<ExecutionResult> run_as_rank(const Program& p, const RunOptions& o,
     mine.error = r.status().to_string();
   }
   if (env.source == launch::RankSource::kMpirun && env.rank == 0) {
+    // Its own failure first: the other ranks may be stuck until their timeout.
+    if (!mine.error.empty()) return core::internal_error("rank 0: " + mine.error);
     // The other ranks run the same iterations; allow their whole run again.
     const double wait_s = 60.0 + (o.warmup_iterations + o.iterations + 2) * o.timeout_s;
     return launch::gather_rank_results(env, std::move(mine), wait_s);
