@@ -4,6 +4,7 @@
 // fused multiply-adds; fp32 throughout). Exits 77 (CTest: skipped) without a usable GPU.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "exec/cpu/cpu_backend.h"
 #include "exec/cuda/cuda_backend.h"
@@ -13,6 +14,9 @@
 
 int main() {
   using namespace alpasim;
+  // This test is about the virtual-device mode; on a machine with 4 GPUs the backend's
+  // "auto" mode would start one process per GPU instead (tests/gpu/exec_nccl_test.cc).
+  ::setenv("ALPASIM_EXEC_CUDA_MODE", "virtual", 1);
   auto cuda = exec::cuda::make_cuda_backend();
   if (!cuda.ok()) {
     std::printf("SKIPPED: %s\n", cuda.status().message().c_str());
