@@ -504,7 +504,9 @@ core::Result<launch::RankResult> run_rank(const Program& p, const RunOptions& op
       status = run.iteration(it == 0 ? &result : nullptr, last ? &result.timings : nullptr, &wall_s);
       if (status.ok() && it >= options.warmup_iterations) result.iteration_s.push_back(wall_s);
     }
-    if (status.ok()) status = comms.finish(options.timeout_s, clock);
+    // Finalizing may wait for peers still in their last operations: a longer limit, so a
+    // peer's own timeout (which names its instruction) is what ends a failed run.
+    if (status.ok()) status = comms.finish(2 * options.timeout_s + 10.0, clock);
     free_index_cache(cache);
   }
   cublasDestroy(blas);
