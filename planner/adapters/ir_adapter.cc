@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <array>
-#include <optional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -152,24 +152,26 @@ class Converter {
     return n;
   }
 
-  // A stride-1 convolution as a loop nest: n 0, h 1, w 2, ci 3, kh 4, kw 5, co 6 (output
-  // spatial loops = input spatial loops; the halo exchange of a spatial split is not
-  // priced). Strided convolutions and filter gradients (whose kernel loops appear in the
-  // output only) fall back to elementwise nodes.
-  std::optional<IntraOpNode> conv(const ir::Op& op, const std::vector<int>& operands) const {
-    if (op.conv.stride != 1 || op.conv.variant == ir::ConvSpec::Variant::kGradFilter) {
-      return std::nullopt;
-    }
-    const std::vector<int> x = {0, 1, 2, 3}, f = {4, 5, 3, 6}, y = {0, 1, 2, 6};
-    IntraOpNode n = base(op, intra_op::OpKind::kEinsum);
-    n.operands = {operands[0], operands[1]};
-    if (op.conv.variant == ir::ConvSpec::Variant::kForward) {
-      n.operand_loops = {x, f};
-      n.output_loops = y;
-    } else {
-      n.operand_loops = {y, f};
-      n.output_loops = x;
-    }
+  // A convolution pass as its loop nest (intra_op::conv_node); shape and FLOPs of the op.
+  IntraOpNode conv(const ir::Op& op, const std::vector<int>& operands) const {
+    const ir::ConvSpec& c = op.conv;
+    intra_op::ConvDims d;
+    d.n = c.n;
+    d.h = c.h;
+    d.w = c.w;
+    d.ci = c.ci;
+    d.co = c.co;
+    d.kh = c.kh;
+    d.kw = c.kw;
+    d.stride = c.stride;
+    const intra_op::ConvPass pass = c.variant == ir::ConvSpec::Variant::kForward
+                                        ? intra_op::ConvPass::kForward
+                                    : c.variant == ir::ConvSpec::Variant::kGradInput
+                                        ? intra_op::ConvPass::kDataGradient
+                                        : intra_op::ConvPass::kFilterGradient;
+    IntraOpNode n = intra_op::conv_node(op.name, pass, d, operands[0], operands[1],
+                                        op.out.element_bytes());
+    n.shape = op.out.shape;  // the IR's shape, equal to conv_node's for its ConvSpec
     n.flops = static_cast<double>(op.flops);
     return n;
   }
@@ -184,9 +186,7 @@ class Converter {
         if (operands.size() >= 2) return einsum(op, operands);
         break;
       case ir::OpKind::kConv2d:
-        if (operands.size() == 2) {
-          if (auto n = conv(op, operands)) return *n;
-        }
+        if (operands.size() == 2) return conv(op, operands);
         break;
       case ir::OpKind::kEmbedding:
         if (op.phase != ir::Phase::kBackward && operands.size() == 2) {

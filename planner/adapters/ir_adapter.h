@@ -16,9 +16,10 @@ namespace alpasim::planner::adapters {
 /// The operators of model layers [layer_begin, layer_end) of a training graph (every phase:
 /// forward, recompute, backward, optimizer) as the intra-op pass's input. Tensors produced
 /// by other layers become kInput nodes. Mapping: dots and MoE einsums keep their einsum
-/// letters (a bias becomes a third operand on the output loops); convolutions become loop
-/// nests (spatial loops of input and output distinct, so splitting them is priced as a
-/// contraction, never free); the embedding is a one-hot contraction over the vocabulary;
+/// letters (a bias becomes a third operand on the output loops); convolutions (forward, data
+/// and filter gradient, any stride) become loop nests n, ho, wo, ci, kh, kw, co with explicit
+/// extents, the spatial loops shared by input and output and splittable for 1x1 kernels
+/// only (no halo exchange is priced); the embedding is a one-hot contraction over the vocabulary;
 /// single-input reductions are kReduce, two-input ones (bias/scale gradients) an einsum;
 /// forward norms and softmax normalise their last axis; optimizer updates are kUpdate;
 /// everything else is elementwise with operand axes aligned from the trailing end (an axis

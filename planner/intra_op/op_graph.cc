@@ -63,6 +63,28 @@ core::Status IntraOpGraph::validate() const {
     if (einsum_like(n.kind)) {
       if (n.operand_loops.size() != n.operands.size()) return fail("one loop list per operand");
       if (n.output_loops.size() != rank) return fail("output loops do not match the output rank");
+      const bool extents = !n.loop_extents.empty();
+      if (extents && n.kind != OpKind::kEinsum) return fail("loop extents on a non-einsum node");
+      for (std::int64_t e : n.loop_extents) {
+        if (e <= 0) return fail("every loop extent must be positive");
+      }
+      if (!n.loop_splittable.empty()) {
+        std::size_t loops = n.loop_extents.size();
+        for (const auto& l : n.operand_loops) {
+          for (int id : l) loops = std::max(loops, static_cast<std::size_t>(std::max(id, 0)) + 1);
+        }
+        for (int id : n.output_loops) {
+          loops = std::max(loops, static_cast<std::size_t>(std::max(id, 0)) + 1);
+        }
+        if (n.loop_splittable.size() != loops) {
+          return fail("loop_splittable has " + std::to_string(n.loop_splittable.size()) +
+                      " entries for " + std::to_string(loops) + " loops");
+        }
+      }
+      // With explicit extents, every loop id must have one; axis sizes may differ from it.
+      auto known_loop = [&](int loop) {
+        return loop >= 0 && static_cast<std::size_t>(loop) < n.loop_extents.size();
+      };
       std::map<int, std::int64_t> size;
       for (std::size_t k = 0; k < n.operands.size(); ++k) {
         const auto& oshape = nodes[static_cast<std::size_t>(n.operands[k])].shape;
@@ -74,6 +96,13 @@ core::Status IntraOpGraph::validate() const {
         for (std::size_t a = 0; a < oshape.size(); ++a) {
           const int loop = n.operand_loops[k][a];
           if (loop < 0) return fail("negative loop id");
+          if (extents) {
+            if (!known_loop(loop)) {
+              return fail("operand " + std::to_string(k) + " axis " + std::to_string(a) +
+                          " has loop " + std::to_string(loop) + " without an extent");
+            }
+            continue;
+          }
           auto [it, fresh] = size.emplace(loop, oshape[a]);
           if (!fresh && it->second != oshape[a]) {
             return fail("operand " + std::to_string(k) + " axis " + std::to_string(a) +
@@ -84,6 +113,12 @@ core::Status IntraOpGraph::validate() const {
         }
       }
       for (std::size_t a = 0; a < rank; ++a) {
+        if (extents) {
+          if (!known_loop(n.output_loops[a])) {
+            return fail("output axis " + std::to_string(a) + " has a loop without an extent");
+          }
+          continue;
+        }
         auto it = size.find(n.output_loops[a]);
         if (it == size.end() || it->second != n.shape[a]) {
           return fail("output axis " + std::to_string(a) + " does not match its loop");
@@ -130,6 +165,7 @@ core::Status IntraOpGraph::validate() const {
 std::vector<std::int64_t> IntraOpGraph::loop_sizes(int v) const {
   const IntraOpNode& n = nodes[static_cast<std::size_t>(v)];
   ALPASIM_CHECK(einsum_like(n.kind)) << n.name;
+  if (!n.loop_extents.empty()) return n.loop_extents;
   std::vector<std::int64_t> size;
   for (std::size_t k = 0; k < n.operands.size(); ++k) {
     const auto& oshape = nodes[static_cast<std::size_t>(n.operands[k])].shape;
@@ -160,6 +196,8 @@ std::string IntraOpGraph::structural_key() const {
     list(n.operands);
     for (const auto& l : n.operand_loops) list(l);
     list(n.output_loops);
+    list(n.loop_extents);
+    list(n.loop_splittable);
     for (const auto& m : n.operand_axis_map) list(m);
     list(n.splittable);
     list(n.reduce_axes);
@@ -259,6 +297,59 @@ int GraphBuilder::einsum(std::string name, std::string_view equation, std::vecto
       einsum_node(graph_, std::move(name), OpKind::kEinsum, equation, std::move(operands));
   if (element_bytes > 0) n.element_bytes = element_bytes;
   return add(std::move(n));
+}
+
+double ConvDims::flops() const {
+  return 2.0 * static_cast<double>(n) * static_cast<double>(out_h()) *
+         static_cast<double>(out_w()) * static_cast<double>(co) * static_cast<double>(kh) *
+         static_cast<double>(kw) * static_cast<double>(ci);
+}
+
+IntraOpNode conv_node(std::string name, ConvPass pass, const ConvDims& d, int a, int b,
+                      std::int64_t element_bytes) {
+  const std::vector<int> x = {0, 1, 2, 3}, f = {4, 5, 3, 6}, y = {0, 1, 2, 6};
+  IntraOpNode node;
+  node.name = std::move(name);
+  node.kind = OpKind::kEinsum;
+  node.operands = {a, b};
+  node.element_bytes = element_bytes;
+  switch (pass) {
+    case ConvPass::kForward:
+      node.operand_loops = {x, f};
+      node.output_loops = y;
+      node.shape = {d.n, d.out_h(), d.out_w(), d.co};
+      break;
+    case ConvPass::kDataGradient:
+      node.operand_loops = {y, f};
+      node.output_loops = x;
+      node.shape = {d.n, d.h, d.w, d.ci};
+      break;
+    case ConvPass::kFilterGradient:
+      node.operand_loops = {x, y};
+      node.output_loops = f;
+      node.shape = {d.kh, d.kw, d.ci, d.co};
+      break;
+  }
+  node.loop_extents = {d.n, d.out_h(), d.out_w(), d.ci, d.kh, d.kw, d.co};
+  const bool pointwise = d.kh == 1 && d.kw == 1;
+  node.loop_splittable = {true, pointwise, pointwise, true, false, false, true};
+  node.flops = d.flops();
+  return node;
+}
+
+int GraphBuilder::conv2d(std::string name, ConvPass pass, const ConvDims& dims, int a, int b) {
+  const std::vector<std::int64_t> x = {dims.n, dims.h, dims.w, dims.ci};
+  const std::vector<std::int64_t> f = {dims.kh, dims.kw, dims.ci, dims.co};
+  const std::vector<std::int64_t> y = {dims.n, dims.out_h(), dims.out_w(), dims.co};
+  const auto& sa = shape(a);
+  const auto& sb = shape(b);
+  switch (pass) {
+    case ConvPass::kForward: ALPASIM_CHECK(sa == x && sb == f) << name; break;
+    case ConvPass::kDataGradient: ALPASIM_CHECK(sa == y && sb == f) << name; break;
+    case ConvPass::kFilterGradient: ALPASIM_CHECK(sa == x && sb == y) << name; break;
+  }
+  const std::int64_t bytes = graph_.nodes.at(static_cast<std::size_t>(a)).element_bytes;
+  return add(conv_node(std::move(name), pass, dims, a, b, bytes));
 }
 
 int GraphBuilder::moe_dispatch(std::string name, int combine_weights, int tokens) {

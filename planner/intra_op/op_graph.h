@@ -42,6 +42,16 @@ struct IntraOpNode {
   /// is absent from the output is a contraction (split: partial sums, all-reduce).
   std::vector<std::vector<int>> operand_loops;
   std::vector<int> output_loops;
+  /// kEinsum, optional: the iteration count of every loop (index = loop id). When set, a
+  /// tensor axis may carry a loop with a different size and a loop may appear in the output
+  /// only: a convolution's spatial loop spans the output rows while a strided input has
+  /// `stride` times as many, and a filter gradient's kernel loops appear in its output only.
+  /// A split of such a loop must divide its extent and every axis carrying it evenly.
+  std::vector<std::int64_t> loop_extents;
+  /// kEinsum, optional: loops that may be split over a mesh axis (index = loop id; empty:
+  /// all). A convolution keeps the spatial loops of a window larger than 1x1 whole (a split
+  /// would need a halo exchange, which is not priced) and its kernel-tap loops whole.
+  std::vector<bool> loop_splittable;
 
   /// kElementwise / kSoftmax / kLayerNorm / kUpdate: for every axis of every operand the
   /// output axis it is aligned with, or -1 for an axis that must stay replicated (the minor
@@ -69,7 +79,8 @@ struct IntraOpGraph {
   /// Checks indices, shapes and loop maps; the message names the node, e.g.
   /// "node 4 (\"fc1\"): operand 1 axis 0 has loop 2 of size 512, but that loop is 1024".
   core::Status validate() const;
-  /// Sizes of the loops of einsum-like node `v` (index = loop id). Requires validate().
+  /// Sizes of the loops of einsum-like node `v` (index = loop id): its loop_extents when
+  /// set, else the sizes of the axes carrying each loop. Requires validate().
   std::vector<std::int64_t> loop_sizes(int v) const;
   /// A canonical text of everything that affects planning (kinds, shapes, dtypes, operand
   /// structure, maps; not names): equal keys plan identically.
@@ -77,6 +88,31 @@ struct IntraOpGraph {
   /// 64-bit FNV-1a hash of structural_key().
   std::uint64_t structural_hash() const;
 };
+
+/// Which convolution of a training step a conv node computes.
+enum class ConvPass {
+  kForward,         ///< x [n,h,w,ci] · f [kh,kw,ci,co] -> y [n,ho,wo,co]
+  kDataGradient,    ///< dy [n,ho,wo,co] · f -> dx [n,h,w,ci]
+  kFilterGradient,  ///< x · dy -> df [kh,kw,ci,co]
+};
+
+/// A 2-D convolution, NHWC activations and HWIO filters, "same" padding: ho = ceil(h/stride).
+struct ConvDims {
+  std::int64_t n = 1, h = 1, w = 1, ci = 1, co = 1, kh = 1, kw = 1, stride = 1;
+  std::int64_t out_h() const { return (h + stride - 1) / stride; }
+  std::int64_t out_w() const { return (w + stride - 1) / stride; }
+  /// 2 · n·ho·wo · co · kh·kw·ci: every pass does the same multiply-adds.
+  double flops() const;
+};
+
+/// The kEinsum node of one convolution pass (operands `a`, `b` in the order of ConvPass's
+/// comments): loops n 0, ho 1, wo 2, ci 3, kh 4, kw 5, co 6 with loop_extents; the spatial
+/// loops span the output and also index the input (stride times as many rows), so a split
+/// splits both; they are splittable for 1x1 kernels only (a wider window needs a halo
+/// exchange, not priced), the kernel-tap loops never. Forward contracts ci, kh, kw; the data
+/// gradient co, kh, kw; the filter gradient n, ho, wo. Output element size `element_bytes`.
+IntraOpNode conv_node(std::string name, ConvPass pass, const ConvDims& dims, int a, int b,
+                      std::int64_t element_bytes);
 
 /// Builds IntraOpGraphs with shape inference and einsum notation.
 class GraphBuilder {
@@ -102,6 +138,8 @@ class GraphBuilder {
   int reduce(std::string name, int operand, std::vector<int> axes);
   int softmax(std::string name, int operand, int axis);
   int layer_norm(std::string name, int operand, int axis);
+  /// A convolution pass (conv_node); CHECKs the operand shapes against `dims`.
+  int conv2d(std::string name, ConvPass pass, const ConvDims& dims, int a, int b);
   int moe_dispatch(std::string name, int combine_weights, int tokens);
   int moe_combine(std::string name, int expert_out, int combine_weights);
   /// Optimizer update of weight `weight` by gradient `grad` (same shape).

@@ -47,10 +47,13 @@ void einsum_strategies(const IntraOpGraph& g, int v, const LogicalMesh& mesh,
     flops = 2.0;
     for (std::int64_t s : sizes) flops *= static_cast<double>(s);
   }
+  auto splittable = [&](int l) {
+    return n.loop_splittable.empty() || n.loop_splittable[static_cast<std::size_t>(l)];
+  };
   for (int l0 = -1; l0 < num_loops; ++l0) {
-    if (l0 >= 0 && mesh.rows <= 1) continue;
+    if (l0 >= 0 && (mesh.rows <= 1 || !splittable(l0))) continue;
     for (int l1 = -1; l1 < num_loops; ++l1) {
-      if (l1 >= 0 && mesh.cols <= 1) continue;
+      if (l1 >= 0 && (mesh.cols <= 1 || !splittable(l1))) continue;
       std::vector<std::vector<int>> loop_axes(sizes.size());
       if (l0 >= 0) loop_axes[static_cast<std::size_t>(l0)].push_back(0);
       if (l1 >= 0) loop_axes[static_cast<std::size_t>(l1)].push_back(1);
@@ -70,6 +73,15 @@ void einsum_strategies(const IntraOpGraph& g, int v, const LogicalMesh& mesh,
       std::vector<ShardingSpec> inputs;
       for (const auto& loops : n.operand_loops) inputs.push_back(spec_from_loops(loops, loop_axes));
       ShardingSpec result = spec_from_loops(n.output_loops, loop_axes);
+      // With loop extents an axis may be longer than its loop (a strided convolution's
+      // input rows): every tensor must split evenly too.
+      if (!n.loop_extents.empty()) {
+        bool fits = spec_fits(n.shape, result, mesh);
+        for (std::size_t k = 0; k < inputs.size() && fits; ++k) {
+          fits = spec_fits(g.nodes[static_cast<std::size_t>(n.operands[k])].shape, inputs[k], mesh);
+        }
+        if (!fits) continue;
+      }
       Strategy base;
       base.inputs = inputs;
       base.parallel_devices = parallel;

@@ -49,6 +49,11 @@ struct Strategy {
 ///   axes (each mesh axis of size > 1 splits one loop or none; both on one loop = S01). A
 ///   split contraction leaves partial sums: one variant all-reduces them (output replicated
 ///   along those mesh axes), others reduce-scatter them onto an unsplit output axis.
+///   Loops marked unsplittable stay whole; with loop extents (convolutions) every operand
+///   and the output must split evenly too. A convolution's strategies are therefore Alpa's:
+///   batch split (data parallel; the filter gradient's partial sums all-reduce), output-
+///   channel split (the data gradient all-reduces), input-channel split (the forward
+///   all-reduces), and spatial splits of 1x1 convolutions.
 /// - MoE dispatch / combine: the einsum strategies plus expert parallelism: tokens split by
 ///   group g, experts e split on the same mesh axis, one all-to-all between the two.
 /// - elementwise, layout, softmax, layer-norm, update: every output layout; operands

@@ -114,5 +114,119 @@ TEST_CASE("elementwise ops follow their operands; broadcast operands stay replic
   CHECK(all[2].memory.value() == 8 * 32 * 2);
 }
 
+// A strided 3x3 convolution, fp16: x [4,8,8,8] (n,h,w,ci), f [3,3,8,16] (kh,kw,ci,co),
+// stride 2 -> y [4,4,4,16]; dy like y, dx like x, df like f. Mesh 1x2, axis 1 at 1e11 B/s
+// (hooks_for): a ring all-reduce of B bytes over 2 devices costs 2·(1/2)·B/1e11 = B/1e11, a
+// reduce-scatter half of that.
+struct StridedConv {
+  ConvDims d{4, 8, 8, 8, 16, 3, 3, 2};
+  GraphBuilder g;
+  int x, f, dy, y, dx, df;
+  StridedConv() {
+    x = g.input("x", {4, 8, 8, 8});
+    f = g.parameter("f", {3, 3, 8, 16});
+    dy = g.input("dy", {4, 4, 4, 16});
+    y = g.conv2d("y", ConvPass::kForward, d, x, f);
+    dx = g.conv2d("dx", ConvPass::kDataGradient, d, dy, f);
+    df = g.conv2d("df", ConvPass::kFilterGradient, d, x, dy);
+  }
+};
+
+TEST_CASE("convolution passes are loop nests with strided spatial loops") {
+  StridedConv c;
+  const IntraOpGraph& g = c.g.graph();
+  REQUIRE(g.validate().ok());
+  CHECK(g.nodes[static_cast<std::size_t>(c.y)].shape == std::vector<std::int64_t>{4, 4, 4, 16});
+  CHECK(g.nodes[static_cast<std::size_t>(c.dx)].shape == std::vector<std::int64_t>{4, 8, 8, 8});
+  CHECK(g.nodes[static_cast<std::size_t>(c.df)].shape == std::vector<std::int64_t>{3, 3, 8, 16});
+  // Loops n, ho, wo, ci, kh, kw, co: the spatial loops count output rows (8 / stride 2).
+  CHECK(g.loop_sizes(c.df) == std::vector<std::int64_t>{4, 4, 4, 8, 3, 3, 16});
+  // 2 · (4·4·4 output pixels) · 16 · (3·3·8) multiply-adds = 147456, for every pass.
+  CHECK(g.nodes[static_cast<std::size_t>(c.dx)].flops == 147456.0);
+  // A loop without an extent, or a splittable list of the wrong length, is reported.
+  IntraOpGraph bad = g;
+  bad.nodes[static_cast<std::size_t>(c.y)].loop_extents.pop_back();
+  CHECK(bad.validate().message() ==
+        "node 3 (\"y\"): operand 1 axis 3 has loop 6 without an extent");
+  bad = g;
+  bad.nodes[static_cast<std::size_t>(c.y)].loop_splittable.pop_back();
+  CHECK(bad.validate().message() ==
+        "node 3 (\"y\"): loop_splittable has 6 entries for 7 loops");
+}
+
+TEST_CASE("strided forward convolution: batch, output-channel and input-channel splits") {
+  StridedConv c;
+  const LogicalMesh mesh{1, 2};
+  const auto all = enumerate_strategies(c.g.graph(), c.y, mesh, hooks_for(mesh));
+  // Batch split (data parallel) and output-channel split: no communication; y tile
+  // 4·4·4·16·2 B / 2 = 1024 B.
+  const Strategy* batch = find(all, "S1RRR x RRRR -> S1RRR");
+  REQUIRE(batch != nullptr);
+  CHECK(batch->communication.value() == 0.0);
+  CHECK(batch->memory.value() == 1024);
+  const Strategy* out_ch = find(all, "RRRR x RRRS1 -> RRRS1");
+  REQUIRE(out_ch != nullptr);
+  CHECK(out_ch->communication.value() == 0.0);
+  // Input-channel split: partial sums of the whole y (2048 B) all-reduced: 2048/1e11 s, or
+  // reduce-scattered onto the batch axis: 1024/1e11 s.
+  const Strategy* in_ch = find(all, "RRRS1 x RRS1R -> RRRR (all-reduce 1)");
+  REQUIRE(in_ch != nullptr);
+  CHECK(in_ch->communication.value() == doctest::Approx(2048.0 / 1e11).epsilon(kRel));
+  CHECK(in_ch->all_reduce_axes == kAxis1);
+  const Strategy* in_ch_rs = find(all, "RRRS1 x RRS1R -> S1RRR (reduce-scatter 1)");
+  REQUIRE(in_ch_rs != nullptr);
+  CHECK(in_ch_rs->communication.value() == doctest::Approx(1024.0 / 1e11).epsilon(kRel));
+  // The 3x3 window keeps its spatial loops whole (a split needs a halo exchange) and the
+  // kernel taps are never split: batch 1 + in-channel (all-reduce + 4 reduce-scatters) 5 +
+  // out-channel 1 = 7 strategies (the replicated one is dropped: compute is not priced).
+  CHECK(find(all, "RS1RR x RRRR -> RS1RR") == nullptr);
+  CHECK(all.size() == 7);
+}
+
+TEST_CASE("convolution gradients: out-channel split all-reduces dx, batch split the filter's") {
+  StridedConv c;
+  const LogicalMesh mesh{1, 2};
+  const auto data = enumerate_strategies(c.g.graph(), c.dx, mesh, hooks_for(mesh));
+  // Output-channel split: dx [4,8,8,8] fp16 = 4096 B of partial sums, all-reduced.
+  const Strategy* co = find(data, "RRRS1 x RRRS1 -> RRRR (all-reduce 1)");
+  REQUIRE(co != nullptr);
+  CHECK(co->communication.value() == doctest::Approx(4096.0 / 1e11).epsilon(kRel));
+  CHECK(find(data, "S1RRR x RRRR -> S1RRR") != nullptr);   // batch: free
+  CHECK(find(data, "RRRR x RRS1R -> RRRS1") != nullptr);   // input channel: free
+  const auto filter = enumerate_strategies(c.g.graph(), c.df, mesh, hooks_for(mesh));
+  // Batch split: each device sums its images' filter gradient; df [3,3,8,16] fp16 = 2304 B
+  // all-reduced (data parallelism's gradient synchronisation).
+  const Strategy* dp = find(filter, "S1RRR x S1RRR -> RRRR (all-reduce 1)");
+  REQUIRE(dp != nullptr);
+  CHECK(dp->communication.value() == doctest::Approx(2304.0 / 1e11).epsilon(kRel));
+  const Strategy* fco = find(filter, "RRRR x RRRS1 -> RRRS1");  // output channel: free
+  REQUIRE(fco != nullptr);
+  CHECK(fco->memory.value() == 2304 / 2);
+  CHECK(find(filter, "RRRS1 x RRRR -> RRS1R") != nullptr);  // input channel: free
+}
+
+TEST_CASE("1x1 strided convolutions may split rows; compute is priced per split") {
+  // x [2,8,8,4], f [1,1,4,8], stride 2 -> y [2,4,4,8]: input rows 8 and output rows 4 both
+  // halve, no halo for a 1x1 window.
+  GraphBuilder g;
+  const ConvDims d{2, 8, 8, 4, 8, 1, 1, 2};
+  const int x = g.input("x", {2, 8, 8, 4});
+  const int f = g.parameter("f", {1, 1, 4, 8});
+  const int y = g.conv2d("y", ConvPass::kForward, d, x, f);
+  const LogicalMesh mesh{1, 2};
+  CostHooks hooks = hooks_for(mesh);
+  hooks.device_flops_per_s = 1e12;
+  const auto all = enumerate_strategies(g.graph(), y, mesh, hooks);
+  const Strategy* rows = find(all, "RS1RR x RRRR -> RS1RR");
+  REQUIRE(rows != nullptr);
+  CHECK(rows->communication.value() == 0.0);
+  // FLOPs 2 · (2·4·4) · 8 · 4 = 2048, halved over 2 devices at 1e12 FLOP/s.
+  CHECK(rows->compute.value() == doctest::Approx(1024.0 / 1e12).epsilon(kRel));
+  // With compute priced the replicated strategy stays and pays for all of it.
+  const Strategy* rep = find(all, "RRRR x RRRR -> RRRR");
+  REQUIRE(rep != nullptr);
+  CHECK(rep->compute.value() == doctest::Approx(2048.0 / 1e12).epsilon(kRel));
+}
+
 }  // namespace
 }  // namespace alpasim::planner::intra_op
