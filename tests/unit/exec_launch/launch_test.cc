@@ -267,7 +267,7 @@ TEST_CASE("rank results: exact round trip and merge (mean loss, slowest rank, un
         "r0: line 3: expected rank, error, loss, iteration, timing, gradient, parameter or end, got \"loss x 1\"");
 }
 
-TEST_CASE("run_children: all succeed; one fails and the others are killed; signals; timeout") {
+TEST_CASE("run_children: all succeed, one fails and the others are killed, signals, timeout") {
   const std::string dir = scratch("launcher");
   SteadyClock clock;
   auto sh = [&](const std::string& script, int rank) {
@@ -329,7 +329,7 @@ TEST_CASE("choose_cuda_mode: virtual on one GPU, processes when enough GPUs, ran
         "--cuda-mode: expected auto, virtual or processes, got \"two\"");
 }
 
-TEST_CASE("launch_and_merge: three fake ranks end to end; a failing, a hanging and a silent rank") {
+TEST_CASE("launch_and_merge: three fake ranks end to end, then a failing, a hanging and a silent rank") {
   const std::vector<std::string> argv{std::string(ALPASIM_BINARY_DIR) + "/tests/alpasim_exec_launch_fake_rank"};
   LaunchOptions o;
   o.work_dir = scratch("e2e");
