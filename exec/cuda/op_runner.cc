@@ -400,6 +400,19 @@ struct ConvDescs {
   }
 };
 
+/// Moves the first heuristic result whose status is success to perf[0] (the _v7 queries
+/// list unusable algorithms too, with an error status).
+template <typename Perf>
+core::Status first_usable(Perf* perf, int found, const std::string& what) {
+  for (int i = 0; i < found; ++i) {
+    if (perf[i].status == CUDNN_STATUS_SUCCESS) {
+      perf[0] = perf[i];
+      return core::ok_status();
+    }
+  }
+  return core::internal_error(what + ": cuDNN offers no usable algorithm (" + std::to_string(found) + " listed)");
+}
+
 }  // namespace
 #endif
 
@@ -494,7 +507,7 @@ core::Status OpRunner::conv(const ir::Graph& g, const ir::Op& op, const std::vec
   if (v == ir::ConvSpec::Variant::kForward) {
     cudnnConvolutionFwdAlgoPerf_t perf[8];
     st = dnn_check(cudnnGetConvolutionForwardAlgorithm_v7(dnn, d.x, d.w, d.conv, d.y, 8, &found, perf), what);
-    if (st.ok() && found < 1) st = core::internal_error(what + ": cuDNN offers no algorithm");
+    if (st.ok()) st = first_usable(perf, found, what);
     if (st.ok()) st = dnn_check(cudnnGetConvolutionForwardWorkspaceSize(dnn, d.x, d.w, d.conv, d.y, perf[0].algo, &ws_bytes), what);
     if (st.ok() && ws_bytes > 0) st = check(cudaMallocAsync(&ws, ws_bytes, s), "cudaMallocAsync");
     if (st.ok()) st = dnn_check(cudnnConvolutionForward(dnn, &one, d.x, xbuf, d.w, wk, d.conv, perf[0].algo, ws, ws_bytes,
@@ -502,7 +515,7 @@ core::Status OpRunner::conv(const ir::Graph& g, const ir::Op& op, const std::vec
   } else if (v == ir::ConvSpec::Variant::kGradInput) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[8];
     st = dnn_check(cudnnGetConvolutionBackwardDataAlgorithm_v7(dnn, d.w, d.y, d.conv, d.x, 8, &found, perf), what);
-    if (st.ok() && found < 1) st = core::internal_error(what + ": cuDNN offers no algorithm");
+    if (st.ok()) st = first_usable(perf, found, what);
     if (st.ok()) st = dnn_check(cudnnGetConvolutionBackwardDataWorkspaceSize(dnn, d.w, d.y, d.conv, d.x, perf[0].algo, &ws_bytes), what);
     if (st.ok() && ws_bytes > 0) st = check(cudaMallocAsync(&ws, ws_bytes, s), "cudaMallocAsync");
     if (st.ok()) st = dnn_check(cudnnConvolutionBackwardData(dnn, &one, d.w, wk, d.y, dy, d.conv, perf[0].algo, ws, ws_bytes,
@@ -516,7 +529,7 @@ core::Status OpRunner::conv(const ir::Graph& g, const ir::Op& op, const std::vec
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
     st = dnn_check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(dnn, d.x, d.y, d.conv, d.w, 8, &found, perf), what);
-    if (st.ok() && found < 1) st = core::internal_error(what + ": cuDNN offers no algorithm");
+    if (st.ok()) st = first_usable(perf, found, what);
     if (st.ok()) st = dnn_check(cudnnGetConvolutionBackwardFilterWorkspaceSize(dnn, d.x, d.y, d.conv, d.w, perf[0].algo, &ws_bytes), what);
     if (st.ok() && ws_bytes > 0) st = check(cudaMallocAsync(&ws, ws_bytes, s), "cudaMallocAsync");
     if (st.ok()) st = dnn_check(cudnnConvolutionBackwardFilter(dnn, &one, d.x, xbuf, d.y, dy, d.conv, perf[0].algo, ws, ws_bytes,
