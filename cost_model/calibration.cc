@@ -564,6 +564,11 @@ core::Result<Calibration> calibrate(const schema::Profile& profile,
         }
         curve.max_efficiency = emax;
       }
+      // Never above the best measured efficiency: a row like MAMF (the best shape of a
+      // brute-force search, sustained over 100 iterations) is the achievable maximum, while
+      // the fitted form keeps rising towards max_efficiency beyond the largest measurement.
+      curve.ceiling_efficiency = 0;
+      for (const auto& [flops, eff] : list) curve.ceiling_efficiency = std::max(curve.ceiling_efficiency, eff);
       P.origin[std::string("gemm/") + std::string(core::dtype_name(dtype))] = fitted(who, list.size());
       done.insert(dtype);
     }
@@ -694,7 +699,9 @@ std::string CalibrationReport::to_text(const CalibratedParams& params) const {
     const GemmCurve& g = params.compute.gemm[static_cast<std::size_t>(d)];
     line("gemm/" + std::string(core::dtype_name(dt)),
          "max_efficiency " + core::format_fixed(g.max_efficiency, 4) + ", half_size_flops " +
-             core::format_fixed(g.half_size_flops / 1e9, 3) + "e9");
+             core::format_fixed(g.half_size_flops / 1e9, 3) + "e9" +
+             (g.ceiling_efficiency > 0 ? ", ceiling_efficiency " + core::format_fixed(g.ceiling_efficiency, 4)
+                                       : std::string()));
   }
   line("hbm_efficiency", core::format_fixed(params.compute.hbm_efficiency, 3));
   line("kernel_overhead_s", core::format_fixed(params.compute.kernel_overhead_s * 1e6, 2) + "e-6");

@@ -92,7 +92,8 @@ ComputeEstimate ComputeCostModel::gemm_model(const GemmShape& s) const {
   if (curve.max_efficiency <= 0) curve = params_.gemm[dtype_index(core::DType::kFp16)];
   double peak = gpu_.peak(s.dtype).value();
   if (peak <= 0) peak = gpu_.peak(core::DType::kFp32).value();  // e.g. bf16 on V100: emulated
-  const double eff = curve.max_efficiency * x / (x + curve.half_size_flops);
+  double eff = curve.max_efficiency * x / (x + curve.half_size_flops);
+  if (curve.ceiling_efficiency > 0) eff = std::min(eff, curve.ceiling_efficiency);
   const double t_compute = x / (eff * peak);
   const double t_memory = static_cast<double>(gemm_min_bytes(s).value()) /
                           (params_.hbm_efficiency * gpu_.hbm_bandwidth.value());

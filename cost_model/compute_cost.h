@@ -20,6 +20,11 @@ namespace alpasim::cost_model {
 struct GemmCurve {
   double max_efficiency = 0.0;   ///< achieved / datasheet peak for very large GEMMs, (0, 1]
   double half_size_flops = 0.0;  ///< problem size at which efficiency is half the maximum
+  /// Upper bound of the efficiency: the best efficiency the fit rows measured (calibration
+  /// sets it), so the 1/x form is never extrapolated above a sustained measurement (e.g.
+  /// A100 bf16: MAMF, the best shape of a brute-force search, 271.2 of 312 TFLOP/s).
+  /// 0 = no bound.
+  double ceiling_efficiency = 0.0;
 };
 
 /// Parameters of the compute cost model (calibration.h fills them from profiles).

@@ -220,6 +220,23 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       }
     }
   }
+  // Gradient accumulation across microbatches (Megatron-LM's DistributedDataParallel of
+  // 2021, megatron/model/distributed.py): after each microbatch's backward a hook runs
+  // param.main_grad.add_(param.grad) per parameter tensor: reads the fresh gradient and
+  // main_grad, writes main_grad. main_grad has the parameters' dtype for fp16 training and
+  // is fp32 for bf16 (Megatron forces accumulate_allreduce_grads_in_fp32 with bf16). With
+  // --gradient-accumulation-fusion the linear weights accumulate inside the wgrad GEMM.
+  const std::int64_t main_grad_bytes = training.dtype == core::DType::kBf16 ? 4 : dtype_bytes;
+  const std::int64_t accumulate_bytes_per_param = dtype_bytes + 2 * main_grad_bytes;
+  std::vector<char> gemm_weight(g.size(), 0);
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const Op& op = g.op(static_cast<ir::OpId>(i));
+    if (op.phase == Phase::kForward && op.is_einsum() && op.inputs.size() >= 2 &&
+        g.op(op.inputs[1]).kind == OpKind::kParameter) {
+      gemm_weight[static_cast<std::size_t>(op.inputs[1])] = 1;
+    }
+  }
+  std::vector<Seconds> grad_accumulation(num_layers, Seconds{0});
   std::vector<LayerParams> params(num_layers);
   for (std::size_t i = 0; i < g.size(); ++i) {
     const Op& op = g.op(static_cast<ir::OpId>(i));
@@ -231,6 +248,10 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     p.per_gpu += local;
     if (!op.out.shape.empty() && op.out.shape[0] == vocab && op.layer == 0) {
       p.word_embedding_per_gpu += local;
+    }
+    if (!(plan.gradient_accumulation_fusion && gemm_weight[i])) {
+      grad_accumulation[static_cast<std::size_t>(op.layer)] +=
+          cost_model.memory_bound(Bytes(local * accumulate_bytes_per_param));
     }
   }
 
@@ -415,9 +436,31 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     if (optimizer_bytes[l] > 0 && params[l].total > 0) {
       const double share = static_cast<double>(local_params) / static_cast<double>(params[l].total);
       double bytes = static_cast<double>(optimizer_bytes[l]) * share;
+      // Megatron's mixed-precision optimizer (megatron/optimizer/optimizer.py,
+      // Float16OptimizerWithFloat16Params) adds passes around the Adam kernel, per
+      // parameter: zero main_grad at the start (write m), copy main_grad to the fp32 grad
+      // (fp16: read 2 + write 4; bf16 main_grad is already fp32: none), unscale + inf
+      // check (fp16 loss scaling: read 4 + write 4), the gradient norm for clipping
+      // (read 4), and copying the fp32 master weights back (read 4 + write 2).
+      if (training.dtype == core::DType::kFp16) {
+        bytes += static_cast<double>(local_params) * (2 + 6 + 8 + 4 + 6);
+      } else if (training.dtype == core::DType::kBf16) {
+        bytes += static_cast<double>(local_params) * (4 + 4 + 6);
+      }
       if (plan.zero_stage >= 1) bytes /= static_cast<double>(dp);
       c.optimizer_step_s = cost_model.memory_bound(Bytes(static_cast<std::int64_t>(bytes)));
     }
+    L.grad_accumulation_s = grad_accumulation[l];
+    if (plan.pp > 1 && L.kind == "epilogue" && tcfg != nullptr && tcfg->tied_embeddings &&
+        params[0].word_embedding_per_gpu > 0) {
+      // The last stage's copy of the tied embedding accumulates its gradient too (it is
+      // the LM head's weight: fused into the wgrad GEMM under gradient_accumulation_fusion).
+      if (!plan.gradient_accumulation_fusion) {
+        L.grad_accumulation_s += cost_model.memory_bound(
+            Bytes(params[0].word_embedding_per_gpu * accumulate_bytes_per_param));
+      }
+    }
+    L.memory_bound_backward_s += L.grad_accumulation_s;
     c.forward_s = L.gemm_forward_s + L.memory_bound_forward_s + c.forward_tp_comm_s;
     c.backward_s = L.gemm_backward_s + L.memory_bound_backward_s + c.backward_tp_comm_s;
   }

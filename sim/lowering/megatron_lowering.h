@@ -29,6 +29,10 @@ struct MegatronPlan {
   ir::RecomputePolicy recompute = ir::RecomputePolicy::kNone;
   bool sequence_parallel = false;
   std::int64_t zero_stage = 0;  ///< 0 none; 1 optimizer states; 2 + gradients; 3 + parameters
+  /// Megatron's --gradient-accumulation-fusion (2022+, APEX fused wgrad): the linear
+  /// layers' weight gradients accumulate into main_grad inside the wgrad GEMM. false = the
+  /// SC'21 code: a DDP hook runs main_grad.add_(grad) per parameter tensor per microbatch.
+  bool gradient_accumulation_fusion = false;
 };
 
 /// Training settings the lowering needs besides the plan.
@@ -57,7 +61,10 @@ struct LoweredLayer {
   core::Seconds gemm_forward_s{0};    ///< matmul kernels of the forward
   core::Seconds gemm_backward_s{0};   ///< matmul kernels of the backward
   core::Seconds memory_bound_forward_s{0};   ///< norms, softmax, pointwise, embedding
-  core::Seconds memory_bound_backward_s{0};  ///< their backward
+  core::Seconds memory_bound_backward_s{0};  ///< their backward, grad_accumulation_s included
+  /// Megatron's per-microbatch main_grad.add_(grad) kernels of this layer's parameters
+  /// (one memory-bound kernel per tensor; see MegatronPlan::gradient_accumulation_fusion).
+  core::Seconds grad_accumulation_s{0};
   core::Seconds recompute_s{0};  ///< recomputed ops (selective or full), incl. collectives
   core::Flops recompute_flops{0};  ///< matmul FLOPs of the recomputation, per GPU
   TpCollectives tp_collectives;
