@@ -765,6 +765,11 @@ class Lowerer {
         const std::string& fn = o.function;
         const auto& ishape = gshape(o.inputs[0]);
         TLayout x = operand(0);
+        if (fn == "norm_scale_grad") {
+          // Batch-norm statistics are those of the device's rows: keep the forward's groups.
+          const ir::Op& src = o.source != ir::kNoOp ? gf.op(o.source) : o;
+          if (src.norm == ir::NormType::kBatchNorm) return fallback_layouts(o, stage);
+        }
         if (fn == "softmax_cross_entropy" || fn == "norm_scale_grad") {
           if (!ishape.empty()) clear_axes(x, ishape.size() - 1);
           r.in.push_back(x);

@@ -78,7 +78,7 @@ schema::Plan reference_of(const schema::Plan& plan) {
 /// weight by about lr · g/|g|, so a gradient that is zero up to rounding (GPT's k bias: it
 /// shifts every score of a row equally, which the softmax ignores) gets a ±lr update whose
 /// sign is the rounding's, in the reference as in the sharded run.
-void compare(const ExecutionResult& got, const ExecutionResult& ref, bool weights = false) {
+void compare(const ExecutionResult& got, const ExecutionResult& ref, bool weights = false, double rel_tol = kRelTol) {
   CHECK(got.loss == doctest::Approx(ref.loss).epsilon(kRelTol));
   REQUIRE(got.gradients.size() == ref.gradients.size());
   for (const auto& [name, g] : got.gradients) {
@@ -86,14 +86,14 @@ void compare(const ExecutionResult& got, const ExecutionResult& ref, bool weight
     REQUIRE(g.size() == ref.gradients.at(name).size());
     const testing::Diff d = testing::diff(g, ref.gradients.at(name));
     INFO("gradient of " << name << ": max |diff| " << d.max_abs_diff << ", max |ref| " << d.max_abs_ref);
-    CHECK(d.max_abs_diff <= kRelTol * d.max_abs_ref + kAbsTol);
+    CHECK(d.max_abs_diff <= rel_tol * d.max_abs_ref + kAbsTol);
   }
   for (const auto& [name, w] : got.parameters) {
     if (!weights) break;
     REQUIRE(ref.parameters.count(name));
     const testing::Diff d = testing::diff(w, ref.parameters.at(name));
     INFO("updated parameter " << name);
-    CHECK(d.max_abs_diff <= kRelTol * d.max_abs_ref + kAbsTol);
+    CHECK(d.max_abs_diff <= rel_tol * d.max_abs_ref + kAbsTol);
   }
 }
 
@@ -269,6 +269,52 @@ TEST_CASE("tiny GPT, Megatron tensor parallelism (column/row-parallel, per-head 
     CAPTURE(c.name);
     CHECK(runs_on_non_batch_shards(c.plan) > 0);
     compare(run(c.plan), run(reference_of(c.plan)));
+  }
+}
+
+}  // namespace
+}  // namespace alpasim::exec
+
+namespace alpasim::exec {
+namespace {
+
+// Wide-ResNet: batch-norm uses the statistics of the rows a device holds (docs/executor.md),
+// so the reference runs the batch in groups of the plans' per-device batch (which must then
+// be the same on every stage). Updated weights are compared too (SGD, see compare()).
+// Tolerance 1e-3 per tensor instead of 1e-4: the backward pass through 16 bottleneck blocks
+// of 2-channel batch norms amplifies rounding. Measured on the intra-op plan (its dense
+// head row-parallel, the rest data parallel): the head's gradients agree with the reference
+// to 1.1e-7 relative, the stem's to 1.6e-5 and block0/conv2_bn_scale's to 5.9e-4, growing
+// block by block towards the input; the same plan without its head shardings agrees to
+// 1e-4. A lost microbatch or a wrong 1/k still moves gradients by 10 % or more.
+// may_fail: planner::search fails on Wide-ResNet until the planner's convolution adapter is
+// fixed ("node 2 (\"stem/conv_init\"): output axis 1 does not match its loop", being fixed
+// in planner/adapters + planner/intra_op/op_graph); the failure is reported, not skipped.
+TEST_CASE("tiny Wide-ResNet: the search's plans (alpa on 2 and 4 GPUs, intra-op on 2) match the reference" *
+          doctest::may_fail()) {
+  const ir::ModelConfig w = testing::tiny_wide_resnet();
+  struct Case {
+    std::string mode;
+    std::int64_t gpus;
+  };
+  for (const Case& c : {Case{"alpa", 2}, Case{"alpa", 4}, Case{"intra_op_only", 2}}) {
+    const std::int64_t gpus = c.gpus;
+    CAPTURE(c.mode);
+    CAPTURE(gpus);
+    planner::SearchInput in = input(w, c.mode, 8, gpus);
+    in.optimizer = "sgd";  // the executor trains Wide-ResNet with SGD + momentum
+    auto r = planner::search(in);
+    REQUIRE_MESSAGE(r.ok(), r.status().message());
+    const schema::Plan& plan = r->plan;
+    const std::int64_t mb = plan.global_batch_size / plan.num_microbatches;
+    const std::int64_t per_device = mb / static_cast<std::int64_t>(plan.stages[0].device_ids.size());
+    for (const auto& st : plan.stages) REQUIRE(mb / static_cast<std::int64_t>(st.device_ids.size()) == per_device);
+    MESSAGE(c.mode << " on " << gpus << " GPUs: " << plan.stages.size() << " stage(s), first mesh " << plan.stages[0].logical_rows << "x"
+                 << plan.stages[0].logical_cols << ", " << plan.num_microbatches << " microbatches, "
+                 << non_data_parallel(plan) << " operator outputs split on a non-batch axis");
+    schema::Plan ref = reference_of(plan);
+    ref.num_microbatches = plan.global_batch_size / per_device;
+    compare(run(plan), run(ref), true, 1e-3);
   }
 }
 
