@@ -518,6 +518,23 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   if (!dp_groups.empty()) {
     ALPASIM_ASSIGN_OR_RETURN(dp_infos, cost_model.concurrent_groups(dp_groups));
   }
+  // Megatron's embedding-gradient all-reduce (megatron/training.py, "All-reduce
+  // word_embeddings' grad across first and last stages"): with pp > 1 the first and last
+  // stage hold the tied word embedding; after the backward each tp rank all-reduces its
+  // vocab shard's main_grad with its peer on the other end (all tp ranks at once), before
+  // the optimizer. Added to the gradient sync of the first and last model chunk.
+  std::optional<Seconds> embedding_all_reduce;
+  if (plan.pp > 1 && plan.dp > 1 && tcfg != nullptr && tcfg->tied_embeddings &&
+      params[0].word_embedding_per_gpu > 0) {
+    std::vector<std::vector<std::int64_t>> pairs;
+    for (std::int64_t r = 0; r < tp; ++r) pairs.push_back({r, (plan.pp - 1) * stage_stride + r});
+    ALPASIM_ASSIGN_OR_RETURN(std::vector<cluster::GroupInfo> pair_infos, cost_model.concurrent_groups(pairs));
+    embedding_all_reduce =
+        cost_model
+            .collective(cost_model::Collective::kAllReduce,
+                        Bytes(params[0].word_embedding_per_gpu * main_grad_bytes), pair_infos.front())
+            .time;
+  }
   std::size_t first = 0;
   for (std::size_t j = 0; j < problem.stages.size(); ++j) {
     StageCosts& st = problem.stages[j];
@@ -547,6 +564,9 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       const auto kind = plan.zero_stage >= 1 ? cost_model::Collective::kReduceScatter
                                              : cost_model::Collective::kAllReduce;
       st.grad_sync_s = cost_model.collective(kind, st.grad_sync_bytes, info).time;
+      if (embedding_all_reduce && (j == 0 || j + 1 == problem.stages.size())) {
+        *st.grad_sync_s += *embedding_all_reduce;
+      }
       if (plan.zero_stage >= 1) {
         st.param_all_gather_s =
             cost_model.collective(cost_model::Collective::kAllGather, st.grad_sync_bytes, info)
@@ -580,10 +600,10 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   out.layers_per_chunk = std::move(layers_per_chunk);
   out.num_microbatches = num_microbatches;
   out.num_gpus = num_gpus;
-  if (plan.pp > 1 && tcfg != nullptr && tcfg->tied_embeddings) {
+  if (plan.pp > 1 && plan.dp == 1 && tcfg != nullptr && tcfg->tied_embeddings) {
     out.notes.push_back(
-        "the last stage holds a copy of the tied word embedding; its gradient all-reduce "
-        "with the first stage is not modelled");
+        "the last stage holds a copy of the tied word embedding; with dp = 1 its gradient "
+        "all-reduce with the first stage is not modelled");
   }
   if (plan.zero_stage >= 3) {
     out.notes.push_back("ZeRO-3 parameter all-gathers before each forward are not modelled");

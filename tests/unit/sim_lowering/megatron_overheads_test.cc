@@ -129,6 +129,44 @@ TEST_CASE("optimizer: Adam's pass plus Megatron's fp16 passes, 26 bytes per para
   }
 }
 
+TEST_CASE("pipeline: first and last chunk all-reduce the tied embedding's gradient") {
+  // tiny GPT (2 blocks), tp 1, pp 2, dp 2 on 4 GPUs of one node: stage s, replica d is GPU
+  // 2s + d. Chunk 0 (embedding + block 0) syncs on {0, 1}, chunk 1 (block 1 + head + the
+  // tied copy) on {2, 3}; both then all-reduce the 128 × 64 fp16 embedding gradient between
+  // GPU 0 and GPU 2 (rank 0 of the first and of the last stage; replica 1's pair {1, 3}
+  // runs at the same time).
+  auto spec = cluster::make_preset_cluster("dgx-a100-80gb", 1);
+  REQUIRE(spec.ok());
+  spec->gpus_per_node = 4;
+  auto cm_or = cost_model::CostModel::create(*spec, cost_model::default_params());
+  REQUIRE(cm_or.ok());
+  const auto& cm = *cm_or;
+  MegatronPlan plan;
+  plan.pp = 2;
+  plan.dp = 2;
+  TrainingSetup training;
+  training.global_batch_size = 4;
+  auto lowered = lower_megatron_plan(tiny_gpt(), training, plan, cm);
+  REQUIRE(lowered.ok());
+  REQUIRE(lowered->problem.stages.size() == 2);
+  const std::vector<std::vector<std::int64_t>> dp_ids{{0, 1}, {2, 3}};
+  const std::vector<std::vector<std::int64_t>> pair_ids{{0, 2}, {1, 3}};
+  auto dp_groups = cm.concurrent_groups(dp_ids);
+  REQUIRE(dp_groups.ok());
+  auto pair = cm.concurrent_groups(pair_ids);
+  REQUIRE(pair.ok());
+  const double embedding =
+      cm.collective(cost_model::Collective::kAllReduce, core::Bytes(128 * 64 * 2), pair->front()).time.value();
+  CHECK(embedding > 0);
+  for (std::size_t j = 0; j < 2; ++j) {
+    const auto& st = lowered->problem.stages[j];
+    REQUIRE(st.grad_sync_s.has_value());
+    const double sync =
+        cm.collective(cost_model::Collective::kAllReduce, st.grad_sync_bytes, (*dp_groups)[j]).time.value();
+    CHECK(st.grad_sync_s->value() == doctest::Approx(sync + embedding).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("GEMM curve: capped at the best measured efficiency of the fit rows") {
   // cost_model::ComputeCostModel: efficiency = min(max·x/(x + half), ceiling).
   // max 0.9, half 1e9 FLOPs, ceiling 0.8: a 1e12-FLOP GEMM would run at 0.9·1e12/(1.001e12)
