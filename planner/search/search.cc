@@ -25,6 +25,7 @@
 #include "planner/adapters/ir_adapter.h"
 #include "planner/intra_op/intra_op_pass.h"
 #include "planner/inter_op/inter_op_dp.h"
+#include "planner/search/pipeline_bound.h"
 #include "sim/pipeline_sim.h"
 
 namespace alpasim::planner {
@@ -62,6 +63,7 @@ struct Point {
   std::map<int, intra_op::IntraOpGraph> graphs_w;
   std::map<int, std::vector<ir::OpId>> node_ops_w;
   std::map<int, std::string> keys;
+  bool layer_graphs_built = false;  // rep, graphs, node_ops, graphs_w, node_ops_w, keys
 };
 
 ir::RecomputePolicy to_ir(schema::Recompute r) {
@@ -116,16 +118,26 @@ class Searcher {
   void set_unlimited_memory() { memory_limit_ = std::numeric_limits<std::int64_t>::max() / 4; }
   /// Rank plans by peak memory instead of time (the "what would it need" pass).
   bool minimize_memory = false;
+  /// Megatron-grid statistics: grid points simulated / skipped by their lower bound.
+  int grid_simulated = 0;
+  int grid_pruned = 0;
   std::int64_t num_gpus() const { return num_gpus_; }
   std::int64_t nodes() const { return nodes_; }
   std::int64_t gpn() const { return gpn_; }
   int solves() const { return solves_; }
   int queries() const { return queries_; }
 
-  core::Result<Point*> point(std::int64_t mbs, schema::Recompute rc) {
+  // The training graph of (mbs, rc). `with_layer_graphs`: also the per-layer intra-op graphs
+  // and structural classes (the intra-op modes); the analytic Megatron grid needs neither.
+  core::Result<Point*> point(std::int64_t mbs, schema::Recompute rc, bool with_layer_graphs = true) {
     const auto key = std::make_pair(mbs, static_cast<int>(rc));
     auto it = points_.find(key);
-    if (it != points_.end()) return it->second.get();
+    if (it != points_.end()) {
+      if (with_layer_graphs && !it->second->layer_graphs_built) {
+        ALPASIM_RETURN_IF_ERROR(build_layer_graphs(*it->second));
+      }
+      return it->second.get();
+    }
     auto p = std::make_unique<Point>();
     p->mbs = mbs;
     p->recompute = rc;
@@ -139,6 +151,16 @@ class Searcher {
     p->graph = ir::derive_training_graph(fwd, to);
     p->stats = ir::layer_stats(p->graph);
     p->num_layers = p->graph.num_layers();
+    if (with_layer_graphs) ALPASIM_RETURN_IF_ERROR(build_layer_graphs(*p));
+    Point* raw = p.get();
+    points_.emplace(key, std::move(p));
+    return raw;
+  }
+
+  // Per-layer intra-op graphs (both variants) of each structural class of p's layers.
+  core::Status build_layer_graphs(Point& pt) {
+    Point* p = &pt;
+    p->layer_graphs_built = true;
     std::map<std::string, int> first;
     for (int l = 0; l < p->num_layers; ++l) {
       std::vector<ir::OpId> ops;
@@ -158,9 +180,7 @@ class Searcher {
         p->keys.emplace(l, std::move(skey));
       }
     }
-    Point* raw = p.get();
-    points_.emplace(key, std::move(p));
-    return raw;
+    return core::Status();
   }
 
   // Solves every (representative layer, mesh) of `p` not solved yet, in parallel.
@@ -264,6 +284,12 @@ class Searcher {
   };
 
   core::Result<Evaluated> simulate(const Lowering& lw, const schema::Plan& plan) {
+    ALPASIM_ASSIGN_OR_RETURN(sim::PipelineProblem pb, problem_of(lw, plan));
+    return run_problem(std::move(pb), plan);
+  }
+
+  // The simulator input of a lowered plan (validated, not simulated).
+  core::Result<sim::PipelineProblem> problem_of(const Lowering& lw, const schema::Plan& plan) {
     sim::PipelineProblem pb;
     const int p = static_cast<int>(lw.mesh_devices.size());
     const int chunks = static_cast<int>(lw.chunk_layers.size());
@@ -367,6 +393,11 @@ class Searcher {
       pb.stages.push_back(st);
     }
     ALPASIM_RETURN_IF_ERROR(sim::validate(pb));
+    return pb;
+  }
+
+  // Simulates a problem built by problem_of.
+  core::Result<Evaluated> run_problem(sim::PipelineProblem pb, const schema::Plan& plan) {
     ALPASIM_ASSIGN_OR_RETURN(sim::PipelineSimulation s, sim::simulate_pipeline(pb));
     Evaluated e;
     e.plan = plan;
@@ -965,8 +996,14 @@ struct GridFilter {
 core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::string* description) {
   const SearchInput& in = s.input();
   const std::int64_t N = s.num_gpus();
-  Evaluated best;
-  std::string best_desc;
+  // Every grid point's simulator input and lower bound, in grid order (the tie order).
+  struct GridCandidate {
+    sim::PipelineProblem problem;
+    schema::Plan plan;
+    sim::Time bound = 0;
+    std::string description;
+  };
+  std::vector<GridCandidate> cands;
   for (std::int64_t tp = 1; tp <= std::min(N, s.gpn()); tp *= 2) {
     if (N % tp != 0 || (f.tp1 && tp != 1)) continue;
     for (std::int64_t pp = 1; pp <= N / tp; ++pp) {
@@ -977,7 +1014,7 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
           if (in.global_batch_size % (dp * mbs) != 0) continue;
           const std::int64_t B = in.global_batch_size / (dp * mbs);
           if (in.num_microbatches && *in.num_microbatches != B) continue;
-          ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(mbs, rc));
+          ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(mbs, rc, /*with_layer_graphs=*/false));
           const int L = pt->num_layers;
           if (pp > L) continue;
           for (int v : {1, 2}) {
@@ -1107,22 +1144,57 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
             plan.interleave = v;
             plan.recompute = rc;
             plan.stages = std::move(stages);
-            auto e = s.simulate(lw, plan);
-            if (!e.ok()) continue;
-            if (better(s, e.value(), best)) {
-              best = std::move(e).value();
-              best_desc = "tp=" + std::to_string(tp) + " pp=" + std::to_string(pp) +
-                          " dp=" + std::to_string(dp) + " mbs=" + std::to_string(mbs) +
-                          " v=" + std::to_string(v) + " recompute=" +
-                          std::string(schema::recompute_name(rc));
-            }
+            auto pb = s.problem_of(lw, plan);
+            if (!pb.ok()) continue;  // an invalid grid point is skipped, as a failed simulation
+            auto bound = pipeline_lower_bound(pb.value());
+            if (!bound.ok()) continue;
+            GridCandidate cand;
+            cand.problem = std::move(pb).value();
+            cand.plan = std::move(plan);
+            cand.bound = bound.value();
+            cand.description = "tp=" + std::to_string(tp) + " pp=" + std::to_string(pp) +
+                               " dp=" + std::to_string(dp) + " mbs=" + std::to_string(mbs) +
+                               " v=" + std::to_string(v) + " recompute=" +
+                               std::string(schema::recompute_name(rc));
+            cands.push_back(std::move(cand));
           }
         }
       }
     }
   }
+  // Bound-and-prune, exact: the grid points are simulated in increasing order of their
+  // lower bound (pipeline_bound.h); one whose bound cannot beat the incumbent is skipped.
+  // The winner is the same as simulating all in grid order and keeping the first best:
+  // `better` is a strict weak order, and ties go to the lower grid index.
+  std::vector<std::size_t> order(cands.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return cands[a].bound < cands[b].bound;
+  });
+  Evaluated best;
+  std::size_t best_index = cands.size();
+  for (const std::size_t i : order) {
+    GridCandidate& c = cands[i];
+    // Only a fitting incumbent prunes (a fitting plan beats every one that does not fit);
+    // never in the least-memory ranking.
+    if (in.options.prune_grid && !s.minimize_memory && best.ok && best.prediction.fits) {
+      const double bound_s = sim::to_seconds(c.bound).value();
+      const double best_s = best.prediction.iteration_time_s;
+      if (bound_s > best_s || (bound_s == best_s && i > best_index)) {
+        ++s.grid_pruned;
+        continue;
+      }
+    }
+    auto e = s.run_problem(std::move(c.problem), c.plan);
+    ++s.grid_simulated;
+    if (!e.ok()) continue;
+    if (better(s, e.value(), best) || (i < best_index && !better(s, best, e.value()))) {
+      best = std::move(e).value();
+      best_index = i;
+    }
+  }
   if (!best.ok) return core::failed_precondition("no grid point matches the cluster and batch");
-  if (description) *description = best_desc;
+  if (description) *description = cands[best_index].description;
   return best;
 }
 

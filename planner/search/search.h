@@ -53,6 +53,10 @@ struct SearchOptions {
   bool compare_baselines = true;  ///< fill SearchResult::baselines (mode "alpa")
   /// Per-GPU memory budget; unset = the GPU's memory.
   std::optional<core::Bytes> memory_limit;
+  /// Skip Megatron-grid points whose simulation lower bound (pipeline_bound.h) cannot beat
+  /// the best plan so far. Exact (same plan, same bytes); false simulates every grid point,
+  /// which the tests compare against.
+  bool prune_grid = true;
 };
 
 /// Everything the search needs. `cost` must be built for `cluster`.

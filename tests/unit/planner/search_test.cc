@@ -11,8 +11,10 @@
 #include "ir/autodiff.h"
 #include "ir/builders.h"
 #include "planner/adapters/ir_adapter.h"
+#include "planner/search/pipeline_bound.h"
 #include "planner/search/search.h"
 #include "schema/plan.h"
+#include "sim/pipeline_sim.h"
 
 using namespace alpasim;
 
@@ -155,4 +157,81 @@ TEST_CASE("bad inputs are reported") {
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message() ==
         "training.num_microbatches: expected a divisor of the global batch 16, got 3");
+}
+
+TEST_CASE("the pipeline lower bound is exact without communication and below the simulation") {
+  // p uniform stages, forward f = 3 ms, backward b = 5 ms, optimizer step 2 ms, no links,
+  // 1F1B, B = 8: the last stage starts after (p-1)·f, runs B·(f+b), and microbatch B-1's
+  // backward then crosses p-1 stages before stage 0's step:
+  // (p-1)·f + B·(f+b) + (p-1)·b + opt = (B+p-1)·(f+b) + opt; p = 4: 11·8 + 2 = 90 ms.
+  sim::UniformPipelineSpec spec;
+  spec.num_stages = 4;
+  spec.num_microbatches = 8;
+  spec.stage.forward_s = core::seconds(0.003);
+  spec.stage.backward_s = core::seconds(0.005);
+  spec.stage.optimizer_step_s = core::seconds(0.002);
+  const sim::PipelineProblem pb = sim::make_uniform_problem(spec);
+  const auto bound = planner::pipeline_lower_bound(pb);
+  REQUIRE(bound.ok());
+  CHECK(bound.value() == 90'000'000);
+  const auto simulated = sim::simulate_pipeline(pb);
+  REQUIRE(simulated.ok());
+  CHECK(sim::to_time(simulated.value().report.iteration_time) == bound.value());
+  // With links, recomputation, GPipe and interleaving the bound stays below the simulation.
+  for (const auto schedule : {sim::PipelineSchedule::kOneFOneB, sim::PipelineSchedule::kGPipe,
+                              sim::PipelineSchedule::kInterleaved1F1B}) {
+    CAPTURE(static_cast<int>(schedule));
+    spec.schedule = schedule;
+    spec.interleave = schedule == sim::PipelineSchedule::kInterleaved1F1B ? 2 : 1;
+    spec.stage.recompute_s = core::seconds(0.001);
+    spec.stage.output_activation_bytes = core::bytes(64 << 20);
+    spec.p2p_bandwidth = core::gbyte_per_s(10);
+    spec.p2p_latency = core::seconds(1e-5);
+    const sim::PipelineProblem q = sim::make_uniform_problem(spec);
+    const auto b = planner::pipeline_lower_bound(q);
+    const auto s = sim::simulate_pipeline(q);
+    REQUIRE(b.ok());
+    REQUIRE(s.ok());
+    CHECK(b.value() > 0);
+    CHECK(b.value() <= sim::to_time(s.value().report.iteration_time));
+  }
+}
+
+TEST_CASE("the pruned Megatron grid chooses the same plan as simulating every grid point") {
+  // Bound-and-prune is exact: same plan bytes and prediction with and without it, over
+  // the grid baselines, cluster sizes, batches and a memory budget that rules plans out.
+  struct Case { std::string mode; std::int64_t nodes, gpn, batch; std::int64_t limit_mib; };
+  const std::vector<Case> cases = {
+      {"megatron", 1, 4, 16, 0},      {"megatron", 1, 8, 64, 0},  {"megatron", 2, 8, 32, 0},
+      {"megatron", 2, 8, 128, 0},     {"zero2", 1, 8, 32, 0},     {"zero3", 1, 8, 32, 0},
+      {"inter_op_only", 1, 8, 32, 0}, {"data_parallel", 1, 8, 32, 0},
+      {"megatron", 1, 8, 64, 96}};
+  for (const Case& c : cases) {
+    CAPTURE(c.mode);
+    CAPTURE(c.nodes);
+    CAPTURE(c.gpn);
+    CAPTURE(c.batch);
+    planner::SearchInput in = tiny_input(c.mode);
+    in.model = tiny_gpt(4);
+    in.cluster = cluster::make_preset_cluster("aws-p3.16xlarge", c.nodes).value();
+    in.cluster.gpus_per_node = c.gpn;
+    in.cost = cost_model::CostModel::create(
+                  in.cluster, cost_model::params_for_preset(shipped(), "aws-p3.16xlarge").value())
+                  .value();
+    in.global_batch_size = c.batch;
+    if (c.limit_mib > 0) in.options.memory_limit = core::bytes(c.limit_mib << 20);
+    auto pruned = planner::search(in);
+    in.options.prune_grid = false;
+    auto full = planner::search(in);
+    REQUIRE(pruned.ok() == full.ok());
+    if (!pruned.ok()) {
+      CHECK(pruned.status().message() == full.status().message());
+      continue;
+    }
+    CHECK(schema::plan_to_json(pruned.value().plan).dump() ==
+          schema::plan_to_json(full.value().plan).dump());
+    CHECK(pruned.value().prediction.iteration_time_s == full.value().prediction.iteration_time_s);
+    CHECK(pruned.value().prediction.peak_memory_bytes == full.value().prediction.peak_memory_bytes);
+    CHECK(pruned.value().explanation == full.value().explanation);
+  }
 }
