@@ -58,7 +58,7 @@ FlowId LinkModel::start_flow(Time now, std::span<const LinkId> route, double byt
   flow.updated = now;
   flows_.push_back(flow);
   flow_seen_.push_back(0);
-  frozen_.push_back(0);
+  frozen_.push_back(0);  // epoch_ starts above 0 at the first update
   const FlowId id = static_cast<FlowId>(flows_.size() - 1);
   for (LinkId l : route_of(flows_.back())) {
     ALPASIM_CHECK(l >= 0 && l < num_links()) << "unknown link id " << l;
@@ -142,21 +142,32 @@ void LinkModel::update_rates() {
   } else if (comp_links_.size() > 1) {
     std::sort(comp_links_.begin(), comp_links_.end());
   }
+  // Raw pointers: the loops below are the hot path of link-heavy simulations, and plain
+  // pointers spare the compiler from reloading each vector's data after every store.
+  double* const remaining_capacity = remaining_capacity_.data();
+  std::int32_t* const unfrozen_count = unfrozen_count_.data();
+  std::uint64_t* const frozen = frozen_.data();
+  Flow* const flows = flows_.data();
+  const LinkId* const routes = routes_.data();
+  const double* const capacity = capacity_.data();
+  const std::uint64_t epoch = epoch_;
   live_links_.clear();
   for (LinkId l : comp_links_) {
     const auto lu = static_cast<std::size_t>(l);
-    remaining_capacity_[lu] = capacity_[lu];
-    unfrozen_count_[lu] = static_cast<std::int32_t>(link_flows_[lu].size());
-    if (unfrozen_count_[lu] > 0) live_links_.push_back(l);
+    remaining_capacity[lu] = capacity[lu];
+    unfrozen_count[lu] = static_cast<std::int32_t>(link_flows_[lu].size());
+    if (unfrozen_count[lu] > 0) live_links_.push_back(l);
   }
-  // Bring the affected flows' progress up to now at their old rates.
+  // Bring the affected flows' progress up to now at their old rates (frozen_ of these
+  // flows is below epoch_: marks are only ever set to the epoch of an earlier update).
   old_rate_.resize(comp_flows_.size());
+  double* const old_rate = old_rate_.data();
+  const Time now = now_;
   for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
-    Flow& flow = flows_[static_cast<std::size_t>(comp_flows_[i])];
-    flow.remaining = std::max(0.0, flow.remaining - flow.rate * static_cast<double>(now_ - flow.updated));
-    flow.updated = now_;
-    old_rate_[i] = flow.rate;
-    frozen_[static_cast<std::size_t>(comp_flows_[i])] = 0;
+    Flow& flow = flows[comp_flows_[i]];
+    flow.remaining = std::max(0.0, flow.remaining - flow.rate * static_cast<double>(now - flow.updated));
+    flow.updated = now;
+    old_rate[i] = flow.rate;
   }
   std::size_t left = comp_flows_.size();
   while (left > 0) {
@@ -166,7 +177,7 @@ void LinkModel::update_rates() {
     double best_share = std::numeric_limits<double>::infinity();
     for (LinkId l : live_links_) {
       const auto lu = static_cast<std::size_t>(l);
-      best_share = std::min(best_share, remaining_capacity_[lu] / unfrozen_count_[lu]);
+      best_share = std::min(best_share, remaining_capacity[lu] / unfrozen_count[lu]);
     }
     ALPASIM_CHECK(std::isfinite(best_share)) << "unfrozen flows but no link carries them";
     // Freeze the flows of every link at that share in one round: freezing one such
@@ -177,20 +188,22 @@ void LinkModel::update_rates() {
     const double share = std::max(best_share, 0.0);
     for (LinkId l : live_links_) {
       const auto lu = static_cast<std::size_t>(l);
-      if (unfrozen_count_[lu] == 0 || remaining_capacity_[lu] / unfrozen_count_[lu] > threshold) continue;
-      for (FlowId f : link_flows_[lu]) {
-        if (frozen_[static_cast<std::size_t>(f)]) continue;
-        frozen_[static_cast<std::size_t>(f)] = 1;
-        --left;
-        Flow& flow = flows_[static_cast<std::size_t>(f)];
-        flow.rate = share;
-        for (LinkId m : route_of(flow)) {
-          remaining_capacity_[static_cast<std::size_t>(m)] -= share;
-          --unfrozen_count_[static_cast<std::size_t>(m)];
+      if (unfrozen_count[lu] != 0 && !(remaining_capacity[lu] / unfrozen_count[lu] > threshold)) {
+        for (FlowId f : link_flows_[lu]) {
+          if (frozen[f] == epoch) continue;
+          frozen[f] = epoch;
+          --left;
+          Flow& flow = flows[f];
+          flow.rate = share;
+          for (std::int32_t r = flow.route_begin; r < flow.route_end; ++r) {
+            const auto m = static_cast<std::size_t>(routes[r]);
+            remaining_capacity[m] -= share;
+            --unfrozen_count[m];
+          }
         }
       }
     }
-    std::erase_if(live_links_, [this](LinkId l) { return unfrozen_count_[static_cast<std::size_t>(l)] == 0; });
+    std::erase_if(live_links_, [unfrozen_count](LinkId l) { return unfrozen_count[static_cast<std::size_t>(l)] == 0; });
   }
   // Record what each link of the component now carries.
   for (LinkId l : comp_links_) {

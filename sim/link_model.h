@@ -135,7 +135,9 @@ class LinkModel {
   std::vector<FlowId> comp_flows_;
   std::vector<double> remaining_capacity_;
   std::vector<std::int32_t> unfrozen_count_;
-  std::vector<char> frozen_;  // per flow id
+  // Per flow id: == epoch_ when frozen in the current update_rates (an integer, not a
+  // char, so stores to it do not alias every other array for the optimiser).
+  std::vector<std::uint64_t> frozen_;
   std::vector<double> old_rate_;       // per comp_flows_ entry
   std::vector<LinkId> live_links_;     // comp_links_ with unfrozen flows, in order
 };
