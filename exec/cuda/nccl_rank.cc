@@ -476,7 +476,12 @@ core::Result<launch::RankResult> run_rank(const Program& p, const RunOptions& op
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclUniqueId id;
-    std::memcpy(id.internal, ids[static_cast<std::size_t>(g)].data(), sizeof id.internal);
+    const std::string& bytes = ids[static_cast<std::size_t>(g)];
+    if (bytes.size() != sizeof id.internal) {
+      return core::invalid_argument(me + ": NCCL unique id " + std::to_string(g) + ": expected " +
+                                    std::to_string(sizeof id.internal) + " bytes, got " + std::to_string(bytes.size()));
+    }
+    std::memcpy(id.internal, bytes.data(), sizeof id.internal);
     ncclComm_t c = nullptr;
     ALPASIM_RETURN_IF_ERROR(nccl_check(ncclCommInitRankConfig(&c, static_cast<int>(grp.members.size()), id,
                                                               plan.rank_in(g, env.rank), &config),
