@@ -66,6 +66,7 @@ class Lowerer {
     }
     fix_channel_order();
     insert_frees();
+    hoist_persistent();
     return std::move(prog_);
   }
 
@@ -1466,6 +1467,36 @@ class Lowerer {
         }
       }
       code = std::move(out);
+    }
+  }
+
+  /// Gradient accumulation buffers and optimizer states live the whole iteration (as in a
+  /// training loop, where they persist across iterations, and as the simulator counts
+  /// them): their ALLOCATEs move to the start of the device's program, their FREEs to the
+  /// end. Received gradients (sent to another stage's optimizer) stay transient.
+  void hoist_persistent() {
+    for (auto& code : prog_.code) {
+      auto persistent = [&](const Instruction& in) {
+        if (in.kind != InstrKind::kAllocate && in.kind != InstrKind::kFree) return false;
+        const Buffer& b = prog_.buffers[static_cast<std::size_t>(in.buffer)];
+        return (b.role == BufferRole::kGradient && !b.received) || b.role == BufferRole::kOptimizerState;
+      };
+      std::vector<Instruction> head, body, tail;
+      body.reserve(code.size());
+      for (const Instruction& in : code) {
+        if (!persistent(in)) {
+          body.push_back(in);
+        } else {
+          Instruction moved = in;
+          moved.task = TaskKind::kInit;
+          moved.microbatch = -1;
+          (in.kind == InstrKind::kAllocate ? head : tail).push_back(moved);
+          if (in.kind == InstrKind::kFree) tail.back().task = TaskKind::kOptimizer;
+        }
+      }
+      head.insert(head.end(), body.begin(), body.end());
+      head.insert(head.end(), tail.begin(), tail.end());
+      code = std::move(head);
     }
   }
 

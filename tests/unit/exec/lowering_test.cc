@@ -104,7 +104,7 @@ TEST_CASE("unequal meshes: a 2-device stage feeds a 1-device stage by row ranges
   CHECK(count(s, 1, "recv") == 3);
 }
 
-TEST_CASE("tiny GPT on 1x2, 2x2 and two stages: programs verify; tied embedding crosses once") {
+TEST_CASE("tiny GPT on 1x2, 2x2 and two stages: programs verify, tied embedding crosses once") {
   const ir::ModelConfig gpt = testing::tiny_gpt();  // layers: embedding, 2 blocks, head
   struct Case {
     std::vector<StageSpec> stages;
@@ -265,7 +265,7 @@ TEST_CASE("verify_program finds a deadlock, out-of-order receives and leaks") {
 namespace alpasim::exec {
 namespace {
 
-TEST_CASE("weight-update sharding: reduce-scatter, sliced update, all-gather; states shrink") {
+TEST_CASE("weight-update sharding: reduce-scatter, sliced update, all-gather, states shrink") {
   // Tiny GPT on a 1x2 mesh: every parameter of the tiny GPT has an even element count, so
   // each is reduce-scattered (no all-reduce left), updated on half its elements and
   // all-gathered; Adam's state (12 bytes/parameter at fp16: fp32 master copy + 2 moments)

@@ -1,9 +1,10 @@
 // Plans with intra-operator shardings (not data parallel) run operator by operator on their
-// shards and reproduce the unsharded reference: the search's own intra-op plans on 1x2 and
-// 2x2 meshes, a searched Megatron MLP, and a hand-written Megatron GPT (column-parallel
-// q/k/v and fc1, row-parallel attention output and fc2). Tolerance and its reason:
-// cpu_backend_test.cc (|sharded − reference| ≤ 1e-4 · max|reference| + 1e-6 per tensor;
-// sharded runs differ only in the order of sums).
+// shards and reproduce the unsharded reference: the search's own intra-op plans (2x1 and
+// 4x1 meshes, the shapes the search chooses here), the search's Megatron MLP plans, a
+// hand-written Megatron GPT (column-parallel q/k/v and fc1, row-parallel attention output
+// and fc2, vocabulary-parallel head) on 1x2, 2x2 and two 1x2 stages, and the search's
+// Wide-ResNet plans. Tolerance and its reason: cpu_backend_test.cc (|sharded − reference| ≤
+// 1e-4 · max|reference| + 1e-6 per tensor; sharded runs differ only in the order of sums).
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -129,7 +130,7 @@ int runs_on_non_batch_shards(const schema::Plan& plan, const LowerOptions& optio
   return n;
 }
 
-TEST_CASE("tiny GPT: the search's intra-op plans on 1x2 and 2x2 meshes match the reference") {
+TEST_CASE("tiny GPT: the search's intra-op plans on 2 and 4 GPUs (2x1, 4x1 meshes) match the reference") {
   const ir::ModelConfig gpt = testing::tiny_gpt(2);
   for (std::int64_t gpus : {2, 4}) {
     CAPTURE(gpus);
@@ -179,7 +180,7 @@ LowerOptions mlp3_at_any_batch() {
   return o;
 }
 
-TEST_CASE("3-layer MLP: the search's plans (2 stages; 1x2 and 4x1 Megatron meshes) match the reference") {
+TEST_CASE("3-layer MLP: the search's plans (2 stages, 2x1 and 4x1 Megatron meshes) match the reference") {
   struct Case {
     std::string mode;
     std::int64_t gpus;
