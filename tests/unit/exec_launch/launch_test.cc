@@ -294,7 +294,9 @@ TEST_CASE("run_children: all succeed, one fails and the others are killed, signa
   auto slow = run_children({sh("exit 0", 0), sh("sleep 60", 1)}, 0.2, 0.01, clock);
   REQUIRE(!slow.ok());
   CHECK(slow.code() == core::StatusCode::kUnavailable);
-  CHECK(slow.message() == "ranks 1 still running after 0.2 s: killed them all");
+  // Rank 0 has normally exited by then; on a loaded machine it may still be starting.
+  CHECK(slow.message().rfind("ranks ", 0) == 0);
+  CHECK(slow.message().ends_with("1 still running after 0.2 s: killed them all"));
 
   auto noexe = run_children({{{"/nonexistent/alpa-exec"}, {}, dir + "/x.log"}}, 60.0, 0.01, clock);
   REQUIRE(!noexe.ok());
@@ -349,15 +351,17 @@ TEST_CASE("launch_and_merge: three fake ranks end to end, then a failing, a hang
   REQUIRE(!failed.ok());
   const std::string m = failed.status().message();
   CHECK(m.find("one process per GPU (logs in " + o.work_dir + "): rank 1 (pid ") == 0);
-  CHECK(m.find(") exited with status 3; killed ranks 2; last lines of " + o.work_dir +
-               "/rank1.log:\nfake rank 1: failing on purpose") != std::string::npos);
+  // Rank 2 hangs, so it is always killed; rank 0 may or may not have finished by then.
+  CHECK(m.find(") exited with status 3; killed ranks ") != std::string::npos);
+  CHECK(m.find("2; last lines of " + o.work_dir + "/rank1.log:\nfake rank 1: failing on purpose") != std::string::npos);
 
   o.timeout_s = 0.5;  // rank 2 hangs alone: the timeout ends the run
   auto hung = launch_and_merge(argv, 3, o);
   ::unsetenv("ALPASIM_FAKE_HANG_RANK");
   REQUIRE(!hung.ok());
-  CHECK(hung.status().message() ==
-        "one process per GPU (logs in " + o.work_dir + "): ranks 2 still running after 0.5 s: killed them all");
+  // Ranks 0 and 1 have normally exited by then; on a loaded machine they may still be starting.
+  CHECK(hung.status().message().rfind("one process per GPU (logs in " + o.work_dir + "): ranks ", 0) == 0);
+  CHECK(hung.status().message().ends_with("2 still running after 0.5 s: killed them all"));
 
   o.timeout_s = 60.0;
   ::setenv("ALPASIM_FAKE_SILENT_RANK", "0", 1);
