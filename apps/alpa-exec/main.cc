@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
                  "The simulator's report JSON for this plan: print predicted vs measured and the error");
   app.add_flag("--json", opt.json, "Print one JSON object on stdout");
   app.add_flag("--data-parallel-default", opt.data_parallel_default,
-               "Run stages that carry per-operator shardings data parallel instead of refusing them");
+               "Replace the plan's per-operator shardings by data parallelism (default: run each operator on its shards)");
   app.add_flag("--print-program", opt.print_program, "Print the lowered instruction lists and exit");
   try {
     app.parse(argc, argv);

@@ -142,7 +142,70 @@ void BM_AllReduce(benchmark::State& state) {
 }
 BENCHMARK(BM_AllReduce)->Arg(2)->Arg(4)->UseRealTime()->Iterations(5)->Unit(benchmark::kMillisecond);
 
-// Lowering + verification of a GPT plan (4 layers, 2 stages of 1x2, 8 microbatches).
+// Resharding copy (kAllGather with an input, per-operator shardings) of a 2-element tensor
+// whose halves lie on 2 devices: Arg(1) a local slice (group of one: the whole tensor to the
+// device's half), Arg(2) an all-gather of the halves over 2 devices (3-phase rendezvous).
+void BM_Reshard(benchmark::State& state) {
+  const bool gather = state.range(0) == 2;
+  Program p = base_program(2);
+  for (std::int32_t d = 0; d < 2; ++d) {
+    const BufferId src = add_buffer(p, d);
+    const BufferId dst = add_buffer(p, d);
+    Buffer& a = p.buffers[static_cast<std::size_t>(gather ? src : dst)];  // the half
+    a.global_shape = {2};
+    a.block_offset = {d};
+    Buffer& w = p.buffers[static_cast<std::size_t>(gather ? dst : src)];  // the whole
+    w.shape = w.global_shape = {2};
+    w.block_offset = {0};
+    w.elements = 2;
+    w.bytes = 8;
+    auto& c = p.code[static_cast<std::size_t>(d)];
+    c.push_back(instr(InstrKind::kAllocate, src));
+    c.push_back(instr(InstrKind::kAllocate, dst));
+    for (std::int64_t i = 0; i < kRepeats / 10; ++i) {
+      Instruction in = instr(InstrKind::kAllGather, dst);
+      in.inputs = {src};
+      in.group = gather ? p.stage_devices[0] : std::vector<std::int32_t>{d};
+      in.collective_id = gather ? i : i * 2 + d;
+      c.push_back(in);
+    }
+    c.push_back(instr(InstrKind::kFree, src));
+    c.push_back(instr(InstrKind::kFree, dst));
+  }
+  measure(state, p);
+}
+BENCHMARK(BM_Reshard)->Arg(1)->Arg(2)->UseRealTime()->Iterations(5)->Unit(benchmark::kMillisecond);
+
+/// Megatron tensor parallelism over mesh axis 1 for GPT blocks [first, last) (q/k/v and fc1
+/// column-parallel, attention per head, attention output and fc2 row-parallel).
+std::vector<schema::OperatorSharding> megatron(int first, int last) {
+  auto spec = [](const char* text) { return *schema::ShardingSpec::parse(text); };
+  std::vector<schema::OperatorSharding> out;
+  auto add = [&](const std::string& op, std::vector<const char*> in, const char* o) {
+    schema::OperatorSharding s;
+    s.op = op;
+    for (const char* t : in) s.inputs.push_back(spec(t));
+    s.output = spec(o);
+    out.push_back(s);
+  };
+  for (int l = first; l < last; ++l) {
+    const std::string p = "block" + std::to_string(l) + "/";
+    add(p + "attn/q", {"RRR", "RS1RR", "S1RR"}, "RRS1RR");
+    add(p + "attn/k", {"RRR", "RS1R", "S1R"}, "RRS1R");
+    add(p + "attn/v", {"RRR", "RS1R", "S1R"}, "RRS1R");
+    add(p + "attn/scores", {"RRS1RR", "RRS1R"}, "RS1RRR");
+    add(p + "attn/softmax", {"RS1RRR"}, "RS1RRR");
+    add(p + "attn/context", {"RS1RRR", "RRS1R"}, "RRS1RR");
+    add(p + "attn/out", {"RRS1RR", "S1RRR", "R"}, "RRR");
+    add(p + "mlp/fc1", {"RRR", "RS1", "S1"}, "RRS1");
+    add(p + "mlp/gelu", {"RRS1"}, "RRS1");
+    add(p + "mlp/fc2", {"RRS1", "S1R", "R"}, "RRR");
+  }
+  return out;
+}
+
+// Lowering + verification of a GPT plan (4 layers, 2 stages of 1x2, 8 microbatches);
+// Arg(1): with Megatron tensor parallelism in both stages (per-operator shardings).
 void BM_LowerAndVerifyGpt(benchmark::State& state) {
   ir::TransformerConfig t;
   t.builtin = "gpt";
@@ -165,6 +228,7 @@ void BM_LowerAndVerifyGpt(benchmark::State& state) {
     st.logical_rows = 1;
     st.logical_cols = 2;
     st.device_ids = {2 * s, 2 * s + 1};
+    if (state.range(0) == 1) st.shardings = megatron(s * 2, s * 2 + 2);
     plan.stages.push_back(st);
   }
   std::int64_t instructions = 0;
@@ -178,7 +242,7 @@ void BM_LowerAndVerifyGpt(benchmark::State& state) {
   }
   state.counters["instructions"] = static_cast<double>(instructions);
 }
-BENCHMARK(BM_LowerAndVerifyGpt)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LowerAndVerifyGpt)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace alpasim::exec

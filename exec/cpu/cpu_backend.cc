@@ -418,6 +418,13 @@ class CpuBackend final : public Backend {
               std::find(in.group.begin(), in.group.end(), d) - in.group.begin());
           if (in.kind == InstrKind::kAllGather && in.inputs.size() == 1) {
             const auto src = static_cast<std::size_t>(in.inputs[0]);
+            if (in.group.size() == 1) {  // a local slice: no rendezvous
+              const Buffer& sb = p.buffers[src];
+              const Buffer& db = p.buffers[static_cast<std::size_t>(in.buffer)];
+              copy_box(data[src].data(), offsets_of(sb), sb.shape, buf.data(), offsets_of(db), db.shape,
+                       static_cast<float>(in.scale));
+              break;
+            }
             ALPASIM_RETURN_IF_ERROR(comm.reshard(iter, in, rank, data[src].data(), p.buffers[src], buf.data(),
                                                  p.buffers[static_cast<std::size_t>(in.buffer)], describe(p, dev, i)));
             break;
