@@ -17,10 +17,14 @@
 namespace alpasim::exec::launch {
 namespace {
 
-/// Kills and reaps every child still running (pid > 0).
+/// Kills and reaps every child still running (pid > 0), with its whole process group (each
+/// child leads its own), so a wrapper script's own children die too.
 void kill_all(std::vector<pid_t>& pids) {
   for (pid_t p : pids) {
-    if (p > 0) ::kill(p, SIGKILL);
+    if (p > 0) {
+      ::kill(-p, SIGKILL);
+      ::kill(p, SIGKILL);  // in case it had not yet made its group
+    }
   }
   for (pid_t& p : pids) {
     if (p > 0) {
@@ -111,6 +115,7 @@ core::Status run_children(const std::vector<ChildSpec>& children, double timeout
       return core::unavailable(std::string("fork: ") + std::strerror(errno));
     }
     if (pid == 0) {
+      ::setpgid(0, 0);
       ::dup2(log, STDOUT_FILENO);
       ::dup2(log, STDERR_FILENO);
       ::execve(argv[0], argv.data(), envp.data());
@@ -119,6 +124,7 @@ core::Status run_children(const std::vector<ChildSpec>& children, double timeout
       (void)ignored;
       ::_exit(127);
     }
+    ::setpgid(pid, pid);  // also here: no window where a kill of the group misses it
     ::close(log);
     pids[r] = pid;
   }

@@ -16,11 +16,11 @@ struct ChildSpec {
   std::string log_path;                      ///< the child's stdout and stderr go here
 };
 
-/// Starts every child (fork + execv), then polls them (waitpid WNOHANG every `interval_s`)
+/// Starts every child (fork + execve, each in its own process group), then polls them (waitpid WNOHANG every `interval_s`)
 /// until all exit 0 (ok). When one exits non-zero or dies from a signal, SIGKILLs the others,
 /// reaps them and returns kInternal "rank R (pid P) exited with status S" / "... was killed
 /// by signal N (Killed)" followed by the last lines of its log; when `timeout_s` passes
-/// first, kills all and returns kUnavailable "ranks 0, 2 still running after T s". Never
+/// first, kills all (SIGKILL to each child's process group) and returns kUnavailable "ranks 0, 2 still running after T s". Never
 /// leaves a child behind. Index i of `children` is rank i.
 core::Status run_children(const std::vector<ChildSpec>& children, double timeout_s, double interval_s, Clock& clock);
 

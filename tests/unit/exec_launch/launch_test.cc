@@ -279,7 +279,8 @@ TEST_CASE("run_children: all succeed, one fails and the others are killed, signa
                      clock)
             .ok());
 
-  // Rank 1 fails at once; rank 0 would sleep for 60 s: it is killed, the call returns.
+  // Rank 1 fails at once; rank 0 would sleep for 60 s: it is killed with its process group
+  // (the shell and its `sleep`), the call returns.
   auto one = run_children({sh("sleep 60", 0), sh("echo boom >&2; exit 3", 1)}, 120.0, 0.01, clock);
   REQUIRE(!one.ok());
   CHECK(one.code() == core::StatusCode::kInternal);
