@@ -288,11 +288,8 @@ namespace {
 // to 1.1e-7 relative, the stem's to 1.6e-5 and block0/conv2_bn_scale's to 5.9e-4, growing
 // block by block towards the input; the same plan without its head shardings agrees to
 // 1e-4. A lost microbatch or a wrong 1/k still moves gradients by 10 % or more.
-// may_fail: planner::search fails on Wide-ResNet until the planner's convolution adapter is
-// fixed ("node 2 (\"stem/conv_init\"): output axis 1 does not match its loop", being fixed
-// in planner/adapters + planner/intra_op/op_graph); the failure is reported, not skipped.
-TEST_CASE("tiny Wide-ResNet: the search's plans (alpa on 2 and 4 GPUs, intra-op on 2) match the reference" *
-          doctest::may_fail()) {
+// (planner::search on Wide-ResNet works since the planner's convolution fix, commit 7b10c59.)
+TEST_CASE("tiny Wide-ResNet: the search's plans (alpa on 2 and 4 GPUs, intra-op on 2) match the reference") {
   const ir::ModelConfig w = testing::tiny_wide_resnet();
   struct Case {
     std::string mode;
