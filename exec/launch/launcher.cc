@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -108,6 +109,7 @@ core::Status run_children(const std::vector<ChildSpec>& children, double timeout
       return core::unavailable(c.log_path + ": cannot create the log of rank " + std::to_string(r) + " (" +
                                std::strerror(errno) + ")");
     }
+    const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) {
       ::close(log);
@@ -116,6 +118,10 @@ core::Status run_children(const std::vector<ChildSpec>& children, double timeout
     }
     if (pid == 0) {
       ::setpgid(0, 0);
+      // Its own group means no terminal Ctrl-C: die with the launcher instead (any cause,
+      // kept across execve), and at once if the launcher is already gone.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(126);
       ::dup2(log, STDOUT_FILENO);
       ::dup2(log, STDERR_FILENO);
       ::execve(argv[0], argv.data(), envp.data());

@@ -16,7 +16,8 @@ struct ChildSpec {
   std::string log_path;                      ///< the child's stdout and stderr go here
 };
 
-/// Starts every child (fork + execve, each in its own process group), then polls them (waitpid WNOHANG every `interval_s`)
+/// Starts every child (fork + execve, each in its own process group and killed by the kernel
+/// if the launcher dies: PR_SET_PDEATHSIG), then polls them (waitpid WNOHANG every `interval_s`)
 /// until all exit 0 (ok). When one exits non-zero or dies from a signal, SIGKILLs the others,
 /// reaps them and returns kInternal "rank R (pid P) exited with status S" / "... was killed
 /// by signal N (Killed)" followed by the last lines of its log; when `timeout_s` passes

@@ -2,10 +2,13 @@
 // files, rank results, the fork/exec launcher (with /bin/sh children) and the CUDA mode
 // choice. No GPU and no timing assertions.
 #include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "exec/launch/comm_plan.h"
@@ -306,6 +309,44 @@ TEST_CASE("run_children: all succeed, one fails and the others are killed, signa
   auto self = own_command_line();
   REQUIRE(self.ok());
   CHECK(std::filesystem::path((*self)[0]).filename() == "alpasim_exec_launch_tests");
+}
+
+TEST_CASE("run_children: the children die with the launcher") {
+  // A forked launcher starts a child that records its pid and sleeps; killing the launcher
+  // (SIGKILL, no cleanup) must end the child too (PR_SET_PDEATHSIG).
+  const std::string dir = scratch("pdeath");
+  const pid_t launcher = ::fork();
+  REQUIRE(launcher >= 0);
+  if (launcher == 0) {
+    SteadyClock clock;
+    (void)run_children({{{"/bin/sh", "-c", "echo $$ > " + dir + "/pid.tmp && mv " + dir + "/pid.tmp " + dir +
+                                             "/pid && exec sleep 60"},
+                         {},
+                         dir + "/child.log"}},
+                       120.0, 0.01, clock);
+    ::_exit(0);
+  }
+  FakeClock never;  // wait_for_file polls a real file; the fake clock only bounds the polls
+  std::string text;
+  for (int i = 0; i < 5000 && text.empty(); ++i) {
+    auto t = wait_for_file(dir + "/pid", 0.0, 0.0, never);
+    if (t.ok()) text = *t;
+    ::usleep(1000);
+  }
+  REQUIRE(!text.empty());
+  const pid_t child = static_cast<pid_t>(std::stol(text));
+  ::kill(launcher, SIGKILL);
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  bool gone = false;
+  for (int i = 0; i < 5000 && !gone; ++i) {  // up to ~5 s for the kernel and the reaper
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    gone = !stat || line.find(") Z ") != std::string::npos;  // exited (a zombie until reaped)
+    if (!gone) ::usleep(1000);
+  }
+  CHECK(gone);
 }
 
 TEST_CASE("choose_cuda_mode: virtual on one GPU, processes when enough GPUs, ranks under a launcher or mpirun") {
