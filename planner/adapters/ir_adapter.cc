@@ -124,11 +124,6 @@ class Converter {
     IntraOpNode n = base(op, op.kind == ir::OpKind::kMoeDispatch   ? intra_op::OpKind::kMoeDispatch
                              : op.kind == ir::OpKind::kMoeCombine ? intra_op::OpKind::kMoeCombine
                                                                    : intra_op::OpKind::kEinsum);
-    // The MoE kinds have fixed equations in the pass; other spellings are plain einsums.
-    if ((n.kind == intra_op::OpKind::kMoeDispatch && ir::dot_spec_string(op.dot) != "gsec,gsm->egcm") ||
-        (n.kind == intra_op::OpKind::kMoeCombine && ir::dot_spec_string(op.dot) != "egcm,gsec->gsm")) {
-      n.kind = intra_op::OpKind::kEinsum;
-    }
     std::map<char, int> loop;
     auto loops_of = [&](const std::string& letters) {
       std::vector<int> ids;
@@ -149,6 +144,12 @@ class Converter {
       n.operand_loops.push_back(std::move(ids));
     }
     n.flops = static_cast<double>(op.flops);
+    // The MoE kinds need GShard's loop structure (the builders spell dispatch
+    // "xyec,xyh->exch" and combine "xyec,exch->xyh"); other spellings are plain einsums.
+    if (n.kind != intra_op::OpKind::kEinsum &&
+        (n.operands.size() != 2 || !intra_op::has_moe_structure(n))) {
+      n.kind = intra_op::OpKind::kEinsum;
+    }
     return n;
   }
 

@@ -16,7 +16,9 @@ namespace alpasim::planner::adapters {
 /// The operators of model layers [layer_begin, layer_end) of a training graph (every phase:
 /// forward, recompute, backward, optimizer) as the intra-op pass's input. Tensors produced
 /// by other layers become kInput nodes. Mapping: dots and MoE einsums keep their einsum
-/// letters (a bias becomes a third operand on the output loops); convolutions (forward, data
+/// letters (a bias becomes a third operand on the output loops; MoE dispatch and combine
+/// with GShard's loop structure, whatever their letters and combine operand order, keep the
+/// expert-parallel kinds, intra_op::has_moe_structure); convolutions (forward, data
 /// and filter gradient, any stride) become loop nests n, ho, wo, ci, kh, kw, co with explicit
 /// extents, the spatial loops shared by input and output and splittable for 1x1 kernels
 /// only (no halo exchange is priced); the embedding is a one-hot contraction over the vocabulary;

@@ -37,6 +37,27 @@ std::string node_ref(const IntraOpGraph& g, std::size_t v) {
 }
 }  // namespace
 
+bool has_moe_structure(const IntraOpNode& n) {
+  if (n.operand_loops.size() != 2) return false;
+  const auto& a = n.operand_loops[0];
+  const auto& b = n.operand_loops[1];
+  const auto& o = n.output_loops;
+  if (n.kind == OpKind::kMoeDispatch) {
+    // a = g s e c, b = g s m, o = e g c m.
+    return a.size() == 4 && b.size() == 3 && o.size() == 4 && b[0] == a[0] && b[1] == a[1] &&
+           o == std::vector<int>{a[2], a[0], a[3], b[2]};
+  }
+  if (n.kind == OpKind::kMoeCombine) {
+    // w = g s e c, x = e g c m, o = g s m; either operand order.
+    auto ok = [&](const std::vector<int>& x, const std::vector<int>& w) {
+      return x.size() == 4 && w.size() == 4 && o.size() == 3 &&
+             x == std::vector<int>{w[2], w[0], w[3], o[2]} && o[0] == w[0] && o[1] == w[1];
+    };
+    return ok(a, b) || ok(b, a);
+  }
+  return false;
+}
+
 core::Status IntraOpGraph::validate() const {
   for (std::size_t v = 0; v < nodes.size(); ++v) {
     const IntraOpNode& n = nodes[v];
@@ -80,6 +101,9 @@ core::Status IntraOpGraph::validate() const {
           return fail("loop_splittable has " + std::to_string(n.loop_splittable.size()) +
                       " entries for " + std::to_string(loops) + " loops");
         }
+      }
+      if (n.kind != OpKind::kEinsum && !has_moe_structure(n)) {
+        return fail("loops do not have the MoE dispatch / combine structure");
       }
       // With explicit extents, every loop id must have one; axis sizes may differ from it.
       auto known_loop = [&](int loop) {

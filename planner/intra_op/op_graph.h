@@ -28,6 +28,13 @@ enum class OpKind {
 /// "input", "parameter", "einsum", ...
 const char* op_kind_name(OpKind kind);
 
+struct IntraOpNode;
+/// Whether the loops of a kMoeDispatch / kMoeCombine node have GShard's structure (any loop
+/// ids, letters as in the builder's equations): dispatch "gsec,gsm->egcm"; combine
+/// "egcm,gsec->gsm" or "gsec,egcm->gsm" (the IR's order). The expert-parallel strategies
+/// rely on it; the IR adapter keeps other MoE spellings as plain einsums.
+bool has_moe_structure(const IntraOpNode& node);
+
 /// One operator of the graph the intra-op pass plans: the pass's own input description, so
 /// it does not depend on the model-graph IR (the IR adapter fills it). All fields use the
 /// operator's output shape unless said otherwise.

@@ -1,6 +1,7 @@
 #include "planner/intra_op/strategies.h"
 
 #include <algorithm>
+#include <map>
 
 #include "core/check.h"
 #include "planner/intra_op/resharding.h"
@@ -127,50 +128,84 @@ void einsum_strategies(const IntraOpGraph& g, int v, const LogicalMesh& mesh,
   }
 }
 
+// Index of a MoE combine's expert-buffer operand [e,g,c,m]: the one carrying the output's
+// last loop (m); the other operand is the combine weights [g,s,e,c].
+std::size_t moe_buffer_operand(const IntraOpNode& n) {
+  const int m = n.output_loops.back();
+  const auto& l0 = n.operand_loops[0];
+  return std::find(l0.begin(), l0.end(), m) != l0.end() ? 0 : 1;
+}
+
 // Expert parallelism (GShard): dispatch computes its token group's slice for every expert,
 // then one all-to-all along mesh axis m moves slices to the experts' devices; combine is the
-// mirror image.
+// mirror image. On a 2D mesh the data-parallel x expert-parallel variant (DeepSpeed-MoE,
+// GShard's replicated experts) splits the groups over both axes (S01), the experts over axis
+// 1 and keeps the groups split over axis 0 in the expert buffers: the all-to-all stays within
+// each row of axis 1 (the devices of one node when axis 1 is intra-node) and every device
+// works. Each strategy is priced here: all-to-all of the exchanged tile (dispatch: its output,
+// combine: its expert-output operand), compute split over the devices that work.
 void moe_strategies(const IntraOpGraph& g, int v, const LogicalMesh& mesh,
-                    std::vector<Strategy>* out) {
+                    const CostHooks& hooks, std::vector<Strategy>* out) {
   const IntraOpNode& n = g.nodes[static_cast<std::size_t>(v)];
   const std::vector<std::int64_t> sizes = g.loop_sizes(v);
-  // Loop ids fixed by the builder's equations: dispatch "gsec,gsm->egcm": g=0 e=2;
-  // combine "egcm,gsec->gsm": e=0 g=1.
+  // Dispatch "gsec,gsm->egcm": e and g are its output's axes 0 and 1. Combine (operands in
+  // either order, validated by moe_roles()): the expert buffer [e,g,c,m] is the operand that
+  // carries the output's m; the group loop is the output's axis 0.
   const bool dispatch = n.kind == OpKind::kMoeDispatch;
-  const int g_loop = dispatch ? 0 : 1;
-  const int e_loop = dispatch ? 2 : 0;
+  const std::size_t buffer = dispatch ? 0 : moe_buffer_operand(n);
+  const int g_loop = dispatch ? n.output_loops[1] : n.output_loops[0];
+  const int e_loop = dispatch ? n.output_loops[0] : n.operand_loops[buffer][0];
+  const std::int64_t groups = sizes[static_cast<std::size_t>(g_loop)];
+  const std::int64_t experts = sizes[static_cast<std::size_t>(e_loop)];
+  double flops = n.flops;
+  if (flops <= 0.0) {
+    flops = 2.0;
+    for (std::int64_t sz : sizes) flops *= static_cast<double>(sz);
+  }
+  const IntraOpNode& buffer_node = g.nodes[static_cast<std::size_t>(n.operands[buffer])];
+  // Mesh axes of each loop -> spec of a tensor with loops `loops`.
+  auto spec_of = [](const std::vector<int>& loops, const std::map<int, std::vector<int>>& axes) {
+    std::vector<std::vector<int>> out_axes(loops.size());
+    for (std::size_t a = 0; a < loops.size(); ++a) {
+      auto it = axes.find(loops[a]);
+      if (it != axes.end()) out_axes[a] = it->second;
+    }
+    return ShardingSpec(std::move(out_axes));
+  };
+  // `tokens`: mesh axes of g in the token-side tensors; `buffers`: of g and e in the expert
+  // buffers; the all-to-all runs over `a2a`.
+  auto add = [&](const std::map<int, std::vector<int>>& tokens,
+                 const std::map<int, std::vector<int>>& buffers, MeshAxes a2a,
+                 std::int64_t parallel) {
+    Strategy s;
+    s.parallel_devices = parallel;
+    for (std::size_t k = 0; k < n.operands.size(); ++k) {
+      const bool is_buffer = !dispatch && k == buffer;
+      s.inputs.push_back(spec_of(n.operand_loops[k], is_buffer ? buffers : tokens));
+    }
+    s.output = spec_of(n.output_loops, dispatch ? buffers : tokens);
+    s.memory = tile_bytes(n, s.output, mesh);
+    const core::Bytes moved =
+        dispatch ? s.memory
+                 : core::bytes(tile_elements(buffer_node.shape, s.inputs[buffer], mesh) *
+                               buffer_node.element_bytes);
+    s.communication = hooks.collective(Collective::kAllToAll, moved, a2a);
+    s.compute = hooks.device_flops_per_s > 0.0
+                    ? core::seconds(flops / static_cast<double>(parallel) /
+                                    hooks.device_flops_per_s)
+                    : core::seconds(0.0);
+    s.name = strategy_name(s.inputs, s.output) + " (expert-parallel all-to-all " +
+             axes_text(a2a) + ")";
+    out->push_back(std::move(s));
+  };
   for (int m = 0; m < 2; ++m) {
     const std::int64_t parts = mesh.axis_size(m);
-    if (parts <= 1) continue;
-    if (sizes[static_cast<std::size_t>(g_loop)] % parts != 0 ||
-        sizes[static_cast<std::size_t>(e_loop)] % parts != 0) {
-      continue;
-    }
-    auto spec_for = [&](const std::vector<int>& loops, int split_loop) {
-      std::vector<std::vector<int>> axes(loops.size());
-      for (std::size_t a = 0; a < loops.size(); ++a) {
-        if (loops[a] == split_loop) axes[a].push_back(m);
-      }
-      return ShardingSpec(std::move(axes));
-    };
-    Strategy s;  // communication and compute are priced by enumerate_strategies()
-    s.parallel_devices = parts;
-    const MeshAxes axes = m == 0 ? kAxis0 : kAxis1;
-    if (dispatch) {
-      s.inputs = {spec_for(n.operand_loops[0], g_loop), spec_for(n.operand_loops[1], g_loop)};
-      s.output = spec_for(n.output_loops, e_loop);
-      s.memory = tile_bytes(n, s.output, mesh);
-      s.name = strategy_name(s.inputs, s.output) + " (expert-parallel all-to-all " +
-               axes_text(axes) + ")";
-      out->push_back(s);
-    } else {
-      s.inputs = {spec_for(n.operand_loops[0], e_loop), spec_for(n.operand_loops[1], g_loop)};
-      s.output = spec_for(n.output_loops, g_loop);
-      s.memory = tile_bytes(n, s.output, mesh);
-      s.name = strategy_name(s.inputs, s.output) + " (expert-parallel all-to-all " +
-               axes_text(axes) + ")";
-      out->push_back(s);
-    }
+    if (parts <= 1 || groups % parts != 0 || experts % parts != 0) continue;
+    add({{g_loop, {m}}}, {{e_loop, {m}}}, m == 0 ? kAxis0 : kAxis1, parts);
+  }
+  if (mesh.rows > 1 && mesh.cols > 1 && groups % mesh.num_devices() == 0 &&
+      experts % mesh.cols == 0) {
+    add({{g_loop, {0, 1}}}, {{g_loop, {0}}, {e_loop, {1}}}, kAxis1, mesh.num_devices());
   }
 }
 
@@ -284,36 +319,11 @@ std::vector<Strategy> enumerate_strategies(const IntraOpGraph& graph, int v,
       keep_fully_parallel(mesh, hooks, &out);
       break;
     case OpKind::kMoeDispatch:
-    case OpKind::kMoeCombine: {
+    case OpKind::kMoeCombine:
       einsum_strategies(graph, v, mesh, hooks, &out);
-      const std::size_t first = out.size();
-      moe_strategies(graph, v, mesh, &out);
-      for (std::size_t i = first; i < out.size(); ++i) {
-        Strategy& s = out[i];
-        const MeshAxes axes = s.output.uses_mesh_axis(0) ? kAxis0 : kAxis1;
-        // Dispatch exchanges its output tile, combine its expert-output operand tile.
-        const core::Bytes moved =
-            n.kind == OpKind::kMoeDispatch
-                ? s.memory
-                : core::bytes(tile_elements(graph.nodes[static_cast<std::size_t>(n.operands[0])]
-                                                .shape,
-                                            s.inputs[0], mesh) *
-                              graph.nodes[static_cast<std::size_t>(n.operands[0])].element_bytes);
-        s.communication = hooks.collective(Collective::kAllToAll, moved, axes);
-        double flops = n.flops;
-        if (flops <= 0.0) {
-          flops = 2.0;
-          for (std::int64_t sz : graph.loop_sizes(v)) flops *= static_cast<double>(sz);
-        }
-        s.compute = hooks.device_flops_per_s > 0.0
-                        ? core::seconds(flops / static_cast<double>(mesh.axis_size(
-                                                    axes == kAxis0 ? 0 : 1)) /
-                                        hooks.device_flops_per_s)
-                        : core::seconds(0.0);
-      }
+      moe_strategies(graph, v, mesh, hooks, &out);
       keep_fully_parallel(mesh, hooks, &out);
       break;
-    }
     case OpKind::kElementwise:
     case OpKind::kSoftmax:
     case OpKind::kLayerNorm:

@@ -1,6 +1,6 @@
-// Convolutions in the intra-op pass: the IR adapter's loop nests for forward, data-gradient
-// and filter-gradient convolutions (strided ones included), their strategies' prices, and
-// planner::search on the tiny Wide-ResNet of the executor's tests.
+// The IR adapter on convolutional and MoE models: loop nests for forward, data-gradient and
+// filter-gradient convolutions (strided ones included), planner::search on the tiny
+// Wide-ResNet of the executor's tests, and the MoE einsums' expert-parallel kinds.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -111,4 +111,49 @@ TEST_CASE("planner::search plans the tiny Wide-ResNet in modes alpa, data_parall
       }
     }
   }
+}
+
+TEST_CASE("the MoE builders' dispatch and combine keep their expert-parallel kinds") {
+  ir::TransformerConfig t;
+  t.builtin = "moe";
+  t.num_layers = 2;
+  t.hidden_size = 64;
+  t.num_heads = 4;
+  t.num_kv_heads = 4;
+  t.seq_len = 32;
+  t.vocab_size = 128;
+  t.ffn_hidden_size = 128;
+  t.num_experts = 4;
+  t.top_k = 2;
+  t.moe_layer_interval = 2;
+  t.expert_group_size = 16;
+  t.capacity_factor = 1.0;
+  ir::set_architecture_defaults(t);
+  ir::BuildOptions bo;
+  bo.microbatch_size = 2;
+  const ir::Graph fwd = ir::build_forward_graph(ir::ModelConfig{"tiny MoE", t}, bo).value();
+  const ir::Graph g = ir::derive_training_graph(fwd, {});
+  // Every forward dispatch / combine (spelled "xyec,xyh->exch" and "xyec,exch->xyh" by the
+  // builder) is a kMoeDispatch / kMoeCombine node, so expert parallelism is on offer.
+  int dispatches = 0, combines = 0;
+  for (std::int32_t l = 0; l < g.num_layers(); ++l) {
+    std::vector<ir::OpId> ops;
+    auto r = planner::adapters::layer_range_graph(g, l, l + 1, &ops);
+    REQUIRE_MESSAGE(r.ok(), r.status().message());
+    for (std::size_t v = 0; v < ops.size(); ++v) {
+      const ir::Op& op = g.op(ops[v]);
+      if (op.layer != l || op.phase != ir::Phase::kForward) continue;
+      const auto kind = r.value().nodes[v].kind;
+      if (op.kind == ir::OpKind::kMoeDispatch) {
+        ++dispatches;
+        CHECK(kind == planner::intra_op::OpKind::kMoeDispatch);
+      }
+      if (op.kind == ir::OpKind::kMoeCombine) {
+        ++combines;
+        CHECK(kind == planner::intra_op::OpKind::kMoeCombine);
+      }
+    }
+  }
+  CHECK(dispatches == 1);  // layers 1..2, experts every second layer
+  CHECK(combines == 1);
 }
