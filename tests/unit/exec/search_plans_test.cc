@@ -1,8 +1,6 @@
 // Plans produced by planner::search run on the CPU backend and reproduce the unsharded
-// reference (tolerance and its reason: cpu_backend_test.cc). The search's intra-operator
-// shardings that are not data parallel are replaced by data parallelism
-// (LowerOptions::ignore_operator_shardings): this checks the search's pipeline stages,
-// meshes, schedule and microbatching, not its intra-op choices (docs/executor.md).
+// reference (tolerance and its reason: cpu_backend_test.cc), with the search's own
+// per-operator shardings (plans that split more than the batch: sharded_plans_test.cc).
 #include <doctest/doctest.h>
 
 #include "cost_model/calibration.h"
@@ -88,21 +86,14 @@ TEST_CASE("tiny GPT: plans of the search run on the CPU backend and match the re
     const schema::Plan& plan = r->plan;
     MESSAGE(mode << ": " << plan.stages.size() << " stages, " << plan.num_microbatches << " microbatches, "
                  << schema::schedule_name(plan.schedule));
-    const bool only_dp = mode != "alpa";
     auto native = lower_plan(plan);
-    if (only_dp) {
-      CHECK_MESSAGE(native.ok(), native.status().message());  // accepted as they are
-    } else if (!native.ok()) {
-      MESSAGE("lowered with data parallelism instead of: " << native.status().message());
-    }
+    CHECK_MESSAGE(native.ok(), native.status().message());  // lowered with its own shardings
     const auto ref = run(reference_of(plan, 1), false);
-    compare(run(plan, !only_dp), ref);
+    compare(run(plan, false), ref);
   }
 }
 
-// Wide-ResNet is not here: planner::search fails on it today ("node 2 (\"stem/conv_init\"):
-// output axis 1 does not match its loop", the intra-op adapter's convolution), so there is no
-// searched plan to run; the hand-written Wide-ResNet plans are in cpu_backend_test.cc.
+// Searched Wide-ResNet and MLP plans: sharded_plans_test.cc.
 
 }  // namespace
 }  // namespace alpasim::exec

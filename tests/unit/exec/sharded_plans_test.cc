@@ -1,6 +1,6 @@
 // Plans with intra-operator shardings (not data parallel) run operator by operator on their
-// shards and reproduce the unsharded reference: the search's own intra-op plans (2x1 and
-// 4x1 meshes, the shapes the search chooses here), the search's Megatron MLP plans, a
+// shards and reproduce the unsharded reference: the search's own intra-op plans (2x1 on one
+// node, 2x2 on two nodes), the search's Megatron MLP plans, a
 // hand-written Megatron GPT (column-parallel q/k/v and fc1, row-parallel attention output
 // and fc2, vocabulary-parallel head) on 1x2, 2x2 and two 1x2 stages, and the search's
 // Wide-ResNet plans. Tolerance and its reason: cpu_backend_test.cc (|sharded − reference| ≤
@@ -30,12 +30,13 @@ const std::map<std::string, cost_model::Calibration>& shipped() {
   return s;
 }
 
+/// `gpus` GPUs of p3.16xlarge nodes: one node, or `nodes` nodes of gpus / nodes GPUs each.
 planner::SearchInput input(const ir::ModelConfig& model, const std::string& mode, std::int64_t batch,
-                           std::int64_t gpus) {
+                           std::int64_t gpus, std::int64_t nodes = 1) {
   planner::SearchInput in;
   in.model = model;
-  in.cluster = cluster::make_preset_cluster("aws-p3.16xlarge", 1).value();
-  in.cluster.gpus_per_node = gpus;
+  in.cluster = cluster::make_preset_cluster("aws-p3.16xlarge", nodes).value();
+  in.cluster.gpus_per_node = gpus / nodes;
   in.cost = cost_model::CostModel::create(
                 in.cluster, cost_model::params_for_preset(shipped(), "aws-p3.16xlarge").value())
                 .value();
@@ -130,11 +131,12 @@ int runs_on_non_batch_shards(const schema::Plan& plan, const LowerOptions& optio
   return n;
 }
 
-TEST_CASE("tiny GPT: the search's intra-op plans on 2 and 4 GPUs (2x1, 4x1 meshes) match the reference") {
+TEST_CASE("tiny GPT: the search's intra-op plans on 2 GPUs (2x1) and 2 nodes of 2 GPUs (2x2) match the reference") {
   const ir::ModelConfig gpt = testing::tiny_gpt(2);
-  for (std::int64_t gpus : {2, 4}) {
+  for (std::int64_t nodes : {1, 2}) {
+    const std::int64_t gpus = nodes == 1 ? 2 : 4;
     CAPTURE(gpus);
-    auto r = planner::search(input(gpt, "intra_op_only", 8, gpus));
+    auto r = planner::search(input(gpt, "intra_op_only", 8, gpus, nodes));
     REQUIRE_MESSAGE(r.ok(), r.status().message());
     const schema::Plan& plan = r->plan;
     MESSAGE(gpus << " GPUs: " << plan.stages.size() << " stage(s), mesh " << plan.stages[0].logical_rows << "x"
@@ -180,15 +182,17 @@ LowerOptions mlp3_at_any_batch() {
   return o;
 }
 
-TEST_CASE("3-layer MLP: the search's plans (2 stages, 2x1 and 4x1 Megatron meshes) match the reference") {
+TEST_CASE("3-layer MLP: the search's plans (2 stages, 2x1, 4x1 and 2x2 Megatron meshes) match the reference") {
   struct Case {
     std::string mode;
     std::int64_t gpus;
+    std::int64_t nodes;
   };
-  for (const Case& c : {Case{"alpa", 2}, Case{"intra_op_only", 2}, Case{"alpa", 4}}) {
+  for (const Case& c : {Case{"alpa", 2, 1}, Case{"intra_op_only", 2, 1}, Case{"alpa", 4, 1}, Case{"intra_op_only", 4, 2}}) {
     CAPTURE(c.mode);
     CAPTURE(c.gpus);
-    auto r = planner::search(input(mlp3(), c.mode, 8, c.gpus));
+    CAPTURE(c.nodes);
+    auto r = planner::search(input(mlp3(), c.mode, 8, c.gpus, c.nodes));
     REQUIRE_MESSAGE(r.ok(), r.status().message());
     const schema::Plan& plan = r->plan;
     MESSAGE(c.mode << " on " << c.gpus << " GPUs: " << plan.stages.size() << " stage(s), first mesh "
@@ -294,12 +298,14 @@ TEST_CASE("tiny Wide-ResNet: the search's plans (alpa on 2 and 4 GPUs, intra-op 
   struct Case {
     std::string mode;
     std::int64_t gpus;
+    std::int64_t nodes;
   };
-  for (const Case& c : {Case{"alpa", 2}, Case{"alpa", 4}, Case{"intra_op_only", 2}}) {
+  for (const Case& c : {Case{"alpa", 2, 1}, Case{"alpa", 4, 1}, Case{"intra_op_only", 2, 1}}) {
     const std::int64_t gpus = c.gpus;
     CAPTURE(c.mode);
     CAPTURE(gpus);
-    planner::SearchInput in = input(w, c.mode, 8, gpus);
+    CAPTURE(c.nodes);
+    planner::SearchInput in = input(w, c.mode, 8, gpus, c.nodes);
     in.optimizer = "sgd";  // the executor trains Wide-ResNet with SGD + momentum
     auto r = planner::search(in);
     REQUIRE_MESSAGE(r.ok(), r.status().message());
