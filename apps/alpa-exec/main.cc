@@ -3,6 +3,7 @@
 //
 // Exit codes (docs/executor.md): 0 success, 1 user error or failed run (message on stderr),
 // 2 internal error, 77 no usable GPU for --backend cuda (a skip, as CTest counts it).
+#include <algorithm>
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
@@ -74,6 +75,15 @@ int run(const Options& opt) {
   }
   auto backend = apps::make_backend(opt.backend);
   if (!backend.ok()) return fail(backend.status());
+  // Sharded stages use instruction forms (resharding copies, bias dropped on partial sums,
+  // parameter blocks) that only the CPU backend implements so far.
+  const bool sharded = std::any_of(program->buffers.begin(), program->buffers.end(),
+                                   [](const exec::Buffer& b) { return !b.global_shape.empty(); });
+  if (sharded && (*backend)->name() != "cpu") {
+    return fail(core::unimplemented("backend " + (*backend)->name() +
+                                    ": stages with per-operator shardings run on the CPU backend only so far "
+                                    "(--backend cpu, or --data-parallel-default)"));
+  }
   exec::RunOptions ro;
   ro.iterations = opt.iterations;
   ro.warmup_iterations = opt.warmup;
