@@ -922,8 +922,8 @@ class Lowerer {
 
   /// The optimizer task of a sharded stage: each accumulated gradient is summed over the
   /// mesh axes it is partial on and scaled by 1/(M · k_loss), brought to its parameter's
-  /// layout, and the optimizer updates the parameter's block. Weight-update sharding is not
-  /// applied on such stages (the optimizer state has the parameter's layout).
+  /// layout, and the optimizer updates the parameter's block (with weight-update sharding:
+  /// 1/k of it per device, k the devices sharing the block, then an all-gather).
   void optimizer_sharded(std::int32_t dev, std::int32_t stage) {
     const ir::Graph& g = prog_.graph_of_stage(stage);
     auto& have = have_[static_cast<std::size_t>(dev)];
@@ -966,13 +966,47 @@ class Lowerer {
       in.buffer = pb;
       const BufferId state = new_buffer(dev, id, stage, -1, BufferRole::kOptimizerState, TaskKind::kOptimizer);
       Buffer& sb = prog_.buffers[static_cast<std::size_t>(state)];
-      const std::int64_t local = prog_.buffers[static_cast<std::size_t>(pb)].elements;
+      std::int64_t local = prog_.buffers[static_cast<std::size_t>(pb)].elements;
+      // Weight-update sharding (Alpa §4.2): the devices holding the same block (those that
+      // differ along the mesh axes the parameter is replicated over) each update 1/k of it
+      // with 1/k of the optimizer state, then all-gather the block.
+      unsigned used = 0;
+      for (const auto& a : p.axes) {
+        for (int m : a) used |= 1u << m;
+      }
+      const unsigned replicated = live_axes(stage) & ~used;
+      std::int64_t k = 1;
+      for (int m = 0; m < 2; ++m) {
+        if (replicated & (1u << m)) k *= msize(stage, m);
+      }
+      const bool zero = plan_.stages[si].weight_update_sharding && k > 1 && local % k == 0;
+      std::vector<std::int32_t> group;
+      if (zero) {
+        group = group_of(stage, dev, replicated);
+        const auto r = static_cast<std::int64_t>(std::find(group.begin(), group.end(), dev) - group.begin());
+        local /= k;
+        in.offset_elements = r * local;
+        in.count_elements = local;
+      }
       const bool adam = u.function == "adam";
       sb.elements = local * (adam ? 2 : 1);
       sb.bytes = local * ir::optimizer_state_bytes_per_parameter(adam ? ir::OptimizerKind::kAdam : ir::OptimizerKind::kSgd,
                                                                  g.meta.dtype);
       in.inputs = {pb, gb, state};
       out_->push_back(in);
+      if (zero) {
+        Instruction ag;
+        ag.kind = InstrKind::kAllGather;
+        ag.task = TaskKind::kOptimizer;
+        ag.buffer = pb;
+        ag.op = u.inputs[0];
+        ag.stage = stage;
+        ag.group = group;
+        std::string key = "wus|" + std::to_string(u.inputs[0]) + "|" + std::to_string(stage) + "|";
+        for (std::int32_t x : group) key += std::to_string(x) + ",";
+        ag.collective_id = named_collective(key);
+        out_->push_back(ag);
+      }
     }
   }
 
