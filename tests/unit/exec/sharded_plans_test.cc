@@ -244,7 +244,7 @@ std::vector<schema::OperatorSharding> megatron(int first, int last, bool vocab) 
 }
 
 TEST_CASE("tiny GPT, Megatron tensor parallelism (column/row-parallel, per-head attention, vocab-parallel head) "
-          "on 1x2, 2x2 and two 1x2 stages matches the reference") {
+          "on 1x2, 2x2, two 1x2 stages and interleaved chunks matches the reference") {
   using testing::make_plan;
   const ir::ModelConfig gpt = testing::tiny_gpt(2);  // layers: embedding, block0, block1, head
   struct Case {
@@ -269,6 +269,15 @@ TEST_CASE("tiny GPT, Megatron tensor parallelism (column/row-parallel, per-head 
     cases.push_back({"two 1x2 stages, 1F1B, tied embedding across stages", p});
     p.recompute = schema::Recompute::kFull;
     cases.push_back({"two 1x2 stages with full recomputation", p});
+  }
+  {
+    // 4 model chunks on 2 meshes (interleaved 1F1B): embedding, block0 | block1, head.
+    auto p = make_plan(gpt, {{0, 1, 1, 2, {0, 1}}, {1, 2, 1, 2, {2, 3}}, {2, 3, 1, 2, {0, 1}}, {3, 4, 1, 2, {2, 3}}},
+                       schema::Schedule::kInterleavedOneFOneB, 2, 8, 2);
+    p.stages[1].shardings = megatron(0, 1, false);
+    p.stages[2].shardings = megatron(1, 2, false);
+    p.stages[3].shardings = megatron(2, 2, true);
+    cases.push_back({"4 chunks on two 1x2 meshes, interleaved 1F1B", p});
   }
   for (const Case& c : cases) {
     CAPTURE(c.name);
