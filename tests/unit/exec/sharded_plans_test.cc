@@ -244,7 +244,7 @@ std::vector<schema::OperatorSharding> megatron(int first, int last, bool vocab) 
 }
 
 TEST_CASE("tiny GPT, Megatron tensor parallelism (column/row-parallel, per-head attention, vocab-parallel head) "
-          "on 1x2, 2x2, two 1x2 stages and interleaved chunks matches the reference") {
+          "on 1x2, 2x2, two 1x2 stages and interleaved chunks, and 2-D tiles, match the reference") {
   using testing::make_plan;
   const ir::ModelConfig gpt = testing::tiny_gpt(2);  // layers: embedding, block0, block1, head
   struct Case {
@@ -278,6 +278,19 @@ TEST_CASE("tiny GPT, Megatron tensor parallelism (column/row-parallel, per-head 
     p.stages[2].shardings = megatron(1, 2, false);
     p.stages[3].shardings = megatron(2, 2, true);
     cases.push_back({"4 chunks on two 1x2 meshes, interleaved 1F1B", p});
+  }
+  {
+    // 2-D tiles on a 2x2 mesh: fc1's weight split over both mesh axes (rows over axis 0, a
+    // contracted dimension: partial sums over axis 0; columns over axis 1), fc2's the other
+    // way round.
+    auto spec = [](const char* text) { return *schema::ShardingSpec::parse(text); };
+    auto p = make_plan(gpt, {{0, 4, 2, 2, {0, 1, 2, 3}}}, schema::Schedule::kGpipe, 1, 8);
+    for (int l = 0; l < 2; ++l) {
+      const std::string b = "block" + std::to_string(l) + "/";
+      p.stages[0].shardings.push_back({b + "mlp/fc1", "2d", {spec("RRS0"), spec("S0S1"), spec("S1")}, spec("RRS1")});
+      p.stages[0].shardings.push_back({b + "mlp/fc2", "2d", {spec("RRS1"), spec("S1S0"), spec("S0")}, spec("RRS0")});
+    }
+    cases.push_back({"2-D weight tiles on 2x2", p});
   }
   for (const Case& c : cases) {
     CAPTURE(c.name);
