@@ -139,8 +139,9 @@ std::size_t moe_buffer_operand(const IntraOpNode& n) {
 // Expert parallelism (GShard): dispatch computes its token group's slice for every expert,
 // then one all-to-all along mesh axis m moves slices to the experts' devices; combine is the
 // mirror image. On a 2D mesh the data-parallel x expert-parallel variant (DeepSpeed-MoE,
-// GShard's replicated experts) splits the groups over both axes (S01), the experts over axis
-// 1 and keeps the groups split over axis 0 in the expert buffers: the all-to-all stays within
+// GShard's replicated experts) splits the groups over both axes (S01; with fewer groups than
+// devices, groups over axis 0 and each group's tokens over axis 1), the experts over axis 1
+// and keeps the groups split over axis 0 in the expert buffers: the all-to-all stays within
 // each row of axis 1 (the devices of one node when axis 1 is intra-node) and every device
 // works. Each strategy is priced here: all-to-all of the exchanged tile (dispatch: its output,
 // combine: its expert-output operand), compute split over the devices that work.
@@ -198,14 +199,28 @@ void moe_strategies(const IntraOpGraph& g, int v, const LogicalMesh& mesh,
              axes_text(a2a) + ")";
     out->push_back(std::move(s));
   };
+  // The token-side tensors may also split the tokens of each group (s) on the all-to-all's
+  // axis when there are fewer groups than devices: each device still sends only its own
+  // tokens to the experts' devices (the buffer tile it ends up with is what it receives).
+  const int s_loop = n.operand_loops[dispatch ? 0 : 1 - buffer][1];
+  const std::int64_t tokens_per_group = sizes[static_cast<std::size_t>(s_loop)];
   for (int m = 0; m < 2; ++m) {
     const std::int64_t parts = mesh.axis_size(m);
-    if (parts <= 1 || groups % parts != 0 || experts % parts != 0) continue;
-    add({{g_loop, {m}}}, {{e_loop, {m}}}, m == 0 ? kAxis0 : kAxis1, parts);
+    if (parts <= 1 || experts % parts != 0) continue;
+    const MeshAxes a2a = m == 0 ? kAxis0 : kAxis1;
+    if (groups % parts == 0) {
+      add({{g_loop, {m}}}, {{e_loop, {m}}}, a2a, parts);
+    } else if (tokens_per_group % parts == 0) {
+      add({{s_loop, {m}}}, {{e_loop, {m}}}, a2a, parts);
+    }
   }
-  if (mesh.rows > 1 && mesh.cols > 1 && groups % mesh.num_devices() == 0 &&
-      experts % mesh.cols == 0) {
-    add({{g_loop, {0, 1}}}, {{g_loop, {0}}, {e_loop, {1}}}, kAxis1, mesh.num_devices());
+  if (mesh.rows > 1 && mesh.cols > 1 && experts % mesh.cols == 0 && groups % mesh.rows == 0) {
+    if (groups % mesh.num_devices() == 0) {
+      add({{g_loop, {0, 1}}}, {{g_loop, {0}}, {e_loop, {1}}}, kAxis1, mesh.num_devices());
+    } else if (tokens_per_group % mesh.cols == 0) {
+      add({{g_loop, {0}}, {s_loop, {1}}}, {{g_loop, {0}}, {e_loop, {1}}}, kAxis1,
+          mesh.num_devices());
+    }
   }
 }
 

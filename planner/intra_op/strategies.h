@@ -55,9 +55,10 @@ struct Strategy {
 ///   channel split (the data gradient all-reduces), input-channel split (the forward
 ///   all-reduces), and spatial splits of 1x1 convolutions.
 /// - MoE dispatch / combine: the einsum strategies plus expert parallelism: tokens split by
-///   group g, experts e split on the same mesh axis, one all-to-all between the two; on a
-///   2D mesh also data x expert parallelism: g split over both axes (S01), e over axis 1,
-///   the all-to-all within axis 1.
+///   group g (or, with too few groups, each group's tokens s), experts e split on the same
+///   mesh axis, one all-to-all between the two; on a 2D mesh also data x expert
+///   parallelism: g split over both axes (S01; or g over axis 0 and s over axis 1), e over
+///   axis 1, the all-to-all within axis 1.
 /// - elementwise, layout, softmax, layer-norm, update: every output layout; operands
 ///   follow it (a broadcast operand stays replicated on the broadcast axes). A split
 ///   normalised axis costs an all-reduce of two fp32 statistics per row.

@@ -112,6 +112,29 @@ TEST_CASE("MoE on a 2D mesh: data x expert parallelism, all-to-all within axis 1
   CHECK(ep2->communication.value() == doctest::Approx(128.0 / 1e11).epsilon(kRel));
 }
 
+TEST_CASE("MoE with fewer token groups than devices splits each group's tokens instead") {
+  // 2 groups of 8 tokens, 4 experts on a 2x2 mesh: g splits over axis 0 only, s over axis
+  // 1; the buffers [e,g,c,m] keep g on axis 0 and put e on axis 1. Buffer tile
+  // 4·2·2·16 elements · 2 B / 4 = 128 B; all-to-all over axis 1 sends half: 64 / 1e11 s.
+  GraphBuilder g;
+  const int weights = g.input("combine_weights", {2, 8, 4, 2});  // g, s, e, c
+  const int tokens = g.input("tokens", {2, 8, 16});              // g, s, m
+  const int dispatched = g.moe_dispatch("dispatch", weights, tokens);
+  const LogicalMesh mesh{2, 2};
+  const auto d = enumerate_strategies(g.graph(), dispatched, mesh, hooks_for(mesh));
+  const Strategy* ep = find(d, "S0S1RR x S0S1R -> S1S0RR (expert-parallel all-to-all 1)");
+  REQUIRE(ep != nullptr);
+  CHECK(ep->communication.value() == doctest::Approx(64.0 / 1e11).epsilon(kRel));
+  CHECK(ep->parallel_devices == 4);
+  // On a 1x4 mesh: 2 groups cannot split 4 ways, the 8 tokens of each group can.
+  const LogicalMesh row{1, 4};
+  const auto r = enumerate_strategies(g.graph(), dispatched, row, hooks_for(row));
+  const Strategy* ep1 = find(r, "RS1RR x RS1R -> S1RRR (expert-parallel all-to-all 1)");
+  REQUIRE(ep1 != nullptr);
+  // Buffer 256 elements · 2 B / 4 = 128 B; all-to-all over 4 sends 3/4: 96 / 1e11 s.
+  CHECK(ep1->communication.value() == doctest::Approx(96.0 / 1e11).epsilon(kRel));
+}
+
 TEST_CASE("MoE combine with the IR's operand order (weights first) is expert-parallel too") {
   // The model builders write combine as "xyec,exch->xyh": weights [g,s,e,c] first.
   GraphBuilder g;
