@@ -58,7 +58,8 @@ std::string options_key(const LogicalMesh& mesh, const IntraOpOptions& o,
   os << mesh.to_string() << '|' << algorithm_name(o.algorithm) << '|'
      << (o.memory_limit ? o.memory_limit->value() : -1) << '|' << o.simplify.drop_dominated
      << o.simplify.fold_single_strategy << o.simplify.merge_cheap_operators << '|'
-     << o.weight_update_sharding << '|' << o.max_table_entries << '|' << o.prune_by_bound << '|'
+     << o.weight_update_sharding << '|' << o.max_table_entries << '|' << o.prune_by_bound
+     << o.condition_before_ilp << '|'
      << fingerprint << '|';
   return os.str();
 }
@@ -193,6 +194,7 @@ core::Result<IntraOpPlan> IntraOpPass::run(const IntraOpGraph& graph, const Logi
     so.ilp_solver = options.ilp_solver != nullptr ? options.ilp_solver : default_solver_.get();
     so.max_table_entries = options.max_table_entries;
     so.prune_by_bound = options.prune_by_bound;
+    so.condition_before_ilp = options.condition_before_ilp;
     ALPASIM_ASSIGN_OR_RETURN(SolveOutcome outcome, solve_problem(simple.reduced, so));
     plan.feasibility = outcome.feasibility;
     plan.method = outcome.method;

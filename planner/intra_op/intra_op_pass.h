@@ -36,6 +36,8 @@ struct IntraOpOptions {
   std::int64_t max_table_entries = std::int64_t{1} << 22;
   /// Bound-based pruning before the ILP (exact; SolveOptions::prune_by_bound).
   bool prune_by_bound = true;
+  /// Cutset conditioning before the ILP (exact; SolveOptions::condition_before_ilp).
+  bool condition_before_ilp = true;
 };
 
 /// One application of the weight-update-sharding rewrite.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include "planner/intra_op/bound.h"
 #include "planner/intra_op/ilp_formulation.h"
@@ -221,6 +222,66 @@ core::Result<SolveOutcome> prune_and_solve(const CostProblem& problem,
   return inner;
 }
 
+// Cutset conditioning on one node (exact, unconstrained memory only): the optimum is the
+// best of the branches "node x uses strategy i"; fixing x removes it from every DP table.
+// x is the node whose fixing leaves the smallest largest table. Branches are solved with
+// the DP (bound, prune, eliminate); a branch whose lower bound exceeds the best assignment
+// found so far cannot hold a better one and is skipped. nullopt: some branch is still too
+// wide for the DP (the caller uses the ILP).
+std::optional<SolveOutcome> condition_and_solve(const CostProblem& problem,
+                                                const SolveOptions& options,
+                                                Clock::time_point start, Assignment best) {
+  const std::size_t n = problem.nodes.size();
+  std::vector<std::vector<bool>> all(n);
+  for (std::size_t v = 0; v < n; ++v) {
+    all[v].assign(static_cast<std::size_t>(problem.num_strategies(static_cast<int>(v))), true);
+  }
+  int x = -1;
+  std::int64_t x_table = 0;
+  for (std::size_t v = 0; v < n; ++v) {
+    if (all[v].size() < 2) continue;
+    std::vector<std::vector<bool>> keep = all;
+    keep[v].assign(all[v].size(), false);
+    keep[v][0] = true;
+    const auto order = plan_elimination(prune_to(problem, keep).problem,
+                                        std::numeric_limits<std::int64_t>::max() / 4);
+    if (order && (x < 0 || order->largest_table < x_table)) {
+      x = static_cast<int>(v);
+      x_table = order->largest_table;
+    }
+  }
+  // Each branch must get within reach of the DP by pruning; far above, use the ILP.
+  if (x < 0 || x_table > 64 * options.max_table_entries) return std::nullopt;
+  SolveOptions branch_options = options;
+  branch_options.algorithm = Algorithm::kDp;
+  // Branch tables may be 4x the usual limit (2^24 entries by default: ~200 MB with the
+  // argmins), still far cheaper than the ILP they replace.
+  branch_options.max_table_entries = 4 * options.max_table_entries;
+  branch_options.condition_before_ilp = false;
+  const double tolerance = 1e-12 + 1e-9 * std::abs(best.objective);
+  const auto xs = static_cast<std::size_t>(x);
+  for (std::size_t i = 0; i < all[xs].size(); ++i) {
+    std::vector<std::vector<bool>> keep = all;
+    keep[xs].assign(all[xs].size(), false);
+    keep[xs][i] = true;
+    const Pruned branch = prune_to(problem, keep);
+    const Reparametrisation r = diffuse(branch.problem, options.diffusion_sweeps);
+    if (r.lower_bound > best.objective + tolerance) continue;
+    auto out = solve_impl(branch.problem, branch_options, start, std::nullopt, 3);
+    if (!out.ok() || !out.value().best || !out.value().proven_optimal) return std::nullopt;
+    std::vector<int> choice = branch.expand(out.value().best->choice);
+    const double objective = problem.objective(choice);
+    if (objective < best.objective) best = Assignment{choice, objective, problem.memory(choice)};
+  }
+  SolveOutcome out;
+  out.best = best;
+  out.proven_optimal = true;
+  out.lower_bound = best.objective;
+  out.method = "condition+dp";
+  out.wall_time = core::seconds(seconds_since(start));
+  return out;
+}
+
 // The DP / ILP logic on one problem. `incumbent`: a known fitting assignment (may be empty).
 core::Result<SolveOutcome> solve_impl(const CostProblem& problem, const SolveOptions& options,
                                       Clock::time_point start, std::optional<Assignment> incumbent,
@@ -240,6 +301,10 @@ core::Result<SolveOutcome> solve_impl(const CostProblem& problem, const SolveOpt
   }
   if (options.algorithm != Algorithm::kIlp) {
     const auto order = plan_elimination(problem, options.max_table_entries);
+    if (order && !limit && allow_prune && options.prune_by_bound &&
+        order->largest_table > options.prune_tables_above) {
+      return prune_and_solve(problem, options, start, incumbent, prune_rounds);
+    }
     if (order) {
       if (!limit) {
         out.best = eliminate(problem, *order, 0.0);
@@ -272,6 +337,11 @@ core::Result<SolveOutcome> solve_impl(const CostProblem& problem, const SolveOpt
           "the DP needs a table of more than " + std::to_string(options.max_table_entries) +
           " entries for this graph; use the ILP");
     }
+  }
+  if (!limit && options.algorithm == Algorithm::kAuto && options.condition_before_ilp) {
+    auto conditioned = condition_and_solve(problem, options, start,
+                                           incumbent ? *incumbent : greedy(problem, limit));
+    if (conditioned) return *conditioned;
   }
   if (options.ilp_solver == nullptr) {
     return core::failed_precondition("this problem needs the ILP, but no ILP solver was given");

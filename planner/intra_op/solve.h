@@ -45,6 +45,15 @@ struct SolveOptions {
   /// Bound-based pruning (exact): kIlp prunes before formulating; kAuto/kDp prune when a graph
   /// is too wide for the DP. Off gives the plain DP / plain ILP.
   bool prune_by_bound = true;
+  /// Without a memory limit, a graph whose DP table would exceed this many entries is
+  /// bounded and pruned first (exact, as for too-wide graphs): near-tight bounds on
+  /// transformer layers shrink a multi-million-entry table to a few thousand entries.
+  std::int64_t prune_tables_above = std::int64_t{1} << 18;
+  /// kAuto without a memory limit, before the ILP: cutset conditioning (exact). One node's
+  /// strategy is fixed per branch, which narrows the DP's tables; a branch whose bound
+  /// exceeds the best assignment so far is skipped, the others are bounded, pruned and solved
+  /// by the DP. Falls back to the ILP when a branch is still too wide.
+  bool condition_before_ilp = true;
 };
 
 /// How a solve ended: a value, since an out-of-memory stage is a normal answer during

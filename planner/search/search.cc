@@ -597,11 +597,12 @@ class Searcher {
     c.bwd_flops = static_cast<double>(s.flops.matmul_backward) / d;
     c.rc_flops = static_cast<double>(s.flops.matmul_recompute) / d;
     if (std::getenv("ALPASIM_SEARCH_DEBUG") != nullptr) {
-      std::fprintf(stderr, "layer %d mbs %lld rc %d mesh %s: fwd %.3g bwd %.3g rc %.3g comm %.3g gs %.3g opt %.3g | param %lld opt %lld act %lld work %lld | %s %zu wus\n",
+      std::fprintf(stderr, "layer %d mbs %lld rc %d mesh %s: fwd %.3g bwd %.3g rc %.3g comm %.3g gs %.3g opt %.3g | param %lld opt %lld act %lld work %lld | %s %zu wus | %.3f s var %d nodes %d reduced %d\n",
                    rep, static_cast<long long>(p.mbs), static_cast<int>(p.recompute), mesh.to_string().c_str(),
                    c.fwd_s, c.bwd_s, c.rc_s, comm, c.grad_sync_s, c.opt_s, static_cast<long long>(c.param_b),
                    static_cast<long long>(c.opt_b), static_cast<long long>(c.act_b),
-                   static_cast<long long>(c.work_b), plan.method.c_str(), sync_bytes.size());
+                   static_cast<long long>(c.work_b), plan.method.c_str(), sync_bytes.size(),
+                   plan.wall_time.value(), variant, plan.nodes, plan.reduced_nodes);
     }
     return c;
   }
