@@ -16,6 +16,7 @@
 #include <thread>
 #include <tuple>
 #include <utility>
+#include <variant>
 
 #include "core/check.h"
 #include "core/text.h"
@@ -1224,7 +1225,29 @@ core::Result<Evaluated> run_mode(Searcher& s, const std::string& mode, AlpaStats
   if (mode == "intra_op_only") return run_equal(s, false, 1);
   if (mode == "equal_layer") return run_equal(s, false);
   if (mode == "equal_operator") return run_equal(s, true);
-  if (mode == "dp_ep") return run_equal(s, false, 1, 1);
+  if (mode == "dp_ep") {
+    // Data x expert parallel (DeepSpeed-MoE / GShard style): one stage, logical mesh
+    // (N/c, c) with the experts over axis 1. The expert-parallel degree c must divide both
+    // the GPU count and the number of experts (48 experts on 32 GPUs: c in {1, 2, 4, 8, 16});
+    // a (N, 1) mesh alone leaves no expert layout when N does not divide the experts. The
+    // best c is kept (ties: the smaller c, tried first).
+    const auto* transformer = std::get_if<ir::TransformerConfig>(&s.input().model.spec);
+    const std::int64_t experts = transformer != nullptr ? transformer->num_experts : 0;
+    Evaluated best;
+    core::Status last = core::failed_precondition("no data x expert mesh matches the cluster");
+    for (std::int64_t c = 1; c <= s.num_gpus(); c *= 2) {
+      if (s.num_gpus() % c != 0) continue;
+      if (c > 1 && (experts <= 0 || experts % c != 0)) continue;
+      auto e = run_equal(s, false, 1, c);
+      if (!e.ok()) {
+        last = e.status();
+        continue;
+      }
+      if (better(s, *e, best)) best = std::move(e).value();
+    }
+    if (!best.ok) return last;
+    return best;
+  }
   return core::invalid_argument("search.mode: expected one of alpa, megatron, data_parallel, zero2, "
                                 "zero3, inter_op_only, intra_op_only, equal_layer, equal_operator, "
                                 "dp_ep, got \"" + mode + "\"");
