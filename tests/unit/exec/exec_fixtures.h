@@ -8,6 +8,7 @@
 #include "exec/lower.h"
 #include "ir/builders.h"
 #include "schema/plan.h"
+#include "tests/support/tiny_models.h"
 
 namespace alpasim::exec::testing {
 
@@ -54,15 +55,7 @@ inline ir::ModelConfig tiny_gpt(std::int64_t layers = 2) {
   return {"tiny gpt", t};
 }
 
-inline ir::ModelConfig tiny_wide_resnet() {
-  ir::WideResNetConfig w;
-  w.num_layers = 50;
-  w.base_channels = 2;
-  w.width_factor = 1;
-  w.image_size = 8;
-  w.num_classes = 4;
-  return {"tiny wide-resnet", w};
-}
+using ::alpasim::testing::tiny_wide_resnet;  // tests/support/tiny_models.h
 
 struct StageSpec {
   std::int64_t begin = 0, end = 0, rows = 1, cols = 1;

@@ -11,14 +11,12 @@
 #include "ir/builders.h"
 #include "planner/search/search.h"
 #include "tests/unit/exec/exec_fixtures.h"
+#include "tests/support/shipped_calibration.h"
 
 namespace alpasim::exec {
 namespace {
 
-const std::map<std::string, cost_model::Calibration>& shipped() {
-  static const auto s = cost_model::calibrate_shipped_profiles(ALPASIM_SOURCE_DIR "/profiles").value();
-  return s;
-}
+const std::map<std::string, cost_model::Calibration>& shipped() { return ::alpasim::testing::shipped_calibrations(); }
 
 planner::SearchInput input_for(const ir::ModelConfig& model, std::int64_t batch, std::int64_t nodes = 1,
                                std::int64_t gpus_per_node = 4) {

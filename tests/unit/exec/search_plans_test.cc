@@ -9,6 +9,7 @@
 #include "exec/verify.h"
 #include "planner/search/search.h"
 #include "tests/unit/exec/exec_fixtures.h"
+#include "tests/support/shipped_calibration.h"
 
 namespace alpasim::exec {
 namespace {
@@ -16,10 +17,7 @@ namespace {
 constexpr double kRelTol = 1e-4;
 constexpr double kAbsTol = 1e-6;
 
-const std::map<std::string, cost_model::Calibration>& shipped() {
-  static const auto s = cost_model::calibrate_shipped_profiles(ALPASIM_SOURCE_DIR "/profiles").value();
-  return s;
-}
+const std::map<std::string, cost_model::Calibration>& shipped() { return ::alpasim::testing::shipped_calibrations(); }
 
 planner::SearchInput input(const ir::ModelConfig& model, const std::string& mode, std::int64_t batch) {
   planner::SearchInput in;

@@ -18,6 +18,7 @@
 #include "ir/graph_json.h"
 #include "planner/search/search.h"
 #include "tests/unit/exec/exec_fixtures.h"
+#include "tests/support/shipped_calibration.h"
 
 namespace alpasim::exec {
 namespace {
@@ -25,10 +26,7 @@ namespace {
 constexpr double kRelTol = 1e-4;
 constexpr double kAbsTol = 1e-6;
 
-const std::map<std::string, cost_model::Calibration>& shipped() {
-  static const auto s = cost_model::calibrate_shipped_profiles(ALPASIM_SOURCE_DIR "/profiles").value();
-  return s;
-}
+const std::map<std::string, cost_model::Calibration>& shipped() { return ::alpasim::testing::shipped_calibrations(); }
 
 /// `gpus` GPUs of p3.16xlarge nodes: one node, or `nodes` nodes of gpus / nodes GPUs each.
 planner::SearchInput input(const ir::ModelConfig& model, const std::string& mode, std::int64_t batch,

@@ -14,26 +14,16 @@
 #include "ir/builders.h"
 #include "planner/adapters/ir_adapter.h"
 #include "planner/search/search.h"
+#include "tests/support/shipped_calibration.h"
+#include "tests/support/tiny_models.h"
 
 using namespace alpasim;
 
 namespace {
 
-const std::map<std::string, cost_model::Calibration>& shipped() {
-  static const auto s = cost_model::calibrate_shipped_profiles(ALPASIM_SOURCE_DIR "/profiles").value();
-  return s;
-}
+const std::map<std::string, cost_model::Calibration>& shipped() { return ::alpasim::testing::shipped_calibrations(); }
 
-// The executor's tiny Wide-ResNet (tests/unit/exec/exec_fixtures.h).
-ir::ModelConfig tiny_wide_resnet() {
-  ir::WideResNetConfig w;
-  w.num_layers = 50;
-  w.base_channels = 2;
-  w.width_factor = 1;
-  w.image_size = 8;
-  w.num_classes = 4;
-  return {"tiny wide-resnet", w};
-}
+using ::alpasim::testing::tiny_wide_resnet;  // the executor tests run the same model
 
 // `nodes` p3.16xlarge nodes of `gpus_per_node` V100 each.
 planner::SearchInput wresnet_input(const std::string& mode, std::int64_t nodes,

@@ -15,15 +15,13 @@
 #include "planner/search/search.h"
 #include "schema/plan.h"
 #include "sim/pipeline_sim.h"
+#include "tests/support/shipped_calibration.h"
 
 using namespace alpasim;
 
 namespace {
 
-const std::map<std::string, cost_model::Calibration>& shipped() {
-  static const auto s = cost_model::calibrate_shipped_profiles(ALPASIM_SOURCE_DIR "/profiles").value();
-  return s;
-}
+const std::map<std::string, cost_model::Calibration>& shipped() { return ::alpasim::testing::shipped_calibrations(); }
 
 ir::ModelConfig tiny_gpt(std::int64_t layers = 2) {
   ir::TransformerConfig t;
