@@ -46,6 +46,9 @@ struct LayerCost {
   double grad_sync_s = 0;  // once per iteration (weight-update sharding collectives)
   double opt_s = 0;        // once per iteration
   std::int64_t param_b = 0, grad_b = 0, opt_b = 0, act_b = 0, work_b = 0, boundary_b = 0;
+  // Optimizer states without weight-update sharding: split only as the parameters are
+  // (replicated over the mesh axes a parameter is replicated over), >= opt_b.
+  std::int64_t opt_replicated_b = 0;
   double fwd_flops = 0, bwd_flops = 0, rc_flops = 0;  // per GPU
   double total_s() const { return fwd_s + bwd_s + rc_s; }
 };
@@ -464,9 +467,18 @@ class Searcher {
       const auto& st = plan.stages[static_cast<std::size_t>(c)];
       std::vector<LayerCost> layers;
       for (auto l = st.layer_begin; l < st.layer_end; ++l) {
-        layers.push_back(layer_cost(*pt, static_cast<int>(l), meshes[static_cast<std::size_t>(c)].first,
-                                    meshes[static_cast<std::size_t>(c)].second,
-                                    variants[static_cast<std::size_t>(c)]));
+        LayerCost lc = layer_cost(*pt, static_cast<int>(l), meshes[static_cast<std::size_t>(c)].first,
+                                  meshes[static_cast<std::size_t>(c)].second,
+                                  variants[static_cast<std::size_t>(c)]);
+        if (!st.weight_update_sharding && lc.opt_replicated_b > lc.opt_b) {
+          // The plan keeps every replica's optimizer states whole: each device holds and
+          // updates the states of its parameter shards (the step is memory-bound over them).
+          if (lc.opt_b > 0) {
+            lc.opt_s *= static_cast<double>(lc.opt_replicated_b) / static_cast<double>(lc.opt_b);
+          }
+          lc.opt_b = lc.opt_replicated_b;
+        }
+        layers.push_back(lc);
       }
       lw.chunk_layers.push_back(std::move(layers));
       if (c < p) {
@@ -568,6 +580,7 @@ class Searcher {
         c.grad_b += bytes;
         // Weight-update sharding (Alpa §4.2 / ZeRO): states split over every device.
         c.opt_b += op.out.num_elements() * state_per_param / devices;
+        c.opt_replicated_b += op.out.num_elements() * state_per_param / shards;
         intra_op::MeshAxes replicated = 0;
         if (mesh.rows > 1 && !(used & intra_op::kAxis0)) replicated |= intra_op::kAxis0;
         if (mesh.cols > 1 && !(used & intra_op::kAxis1)) replicated |= intra_op::kAxis1;
@@ -750,6 +763,8 @@ core::Result<schema::Plan> make_plan(Searcher& s, const std::vector<schema::Plan
     st.device_ids = adapters::mesh_device_ids({st.submesh_nodes, st.submesh_gpus_per_node},
                                               {st.logical_rows, st.logical_cols}, s.gpn(),
                                               pl.first_node, pl.first_local);
+    // The rule fill_shardings writes into the final plan; candidates are priced with it.
+    st.weight_update_sharding = st.logical_rows * st.logical_cols > 1;
   }
   return plan;
 }

@@ -116,6 +116,30 @@ TEST_CASE("the search is deterministic and its plan re-evaluates to the same pre
   CHECK(e.value().prediction.peak_memory_bytes == a.value().prediction.peak_memory_bytes);
 }
 
+TEST_CASE("a plan without weight-update sharding keeps whole optimizer states per replica") {
+  // intra_op_only: one stage on the 4 GPUs; the search writes weight_update_sharding = true
+  // (states split over the 4 devices). The same plan with the flag off keeps each replica's
+  // states whole, split only as its parameters are: states per device = parameter elements
+  // per device × Adam's 12 bytes (fp32 master, m, v) = parameter bytes × 12 / 2 at fp16.
+  planner::SearchInput in = tiny_input("intra_op_only");
+  auto r = planner::search(in);
+  REQUIRE(r.ok());
+  schema::Plan plan = r.value().plan;
+  REQUIRE(plan.stages.size() == 1);
+  REQUIRE(plan.stages[0].weight_update_sharding);
+  auto split = planner::evaluate_plan(in, plan);
+  plan.stages[0].weight_update_sharding = false;
+  auto whole = planner::evaluate_plan(in, plan);
+  REQUIRE(split.ok());
+  REQUIRE(whole.ok());
+  const auto& a = split.value().problem.stages.at(0);
+  const auto& b = whole.value().problem.stages.at(0);
+  CHECK(b.parameter_bytes == a.parameter_bytes);
+  CHECK(b.optimizer_state_bytes.value() == b.parameter_bytes.value() * 12 / 2);
+  CHECK(b.optimizer_state_bytes.value() > a.optimizer_state_bytes.value());
+  CHECK(whole.value().prediction.peak_memory_bytes > split.value().prediction.peak_memory_bytes);
+}
+
 TEST_CASE("the searched plan is never slower than the baselines scored the same way") {
   planner::SearchInput in = tiny_input("alpa");
   in.options.compare_baselines = true;
