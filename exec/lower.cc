@@ -16,6 +16,20 @@ namespace {
 using ir::OpId;
 using ir::OpKind;
 
+/// An instruction with the fields every instruction of the lowering sets (microbatch -1:
+/// once per iteration); callers add their kind's own fields.
+Instruction make_instruction(InstrKind kind, TaskKind task, OpId op, std::int32_t stage,
+                             std::int32_t microbatch = -1, BufferId buffer = kNoBuffer) {
+  Instruction in;
+  in.kind = kind;
+  in.task = task;
+  in.op = op;
+  in.stage = stage;
+  in.microbatch = microbatch;
+  in.buffer = buffer;
+  return in;
+}
+
 /// How a tensor is laid out over a stage's data-parallel mesh.
 enum class Layout {
   kBatch,       ///< axis 0 is the batch: device r holds rows [r·b, (r+1)·b)
@@ -504,13 +518,7 @@ class Lowerer {
 
   void emit_all_reduce(std::int32_t dev, BufferId b, OpId t, std::int32_t stage, std::int32_t mb, TaskKind task,
                        unsigned mask, double scale, const std::string& why) {
-    Instruction in;
-    in.kind = InstrKind::kAllReduce;
-    in.task = task;
-    in.buffer = b;
-    in.op = t;
-    in.stage = stage;
-    in.microbatch = mb;
+    Instruction in = make_instruction(InstrKind::kAllReduce, task, t, stage, mb, b);
     in.group = group_of(stage, dev, mask);
     std::string key = why + "|" + std::to_string(t) + "|" + std::to_string(mb) + "|" + std::to_string(stage) + "|";
     for (std::int32_t d : in.group) key += std::to_string(d) + ",";
@@ -557,14 +565,9 @@ class Lowerer {
     }
     const BufferId nb = new_sharded_buffer(dev, key.first, stage, key.second, role_of(key.first), task, want);
     prog_.buffers[static_cast<std::size_t>(nb)].superseded = true;  // a copy: never reported
-    Instruction in;
-    in.kind = InstrKind::kAllGather;
-    in.task = task;
-    in.buffer = nb;
+    Instruction in = make_instruction(InstrKind::kAllGather, task, key.first, stage, key.second,
+                                      nb);
     in.inputs = {b};
-    in.op = key.first;
-    in.stage = stage;
-    in.microbatch = key.second;
     in.scale = scale;
     in.group = local ? std::vector<std::int32_t>{dev} : group_of(stage, dev, live_axes(stage) & ~x.partial);
     std::string ck = "reshard|" + std::to_string(key.first) + "|" + std::to_string(key.second) + "|" +
@@ -886,12 +889,7 @@ class Lowerer {
   void emit_run_sharded(std::int32_t dev, OpId id, std::int32_t stage, std::int32_t mb, TaskKind task) {
     const ir::Op& o = prog_.graph_of_stage(stage).op(id);
     const OpLayouts lay = layouts_of(dev, o, stage, mb);
-    Instruction in;
-    in.kind = InstrKind::kRun;
-    in.task = task;
-    in.op = id;
-    in.stage = stage;
-    in.microbatch = mb;
+    Instruction in = make_instruction(InstrKind::kRun, task, id, stage, mb);
     for (std::size_t i = 0; i < o.inputs.size(); ++i) {
       TLayout want = lay.in[i];
       if (i == 2 && o.kind == OpKind::kDot) want.partial = 0;
@@ -957,13 +955,7 @@ class Lowerer {
       const BufferId pb = have.at({u.inputs[0], -1});
       const TLayout p = blayout_.at(pb);
       const BufferId gb = materialize(dev, {u.inputs[1], -1}, p, stage, TaskKind::kOptimizer);
-      Instruction in;
-      in.kind = InstrKind::kRun;
-      in.task = TaskKind::kOptimizer;
-      in.op = id;
-      in.stage = stage;
-      in.microbatch = -1;
-      in.buffer = pb;
+      Instruction in = make_instruction(InstrKind::kRun, TaskKind::kOptimizer, id, stage, -1, pb);
       const BufferId state = new_buffer(dev, id, stage, -1, BufferRole::kOptimizerState, TaskKind::kOptimizer);
       Buffer& sb = prog_.buffers[static_cast<std::size_t>(state)];
       std::int64_t local = prog_.buffers[static_cast<std::size_t>(pb)].elements;
@@ -995,12 +987,8 @@ class Lowerer {
       in.inputs = {pb, gb, state};
       out_->push_back(in);
       if (zero) {
-        Instruction ag;
-        ag.kind = InstrKind::kAllGather;
-        ag.task = TaskKind::kOptimizer;
-        ag.buffer = pb;
-        ag.op = u.inputs[0];
-        ag.stage = stage;
+        Instruction ag = make_instruction(InstrKind::kAllGather, TaskKind::kOptimizer, u.inputs[0],
+                                          stage, -1, pb);
         ag.group = group;
         std::string key = "wus|" + std::to_string(u.inputs[0]) + "|" + std::to_string(stage) + "|";
         for (std::int32_t x : group) key += std::to_string(x) + ",";
@@ -1152,14 +1140,7 @@ class Lowerer {
     b.elements = o.out.num_elements();
     b.bytes = o.out.bytes();
     prog_.buffers.push_back(b);
-    Instruction in;
-    in.kind = InstrKind::kAllocate;
-    in.task = task;
-    in.buffer = b.id;
-    in.stage = stage;
-    in.microbatch = mb;
-    in.op = t;
-    out_->push_back(in);
+    out_->push_back(make_instruction(InstrKind::kAllocate, task, t, stage, mb, b.id));
     return b.id;
   }
 
@@ -1185,13 +1166,7 @@ class Lowerer {
       for (std::size_t k = 0; k < tr.pieces.size(); ++k) {
         const Piece& p = tr.pieces[k];
         if (p.src != dev) continue;
-        Instruction in;
-        in.kind = InstrKind::kSend;
-        in.task = task;
-        in.buffer = buf;
-        in.op = t;
-        in.stage = from;
-        in.microbatch = mb;
+        Instruction in = make_instruction(InstrKind::kSend, task, t, from, mb, buf);
         in.peer = p.dst;
         in.tag = tag_of(t, mb, from, to % P_, k);
         in.offset_elements = p.src_off;
@@ -1234,13 +1209,7 @@ class Lowerer {
       for (std::size_t k = 0; k < tr.pieces.size(); ++k) {
         const Piece& p = tr.pieces[k];
         if (p.dst != dev) continue;
-        Instruction in;
-        in.kind = InstrKind::kRecv;
-        in.task = task;
-        in.buffer = buf;
-        in.op = t;
-        in.stage = stage;
-        in.microbatch = m;
+        Instruction in = make_instruction(InstrKind::kRecv, task, t, stage, m, buf);
         in.peer = p.src;
         in.tag = tag_of(t, m, from, stage % P_, k);
         in.offset_elements = p.dst_off;
@@ -1248,13 +1217,7 @@ class Lowerer {
         out_->push_back(in);
       }
       if (tr.gather) {
-        Instruction in;
-        in.kind = InstrKind::kAllGather;
-        in.task = task;
-        in.buffer = buf;
-        in.op = t;
-        in.stage = stage;
-        in.microbatch = m;
+        Instruction in = make_instruction(InstrKind::kAllGather, task, t, stage, m, buf);
         in.group = prog_.stage_devices[static_cast<std::size_t>(stage)];
         in.collective_id = collective_of(0, t, m, stage);
         out_->push_back(in);
@@ -1273,12 +1236,7 @@ class Lowerer {
     const ir::Graph& g = prog_.graph_of_stage(stage);
     const ir::Op& o = g.op(id);
     auto& have = have_[static_cast<std::size_t>(dev)];
-    Instruction in;
-    in.kind = InstrKind::kRun;
-    in.task = task;
-    in.op = id;
-    in.stage = stage;
-    in.microbatch = mb;
+    Instruction in = make_instruction(InstrKind::kRun, task, id, stage, mb);
     for (OpId x : o.inputs) {
       auto it = have.find(key_of(x, mb));
       ALPASIM_CHECK(it != have.end()) << "input " << g.op(x).name << " of " << o.name
@@ -1366,12 +1324,8 @@ class Lowerer {
           const OpId param = prog_.gradient_of[static_cast<std::size_t>(o.id)];
           const bool shard = zero && op_stage_[static_cast<std::size_t>(param)] == t.stage &&
                              o.out.num_elements() % d == 0;
-          Instruction in;
-          in.kind = shard ? InstrKind::kReduceScatter : InstrKind::kAllReduce;
-          in.task = TaskKind::kOptimizer;
-          in.buffer = it->second;
-          in.op = o.id;
-          in.stage = t.stage;
+          Instruction in = make_instruction(shard ? InstrKind::kReduceScatter : InstrKind::kAllReduce,
+                                            TaskKind::kOptimizer, o.id, t.stage, -1, it->second);
           in.group = prog_.stage_devices[si];
           in.collective_id = collective_of(shard ? 2 : 1, o.id, -1, t.stage);
           in.scale = 1.0 / static_cast<double>(M_ * k_loss_);
@@ -1392,12 +1346,9 @@ class Lowerer {
           }
           const std::int64_t part = u.out.num_elements() / d;
           emit_run(dev, id, t.stage, -1, TaskKind::kOptimizer, rank_in(dev, t.stage) * part, part);
-          Instruction ag;
-          ag.kind = InstrKind::kAllGather;
-          ag.task = TaskKind::kOptimizer;
-          ag.buffer = have_[static_cast<std::size_t>(dev)].at({u.inputs[0], -1});
-          ag.op = u.inputs[0];
-          ag.stage = t.stage;
+          const BufferId param_buffer = have_[static_cast<std::size_t>(dev)].at({u.inputs[0], -1});
+          Instruction ag = make_instruction(InstrKind::kAllGather, TaskKind::kOptimizer, u.inputs[0],
+                                            t.stage, -1, param_buffer);
           ag.group = prog_.stage_devices[si];
           ag.collective_id = collective_of(3, u.inputs[0], -1, t.stage);
           out_->push_back(ag);
@@ -1440,14 +1391,8 @@ class Lowerer {
       out.reserve(prog_.code[d].size());
       auto emit_recv = [&](const Instruction& in) {
         if (allocated.insert(in.buffer).second) {
-          Instruction a;
-          a.kind = InstrKind::kAllocate;
-          a.task = in.task;
-          a.buffer = in.buffer;
-          a.op = in.op;
-          a.stage = in.stage;
-          a.microbatch = in.microbatch;
-          out.push_back(a);
+          out.push_back(make_instruction(InstrKind::kAllocate, in.task, in.op, in.stage, in.microbatch,
+                                         in.buffer));
         }
         out.push_back(in);
         done.insert(in.tag);
@@ -1490,14 +1435,9 @@ class Lowerer {
       for (std::size_t i = 0; i < code.size(); ++i) {
         out.push_back(code[i]);
         for (BufferId b : after[i]) {
-          Instruction f;
-          f.kind = InstrKind::kFree;
-          f.task = code[i].task;
-          f.buffer = b;
-          f.op = prog_.buffers[static_cast<std::size_t>(b)].tensor;
-          f.stage = prog_.buffers[static_cast<std::size_t>(b)].stage;
-          f.microbatch = prog_.buffers[static_cast<std::size_t>(b)].microbatch;
-          out.push_back(f);
+          const Buffer& freed = prog_.buffers[static_cast<std::size_t>(b)];
+          out.push_back(make_instruction(InstrKind::kFree, code[i].task, freed.tensor, freed.stage,
+                                         freed.microbatch, b));
         }
       }
       code = std::move(out);
