@@ -11,25 +11,13 @@
 #include "ir/builders.h"
 #include "planner/search/search.h"
 #include "tests/unit/exec/exec_fixtures.h"
+#include "tests/unit/exec/search_fixtures.h"
 #include "tests/support/shipped_calibration.h"
 
 namespace alpasim::exec {
 namespace {
 
-const std::map<std::string, cost_model::Calibration>& shipped() { return ::alpasim::testing::shipped_calibrations(); }
-
-planner::SearchInput input_for(const ir::ModelConfig& model, std::int64_t batch, std::int64_t nodes = 1,
-                               std::int64_t gpus_per_node = 4) {
-  planner::SearchInput in;
-  in.model = model;
-  in.cluster = cluster::make_preset_cluster("aws-p3.16xlarge", nodes).value();
-  in.cluster.gpus_per_node = gpus_per_node;
-  in.cost = cost_model::CostModel::create(
-                in.cluster, cost_model::params_for_preset(shipped(), "aws-p3.16xlarge").value())
-                .value();
-  in.global_batch_size = batch;
-  return in;
-}
+using testing::p3_input;
 
 /// Per device: bytes by component as the simulator defines them.
 struct Components {
@@ -149,7 +137,7 @@ TEST_CASE("memory: the executor's parameters, gradients, optimizer states and st
   // only their optimizer states are asserted (the rest is printed; the programs verify).
   std::set<std::string> sharded;
   for (std::int64_t nodes : {1, 2}) {
-    planner::SearchInput in = input_for(gpt, 8, nodes, 2);
+    planner::SearchInput in = p3_input(gpt, 8, nodes, 2);
     in.mode = "intra_op_only";
     in.options.compare_baselines = false;
     in.options.time_limit_s = 5;
@@ -169,7 +157,7 @@ TEST_CASE("memory: the executor's parameters, gradients, optimizer states and st
     CAPTURE(name);
     const bool is_sharded = sharded.count(name) > 0;
     const std::int64_t nodes = is_sharded && plan.stages[0].device_ids.size() == 4 ? 2 : 1;
-    auto r = planner::evaluate_plan(input_for(gpt, plan.global_batch_size, nodes, is_sharded ? 2 : 4), plan);
+    auto r = planner::evaluate_plan(p3_input(gpt, plan.global_batch_size, nodes, is_sharded ? 2 : 4), plan);
     REQUIRE_MESSAGE(r.ok(), r.status().message());
     auto prog = lower_plan(plan);
     REQUIRE_MESSAGE(prog.ok(), prog.status().message());

@@ -18,6 +18,7 @@
 #include "ir/graph_json.h"
 #include "planner/search/search.h"
 #include "tests/unit/exec/exec_fixtures.h"
+#include "tests/unit/exec/search_fixtures.h"
 #include "tests/support/shipped_calibration.h"
 
 namespace alpasim::exec {
@@ -26,53 +27,9 @@ namespace {
 constexpr double kRelTol = 1e-4;
 constexpr double kAbsTol = 1e-6;
 
-const std::map<std::string, cost_model::Calibration>& shipped() { return ::alpasim::testing::shipped_calibrations(); }
-
-/// `gpus` GPUs of p3.16xlarge nodes: one node, or `nodes` nodes of gpus / nodes GPUs each.
-planner::SearchInput input(const ir::ModelConfig& model, const std::string& mode, std::int64_t batch,
-                           std::int64_t gpus, std::int64_t nodes = 1) {
-  planner::SearchInput in;
-  in.model = model;
-  in.cluster = cluster::make_preset_cluster("aws-p3.16xlarge", nodes).value();
-  in.cluster.gpus_per_node = gpus / nodes;
-  in.cost = cost_model::CostModel::create(
-                in.cluster, cost_model::params_for_preset(shipped(), "aws-p3.16xlarge").value())
-                .value();
-  in.global_batch_size = batch;
-  in.mode = mode;
-  in.options.compare_baselines = false;
-  in.options.time_limit_s = 5;
-  in.options.recompute = {schema::Recompute::kNone};
-  in.options.top_k = 1;
-  return in;
-}
-
-ExecutionResult run(const schema::Plan& plan, const LowerOptions& options = {}) {
-  auto p = lower_plan(plan, options);
-  REQUIRE_MESSAGE(p.ok(), p.status().message());
-  auto v = verify_program(*p);
-  REQUIRE_MESSAGE(v.ok(), v.status().message());
-  auto r = cpu::make_cpu_backend()->run(*p, {});
-  REQUIRE_MESSAGE(r.ok(), r.status().message());
-  return *r;
-}
-
-schema::Plan reference_of(const schema::Plan& plan) {
-  schema::Plan r = plan;
-  r.stages.resize(1);
-  r.stages[0].layer_begin = 0;
-  r.stages[0].layer_end = plan.stages.back().layer_end;
-  r.stages[0].device_ids = {0};
-  r.stages[0].submesh_nodes = r.stages[0].submesh_gpus_per_node = 1;
-  r.stages[0].logical_rows = r.stages[0].logical_cols = 1;
-  r.stages[0].shardings.clear();
-  r.stages[0].weight_update_sharding = false;
-  r.schedule = schema::Schedule::kGpipe;
-  r.interleave = 1;
-  r.num_microbatches = 1;
-  r.recompute = schema::Recompute::kNone;
-  return r;
-}
+using testing::run_on_cpu;
+using testing::small_search;
+using testing::unsharded_reference;
 
 /// Updated weights are compared only for SGD (`weights`): Adam's first step moves every
 /// weight by about lr · g/|g|, so a gradient that is zero up to rounding (GPT's k bias: it
@@ -134,14 +91,14 @@ TEST_CASE("tiny GPT: the search's intra-op plans on 2 GPUs (2x1) and 2 nodes of 
   for (std::int64_t nodes : {1, 2}) {
     const std::int64_t gpus = nodes == 1 ? 2 : 4;
     CAPTURE(gpus);
-    auto r = planner::search(input(gpt, "intra_op_only", 8, gpus, nodes));
+    auto r = planner::search(small_search(gpt, "intra_op_only", 8, gpus, nodes));
     REQUIRE_MESSAGE(r.ok(), r.status().message());
     const schema::Plan& plan = r->plan;
     MESSAGE(gpus << " GPUs: " << plan.stages.size() << " stage(s), mesh " << plan.stages[0].logical_rows << "x"
                  << plan.stages[0].logical_cols << ", " << plan.num_microbatches << " microbatches, "
                  << non_data_parallel(plan) << " operator outputs split on a non-batch axis");
     if (non_data_parallel(plan) > 0) CHECK(runs_on_non_batch_shards(plan) > 0);
-    compare(run(plan), run(reference_of(plan)));
+    compare(run_on_cpu(plan), run_on_cpu(unsharded_reference(plan)));
   }
 }
 
@@ -190,7 +147,7 @@ TEST_CASE("3-layer MLP: the search's plans (2 stages, 2x1, 4x1 and 2x2 Megatron 
     CAPTURE(c.mode);
     CAPTURE(c.gpus);
     CAPTURE(c.nodes);
-    auto r = planner::search(input(mlp3(), c.mode, 8, c.gpus, c.nodes));
+    auto r = planner::search(small_search(mlp3(), c.mode, 8, c.gpus, c.nodes));
     REQUIRE_MESSAGE(r.ok(), r.status().message());
     const schema::Plan& plan = r->plan;
     MESSAGE(c.mode << " on " << c.gpus << " GPUs: " << plan.stages.size() << " stage(s), first mesh "
@@ -198,7 +155,7 @@ TEST_CASE("3-layer MLP: the search's plans (2 stages, 2x1, 4x1 and 2x2 Megatron 
                    << plan.num_microbatches << " microbatches, " << non_data_parallel(plan)
                    << " operator outputs split on a non-batch axis");
     if (non_data_parallel(plan) > 0) CHECK(runs_on_non_batch_shards(plan, mlp3_at_any_batch()) > 0);
-    compare(run(plan, mlp3_at_any_batch()), run(reference_of(plan), mlp3_at_any_batch()));
+    compare(run_on_cpu(plan, mlp3_at_any_batch()), run_on_cpu(unsharded_reference(plan), mlp3_at_any_batch()));
   }
 }
 
@@ -293,7 +250,7 @@ TEST_CASE("tiny GPT, Megatron tensor parallelism (column/row-parallel, per-head 
   for (const Case& c : cases) {
     CAPTURE(c.name);
     CHECK(runs_on_non_batch_shards(c.plan) > 0);
-    compare(run(c.plan), run(reference_of(c.plan)));
+    compare(run_on_cpu(c.plan), run_on_cpu(unsharded_reference(c.plan)));
   }
 }
 
@@ -325,7 +282,7 @@ TEST_CASE("tiny Wide-ResNet: the search's plans (alpa on 2 and 4 GPUs, intra-op 
     CAPTURE(c.mode);
     CAPTURE(gpus);
     CAPTURE(c.nodes);
-    planner::SearchInput in = input(w, c.mode, 8, gpus, c.nodes);
+    planner::SearchInput in = small_search(w, c.mode, 8, gpus, c.nodes);
     in.optimizer = "sgd";  // the executor trains Wide-ResNet with SGD + momentum
     auto r = planner::search(in);
     REQUIRE_MESSAGE(r.ok(), r.status().message());
@@ -336,9 +293,9 @@ TEST_CASE("tiny Wide-ResNet: the search's plans (alpa on 2 and 4 GPUs, intra-op 
     MESSAGE(c.mode << " on " << gpus << " GPUs: " << plan.stages.size() << " stage(s), first mesh " << plan.stages[0].logical_rows << "x"
                  << plan.stages[0].logical_cols << ", " << plan.num_microbatches << " microbatches, "
                  << non_data_parallel(plan) << " operator outputs split on a non-batch axis");
-    schema::Plan ref = reference_of(plan);
+    schema::Plan ref = unsharded_reference(plan);
     ref.num_microbatches = plan.global_batch_size / per_device;
-    compare(run(plan), run(ref), true, 1e-3);
+    compare(run_on_cpu(plan), run_on_cpu(ref), true, 1e-3);
   }
 }
 
