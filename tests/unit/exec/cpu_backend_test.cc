@@ -23,15 +23,7 @@ using testing::StageSpec;
 constexpr double kRelTol = 1e-4;
 constexpr double kAbsTol = 1e-6;
 
-ExecutionResult run(const schema::Plan& plan, const LowerOptions& opt = {}) {
-  auto p = lower_plan(plan, opt);
-  REQUIRE_MESSAGE(p.ok(), p.status().message());
-  auto v = verify_program(*p);
-  REQUIRE_MESSAGE(v.ok(), v.status().message());
-  auto r = cpu::make_cpu_backend()->run(*p, {});
-  REQUIRE_MESSAGE(r.ok(), r.status().message());
-  return *r;
-}
+using testing::run_on_cpu;
 
 void compare(const ExecutionResult& got, const ExecutionResult& ref, bool compare_parameters) {
   CHECK(got.loss == doctest::Approx(ref.loss).epsilon(kRelTol));
@@ -76,21 +68,21 @@ TEST_CASE("MLP: sharded forward and backward equal the unsharded reference") {
   o.build_forward = [](std::int64_t b) -> core::Result<ir::Graph> { return testing::build_mlp(b, 3); };
   const ir::ModelConfig m{"mlp", ir::TransformerConfig{}};  // replaced by build_forward
   // Layers: input, fc1, fc2, fc3, head.
-  const auto ref = run(reference_of(testing::make_plan(m, {{0, 5, 1, 1, {0}}}, Schedule::kGpipe, 1, 8), 1), o);
+  const auto ref = run_on_cpu(reference_of(testing::make_plan(m, {{0, 5, 1, 1, {0}}}, Schedule::kGpipe, 1, 8), 1), o);
   for (const auto& stages : std::vector<std::vector<StageSpec>>{
            {{0, 5, 1, 2, {0, 1}}},
            {{0, 5, 2, 2, {0, 1, 2, 3}}},
            {{0, 2, 1, 1, {0}}, {2, 5, 1, 1, {1}}},
            {{0, 3, 1, 2, {0, 1}}, {3, 5, 1, 1, {2}}}}) {
     for (Schedule s : {Schedule::kGpipe, Schedule::kOneFOneB}) {
-      compare(run(testing::make_plan(m, stages, s, 2, 8), o), ref, false);
+      compare(run_on_cpu(testing::make_plan(m, stages, s, 2, 8), o), ref, false);
     }
   }
 }
 
 TEST_CASE("tiny GPT: sharded equals unsharded on 1x2, 2x2, two stages and interleaved") {
   const ir::ModelConfig gpt = testing::tiny_gpt();
-  const auto ref = run(reference_of(testing::make_plan(gpt, {{0, 4, 1, 1, {0}}}, Schedule::kGpipe, 1, 8), 1));
+  const auto ref = run_on_cpu(reference_of(testing::make_plan(gpt, {{0, 4, 1, 1, {0}}}, Schedule::kGpipe, 1, 8), 1));
   struct Case {
     std::vector<StageSpec> stages;
     Schedule schedule;
@@ -103,16 +95,16 @@ TEST_CASE("tiny GPT: sharded equals unsharded on 1x2, 2x2, two stages and interl
            {{{0, 1, 1, 2, {0, 1}}, {1, 4, 1, 2, {2, 3}}}, Schedule::kGpipe, 2, 1},
            {{{0, 1, 1, 1, {0}}, {1, 2, 1, 1, {1}}, {2, 3, 1, 1, {0}}, {3, 4, 1, 1, {1}}},
             Schedule::kInterleavedOneFOneB, 4, 2}}) {
-    compare(run(testing::make_plan(gpt, c.stages, c.schedule, c.microbatches, 8, c.interleave)), ref, false);
+    compare(run_on_cpu(testing::make_plan(gpt, c.stages, c.schedule, c.microbatches, 8, c.interleave)), ref, false);
   }
 }
 
 TEST_CASE("tiny GPT with full recomputation equals the reference without it") {
   const ir::ModelConfig gpt = testing::tiny_gpt();
-  const auto ref = run(reference_of(testing::make_plan(gpt, {{0, 4, 1, 1, {0}}}, Schedule::kGpipe, 1, 4), 1));
+  const auto ref = run_on_cpu(reference_of(testing::make_plan(gpt, {{0, 4, 1, 1, {0}}}, Schedule::kGpipe, 1, 4), 1));
   auto plan = testing::make_plan(gpt, {{0, 2, 1, 1, {0}}, {2, 4, 1, 1, {1}}}, Schedule::kOneFOneB, 2, 4);
   plan.recompute = schema::Recompute::kFull;
-  compare(run(plan), ref, false);
+  compare(run_on_cpu(plan), ref, false);
 }
 
 TEST_CASE("tiny Wide-ResNet: sharded equals the reference with the same batch-norm groups") {
@@ -120,12 +112,12 @@ TEST_CASE("tiny Wide-ResNet: sharded equals the reference with the same batch-no
   // PyTorch DDP without SyncBatchNorm), so the reference runs the batch in the same 2-image
   // groups: 8 images = 4 microbatches of 2 on one device.
   const ir::ModelConfig w = testing::tiny_wide_resnet();
-  const auto ref = run(reference_of(testing::make_plan(w, {{0, 18, 1, 1, {0}}}, Schedule::kGpipe, 1, 8), 4));
+  const auto ref = run_on_cpu(reference_of(testing::make_plan(w, {{0, 18, 1, 1, {0}}}, Schedule::kGpipe, 1, 8), 4));
   for (const auto& stages : std::vector<std::vector<StageSpec>>{
            {{0, 18, 1, 2, {0, 1}}}, {{0, 9, 1, 1, {0}}, {9, 18, 1, 1, {1}}},
            {{0, 9, 1, 2, {0, 1}}, {9, 18, 1, 2, {2, 3}}}}) {
     const std::int64_t devices = static_cast<std::int64_t>(stages[0].devices.size());
-    compare(run(testing::make_plan(w, stages, Schedule::kOneFOneB, 4 / devices, 8)), ref, true);
+    compare(run_on_cpu(testing::make_plan(w, stages, Schedule::kOneFOneB, 4 / devices, 8)), ref, true);
   }
 }
 
@@ -228,10 +220,10 @@ namespace {
 TEST_CASE("weight-update sharding updates the weights as the unsharded reference does") {
   // Wide-ResNet (SGD: the update is linear in the gradient, so weights compare tightly).
   const ir::ModelConfig w = testing::tiny_wide_resnet();
-  const auto ref = run(reference_of(testing::make_plan(w, {{0, 18, 1, 1, {0}}}, Schedule::kGpipe, 1, 8), 4));
+  const auto ref = run_on_cpu(reference_of(testing::make_plan(w, {{0, 18, 1, 1, {0}}}, Schedule::kGpipe, 1, 8), 4));
   auto plan = testing::make_plan(w, {{0, 9, 1, 2, {0, 1}}, {9, 18, 1, 2, {2, 3}}}, Schedule::kOneFOneB, 2, 8);
   for (auto& st : plan.stages) st.weight_update_sharding = true;
-  const auto got = run(plan);
+  const auto got = run_on_cpu(plan);
   CHECK(got.loss == doctest::Approx(ref.loss).epsilon(kRelTol));
   REQUIRE(got.parameters.size() == ref.parameters.size());
   for (const auto& [name, p] : ref.parameters) {

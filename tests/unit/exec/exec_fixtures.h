@@ -1,16 +1,31 @@
 #pragma once
 // Tiny models and hand-written plans for the executor tests.
 
+#include <doctest/doctest.h>
+
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "exec/cpu/cpu_backend.h"
 #include "exec/lower.h"
+#include "exec/verify.h"
 #include "ir/builders.h"
 #include "schema/plan.h"
 #include "tests/support/tiny_models.h"
 
 namespace alpasim::exec::testing {
+
+/// Lowers, verifies and runs `plan` on the CPU backend; any failing step fails the test.
+inline ExecutionResult run_on_cpu(const schema::Plan& plan, const LowerOptions& options = {}) {
+  auto p = lower_plan(plan, options);
+  REQUIRE_MESSAGE(p.ok(), p.status().message());
+  auto v = verify_program(*p);
+  REQUIRE_MESSAGE(v.ok(), v.status().message());
+  auto r = cpu::make_cpu_backend()->run(*p, {});
+  REQUIRE_MESSAGE(r.ok(), r.status().message());
+  return *r;
+}
 
 /// An MLP with `hidden_layers` GELU layers (ir has no MLP builtin): layer 0 holds the input,
 /// layers 1..h the dense+GELU blocks, layer h+1 the classifier and the loss.

@@ -1,6 +1,6 @@
 // Fixtures of the tests that run planner-made plans on the CPU backend
 // (alpasim_exec_search_tests): search inputs on p3.16xlarge V100s priced with the shipped
-// calibration, a lower-verify-run helper, and the unsharded reference of a plan.
+// calibration, and the unsharded reference of a plan (run_on_cpu: exec_fixtures.h).
 #pragma once
 
 #include <doctest/doctest.h>
@@ -9,10 +9,8 @@
 #include <string>
 
 #include "cost_model/cost_model.h"
-#include "exec/cpu/cpu_backend.h"
-#include "exec/lower.h"
-#include "exec/verify.h"
 #include "planner/search/search.h"
+#include "tests/unit/exec/exec_fixtures.h"
 #include "tests/support/shipped_calibration.h"
 
 namespace alpasim::exec::testing {
@@ -46,17 +44,6 @@ inline planner::SearchInput small_search(const ir::ModelConfig& model, const std
   in.options.recompute = {schema::Recompute::kNone};
   in.options.top_k = 1;
   return in;
-}
-
-/// Lowers, verifies and runs `plan` on the CPU backend; any failing step fails the test.
-inline ExecutionResult run_on_cpu(const schema::Plan& plan, const LowerOptions& options = {}) {
-  auto p = lower_plan(plan, options);
-  REQUIRE_MESSAGE(p.ok(), p.status().message());
-  auto v = verify_program(*p);
-  REQUIRE_MESSAGE(v.ok(), v.status().message());
-  auto r = cpu::make_cpu_backend()->run(*p, {});
-  REQUIRE_MESSAGE(r.ok(), r.status().message());
-  return *r;
 }
 
 /// The unsharded reference of `plan`: every layer on device 0 of a 1x1 mesh, no intra-op
