@@ -11,6 +11,7 @@
 #include "exec/lower.h"
 #include "exec/verify.h"
 #include "ir/builders.h"
+#include "tests/support/tiny_models.h"
 
 int main() {
   using namespace alpasim;
@@ -22,18 +23,8 @@ int main() {
     std::printf("SKIPPED: %s\n", cuda.status().message().c_str());
     return 77;
   }
-  ir::TransformerConfig t;
-  t.builtin = "gpt";
-  t.num_layers = 2;
-  t.hidden_size = 16;
-  t.num_heads = 2;
-  t.num_kv_heads = 2;
-  t.seq_len = 8;
-  t.vocab_size = 32;
-  t.ffn_hidden_size = 64;
-  ir::set_architecture_defaults(t);
   schema::Plan plan;
-  plan.model = {"tiny gpt", t};
+  plan.model = alpasim::testing::tiny_gpt_hidden16();
   plan.global_batch_size = 8;
   plan.num_microbatches = 2;
   plan.schedule = schema::Schedule::kOneFOneB;

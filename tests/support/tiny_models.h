@@ -1,5 +1,5 @@
-// Small models shared by the planner and executor tests: small enough for exhaustive checks
-// and real fp32 arithmetic on the CPU backend.
+// Small models shared by the planner, executor and GPU tests: small enough for exhaustive
+// checks and real fp32 arithmetic on the CPU backend.
 #pragma once
 
 #include "ir/model_config.h"
@@ -16,6 +16,22 @@ inline ir::ModelConfig tiny_wide_resnet() {
   w.image_size = 8;
   w.num_classes = 4;
   return {"tiny wide-resnet", w};
+}
+
+/// A 2-block GPT (hidden 16, 2 heads, 8 tokens, vocabulary 32, FFN 64; 4 model layers:
+/// embedding, 2 blocks, head) for the launcher, NCCL and CUDA-vs-CPU tests.
+inline ir::ModelConfig tiny_gpt_hidden16() {
+  ir::TransformerConfig t;
+  t.builtin = "gpt";
+  t.num_layers = 2;
+  t.hidden_size = 16;
+  t.num_heads = 2;
+  t.num_kv_heads = 2;
+  t.seq_len = 8;
+  t.vocab_size = 32;
+  t.ffn_hidden_size = 64;
+  ir::set_architecture_defaults(t);
+  return {"tiny gpt", t};
 }
 
 }  // namespace alpasim::testing

@@ -22,6 +22,7 @@
 #include "exec/lower.h"
 #include "exec/verify.h"
 #include "ir/builders.h"
+#include "tests/support/tiny_models.h"
 
 namespace alpasim::exec::launch {
 namespace {
@@ -441,26 +442,10 @@ Program lowered(bool wresnet, int stages, int per_stage, schema::Schedule schedu
   ir::ModelConfig model;
   std::int64_t layers = 4;
   if (wresnet) {
-    ir::WideResNetConfig w;
-    w.num_layers = 50;
-    w.base_channels = 2;
-    w.width_factor = 1;
-    w.image_size = 8;
-    w.num_classes = 4;
-    model = {"tiny wide-resnet", w};
+    model = ::alpasim::testing::tiny_wide_resnet();
     layers = 18;
   } else {
-    ir::TransformerConfig t;
-    t.builtin = "gpt";
-    t.num_layers = 2;
-    t.hidden_size = 16;
-    t.num_heads = 2;
-    t.num_kv_heads = 2;
-    t.seq_len = 8;
-    t.vocab_size = 32;
-    t.ffn_hidden_size = 64;
-    ir::set_architecture_defaults(t);
-    model = {"tiny gpt", t};
+    model = ::alpasim::testing::tiny_gpt_hidden16();
   }
   schema::Plan plan;
   plan.model = model;
