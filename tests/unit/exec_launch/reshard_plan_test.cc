@@ -9,18 +9,21 @@
 #include <string>
 #include <vector>
 
+#include "exec/launch/comm_plan.h"
 #include "exec/launch/reshard_plan.h"
+#include "exec/launch/stream_plan.h"
+#include "tests/unit/exec_launch/reshard_reference.h"
+#include "exec/lower.h"
+#include "exec/verify.h"
+#include "schema/plan.h"
 
 namespace alpasim::exec::launch {
 namespace {
 
-using V = std::vector<std::int64_t>;
-
-std::int64_t volume(const V& shape) {
-  std::int64_t n = 1;
-  for (std::int64_t x : shape) n *= x;
-  return n;
-}
+using testing::V;
+using testing::check_against_reference;
+using testing::check_program_reshards;
+using testing::volume;
 
 /// Uniform integer in [lo, hi] from the raw generator (own distribution: deterministic across
 /// standard libraries).
@@ -60,109 +63,6 @@ std::vector<Block> mesh_layout(const V& global, std::int64_t rows, std::int64_t 
     }
   }
   return out;
-}
-
-/// Index of global coordinate `g` inside block `b`, or -1 when outside.
-std::int64_t local_index(const Block& b, const V& g) {
-  std::int64_t idx = 0;
-  for (std::size_t a = 0; a < g.size(); ++a) {
-    if (g[a] < b.offset[a] || g[a] >= b.offset[a] + b.shape[a]) return -1;
-    idx = idx * b.shape[a] + (g[a] - b.offset[a]);
-  }
-  return idx;
-}
-
-/// Source member r's value at global coordinate g: distinct per member and element, exact
-/// in fp32 (< 2^24).
-float value(std::int32_t r, const V& global, const V& g) {
-  std::int64_t lin = 0;
-  for (std::size_t a = 0; a < g.size(); ++a) lin = lin * global[a] + g[a];
-  return static_cast<float>(r * 100000 + lin);
-}
-
-/// Every global coordinate of `global`, row-major.
-std::vector<V> coordinates(const V& global) {
-  std::vector<V> out;
-  V g(global.size(), 0);
-  for (std::int64_t k = 0; k < volume(global); ++k) {
-    out.push_back(g);
-    for (std::size_t a = g.size(); a-- > 0;) {
-      if (++g[a] < global[a]) break;
-      g[a] = 0;
-    }
-  }
-  return out;
-}
-
-constexpr float kUntouched = -1.0f;
-
-/// Applies plan_block_copies on host arrays and compares, element by element, with the
-/// reference: destination element x of member d holds scale · (value of the highest-ranked
-/// source block containing x), or stays kUntouched; each destination element is written at
-/// most once (disjoint pieces) and every copy stays inside both buffers.
-void check_against_reference(const V& global, const std::vector<Block>& src, const std::vector<Block>& dst,
-                             float scale) {
-  const std::vector<BoxCopy> copies = plan_block_copies(src, dst);
-  std::vector<std::vector<float>> sdata(src.size()), ddata(dst.size());
-  std::vector<std::vector<int>> writes(dst.size());
-  for (std::size_t r = 0; r < src.size(); ++r) sdata[r].assign(static_cast<std::size_t>(volume(src[r].shape)), 0.0f);
-  for (std::size_t d = 0; d < dst.size(); ++d) {
-    ddata[d].assign(static_cast<std::size_t>(volume(dst[d].shape)), kUntouched);
-    writes[d].assign(ddata[d].size(), 0);
-  }
-  const std::vector<V> all = coordinates(global);
-  for (std::size_t r = 0; r < src.size(); ++r) {
-    for (const V& g : all) {
-      const std::int64_t i = local_index(src[r], g);
-      if (i >= 0) sdata[r][static_cast<std::size_t>(i)] = value(static_cast<std::int32_t>(r), global, g);
-    }
-  }
-  for (const BoxCopy& c : copies) {
-    INFO(copy_to_text(c));
-    REQUIRE(c.source >= 0);
-    REQUIRE(static_cast<std::size_t>(c.source) < src.size());
-    REQUIRE(c.destination >= 0);
-    REQUIRE(static_cast<std::size_t>(c.destination) < dst.size());
-    REQUIRE(!c.extent.empty());
-    REQUIRE(c.extent.size() <= static_cast<std::size_t>(kMaxCopyAxes));
-    CHECK(c.src_stride.back() == 1);  // the innermost axis is a contiguous run on both sides
-    CHECK(c.dst_stride.back() == 1);
-    // First and last element inside both buffers (strides are positive: these bound all).
-    std::int64_t slast = c.src_offset, dlast = c.dst_offset;
-    for (std::size_t a = 0; a < c.extent.size(); ++a) {
-      REQUIRE(c.extent[a] >= 1);
-      slast += (c.extent[a] - 1) * c.src_stride[a];
-      dlast += (c.extent[a] - 1) * c.dst_stride[a];
-    }
-    REQUIRE(c.src_offset >= 0);
-    REQUIRE(slast < static_cast<std::int64_t>(sdata[static_cast<std::size_t>(c.source)].size()));
-    REQUIRE(c.dst_offset >= 0);
-    REQUIRE(dlast < static_cast<std::int64_t>(ddata[static_cast<std::size_t>(c.destination)].size()));
-    // Count the writes: a copy of ones into a zero array marks the box.
-    const auto d = static_cast<std::size_t>(c.destination);
-    std::vector<float> mark(ddata[d].size(), 0.0f);
-    const std::vector<float> ones(sdata[static_cast<std::size_t>(c.source)].size(), 1.0f);
-    apply_copy_on_host(c, ones.data(), mark.data(), 1.0f);
-    for (std::size_t k = 0; k < mark.size(); ++k) writes[d][k] += mark[k] == 1.0f ? 1 : 0;
-    apply_copy_on_host(c, sdata[static_cast<std::size_t>(c.source)].data(), ddata[d].data(), scale);
-  }
-  for (std::size_t d = 0; d < dst.size(); ++d) {
-    for (const V& g : all) {
-      const std::int64_t i = local_index(dst[d], g);
-      if (i < 0) continue;
-      float want = kUntouched;
-      for (std::size_t r = src.size(); r-- > 0;) {
-        if (local_index(src[r], g) >= 0) {
-          want = value(static_cast<std::int32_t>(r), global, g) * scale;
-          break;
-        }
-      }
-      const auto k = static_cast<std::size_t>(i);
-      INFO("destination " << d << " local element " << i);
-      CHECK(ddata[d][k] == want);
-      CHECK(writes[d][k] == (want == kUntouched ? 0 : 1));
-    }
-  }
 }
 
 TEST_CASE("reshard plan: closed-form cases (gather, replicated source, column block, scalar)") {
@@ -336,6 +236,28 @@ TEST_CASE("reshard_plan(Program): members' buffers found by collective id; exact
         "device index 0 instruction #0: expected blocks of rank 2, got b1 with shape rank 2 and offset rank 1");
   CHECK(reshard_plan(p, 0, 3).status().message() ==
         "device index 0 instruction #3: expected an instruction of the program, got none");
+}
+
+}  // namespace
+}  // namespace alpasim::exec::launch
+
+namespace alpasim::exec::launch {
+namespace {
+
+TEST_CASE("reshard plan: every resharding copy of the Megatron tiny GPT plan (two 1x2 stages) matches the reference; "
+          "the program replays on NCCL's streams") {
+  auto plan = schema::read_plan_file(ALPASIM_SOURCE_DIR "/tests/unit/exec/data/tiny_gpt_megatron_2stage.json");
+  REQUIRE_MESSAGE(plan.ok(), plan.status().message());
+  auto p = lower_plan(*plan);
+  REQUIRE_MESSAGE(p.ok(), p.status().message());
+  REQUIRE(verify_program(*p).ok());
+  const int n = check_program_reshards(*p);
+  CHECK(n > 0);  // a sharded plan: operators with different layouts are joined by reshards
+  MESSAGE(n << " resharding instructions checked");
+  auto comms = comm_plan(*p);
+  REQUIRE(comms.ok());
+  const core::Status st = check_stream_schedule(*p, *comms);
+  CHECK_MESSAGE(st.ok(), st.message());
 }
 
 }  // namespace
