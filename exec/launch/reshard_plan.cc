@@ -157,6 +157,44 @@ std::int64_t ReshardPlan::elements(std::int32_t source, std::int32_t destination
   return n;
 }
 
+ReshardExchange reshard_exchange(const ReshardPlan& plan, std::int32_t me) {
+  ReshardExchange x;
+  for (std::size_t k = 0; k < plan.copies.size(); ++k) {
+    const BoxCopy& c = plan.copies[k];
+    if (c.source == me && c.destination == me) {
+      x.local.push_back(k);
+    } else if (c.source == me) {
+      x.send[c.destination].push_back(k);
+      x.send_elements += c.elements();
+    } else if (c.destination == me) {
+      x.recv[c.source].push_back(k);
+      x.recv_elements += c.elements();
+    }
+  }
+  return x;
+}
+
+namespace {
+
+/// Row-major strides of a contiguous box of `extent`.
+std::vector<std::int64_t> contiguous(const std::vector<std::int64_t>& extent) { return strides(extent); }
+
+}  // namespace
+
+BoxCopy packed_destination(const BoxCopy& copy, std::int64_t at) {
+  BoxCopy c = copy;
+  c.dst_offset = at;
+  c.dst_stride = contiguous(c.extent);
+  return c;
+}
+
+BoxCopy packed_source(const BoxCopy& copy, std::int64_t at) {
+  BoxCopy c = copy;
+  c.src_offset = at;
+  c.src_stride = contiguous(c.extent);
+  return c;
+}
+
 bool is_reshard(const Instruction& in) { return in.kind == InstrKind::kAllGather && in.inputs.size() == 1; }
 
 core::Result<ReshardPlan> reshard_plan(const Program& p, std::size_t device, std::size_t instruction) {

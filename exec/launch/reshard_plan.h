@@ -16,6 +16,7 @@
 // block covers are not written (as on the CPU backend).
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,30 @@ struct ReshardPlan {
 /// instruction, a member lacks the matching instruction, blocks differ in rank from the
 /// global shape, or a block has more than kMaxCopyAxes axes after merging.
 core::Result<ReshardPlan> reshard_plan(const Program& program, std::size_t device, std::size_t instruction);
+
+/// The exchange of one member in the one-process-per-GPU mode (exec/cuda/nccl_rank.cc):
+/// what it copies locally, and per peer the copies it packs into one contiguous send
+/// staging range and unpacks from one receive range, in plan order on both sides (so the
+/// sender's packing and the receiver's unpacking agree without exchanging metadata).
+struct ReshardExchange {
+  std::vector<std::size_t> local;  ///< indices into ReshardPlan::copies: source == destination == me
+  /// peer rank -> indices of copies me -> peer (plan order), packed back to back.
+  std::map<std::int32_t, std::vector<std::size_t>> send;
+  /// peer rank -> indices of copies peer -> me (plan order), unpacked back to back.
+  std::map<std::int32_t, std::vector<std::size_t>> recv;
+  std::int64_t send_elements = 0;  ///< total over peers (one staging buffer, peers in map order)
+  std::int64_t recv_elements = 0;
+};
+
+/// The exchange of member `me` (a rank of plan.group).
+ReshardExchange reshard_exchange(const ReshardPlan& plan, std::int32_t me);
+
+/// `copy` with its destination replaced by a contiguous range starting at element `at`
+/// (packing into a staging buffer; the source side unchanged).
+BoxCopy packed_destination(const BoxCopy& copy, std::int64_t at);
+/// `copy` with its source replaced by a contiguous range starting at element `at`
+/// (unpacking from a staging buffer; the destination side unchanged).
+BoxCopy packed_source(const BoxCopy& copy, std::int64_t at);
 
 /// Whether `in` is a resharding copy (exec/instruction.h: ALL_GATHER with one input).
 bool is_reshard(const Instruction& in);
