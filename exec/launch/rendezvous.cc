@@ -1,5 +1,7 @@
 #include "exec/launch/rendezvous.h"
 
+#include "exec/launch/reshard_plan.h"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -144,7 +146,51 @@ std::string encode_rank_result(const RankResult& r) {
       s += "\n";
     }
   }
+  for (const TensorBlock& b : r.blocks) {
+    // block <gradient|parameter> <name> <rank> <global...> <offset...> <shape...> <n> <values...>
+    s += std::string("block ") + (b.gradient ? "gradient " : "parameter ") + b.name + " " +
+         std::to_string(b.global_shape.size());
+    for (const auto* v : {&b.global_shape, &b.offset, &b.shape}) {
+      for (std::int64_t x : *v) s += " " + std::to_string(x);
+    }
+    s += " " + std::to_string(b.data.size());
+    for (float x : b.data) s += " " + hex(static_cast<double>(x));
+    s += "\n";
+  }
   return s + "end\n";
+}
+
+core::Status place_block(const TensorBlock& b, std::map<std::string, std::vector<float>>* gradients,
+                         std::map<std::string, std::vector<float>>* parameters) {
+  const std::string what = "tensor block " + b.name + ": expected ";
+  const std::size_t r = b.global_shape.size();
+  if (b.offset.size() != r || b.shape.size() != r) {
+    return core::invalid_argument(what + "offset and shape of rank " + std::to_string(r) + ", got ranks " +
+                                  std::to_string(b.offset.size()) + " and " + std::to_string(b.shape.size()));
+  }
+  std::int64_t whole = 1, n = 1;
+  for (std::size_t a = 0; a < r; ++a) {
+    if (b.offset[a] < 0 || b.shape[a] < 0 || b.offset[a] + b.shape[a] > b.global_shape[a]) {
+      return core::invalid_argument(what + "a block inside the tensor on axis " + std::to_string(a) + ", got [" +
+                                    std::to_string(b.offset[a]) + ", " + std::to_string(b.offset[a] + b.shape[a]) +
+                                    ") of " + std::to_string(b.global_shape[a]));
+    }
+    whole *= b.global_shape[a];
+    n *= b.shape[a];
+  }
+  if (static_cast<std::int64_t>(b.data.size()) != n) {
+    return core::invalid_argument(what + std::to_string(n) + " values, got " + std::to_string(b.data.size()));
+  }
+  auto& full = (b.gradient ? *gradients : *parameters)[b.name];
+  if (full.empty()) full.assign(static_cast<std::size_t>(whole), 0.0f);
+  if (static_cast<std::int64_t>(full.size()) != whole) {
+    return core::invalid_argument(what + "a tensor of " + std::to_string(whole) + " elements, got one of " +
+                                  std::to_string(full.size()));
+  }
+  for (const BoxCopy& c : plan_block_copies({{b.offset, b.shape}}, {{std::vector<std::int64_t>(r, 0), b.global_shape}})) {
+    apply_copy_on_host(c, b.data.data(), full.data(), 1.0f);
+  }
+  return core::ok_status();
 }
 
 core::Result<RankResult> decode_rank_result(const std::string& text, const std::string& what) {
@@ -190,8 +236,26 @@ core::Result<RankResult> decode_rank_result(const std::string& text, const std::
         v.push_back(static_cast<float>(x));
       }
       (w[0] == "gradient" ? r.gradients : r.parameters)[w[1]] = std::move(v);
+    } else if (w.size() >= 4 && w[0] == "block" && (w[1] == "gradient" || w[1] == "parameter") &&
+               parse_i64(w[3], &a) && a >= 0 && static_cast<std::int64_t>(w.size()) >= 5 + 3 * a) {
+      TensorBlock blk;
+      blk.gradient = w[1] == "gradient";
+      blk.name = w[2];
+      const auto rank = static_cast<std::size_t>(a);
+      for (std::size_t i = 0; i < 3 * rank; ++i) {
+        if (!parse_i64(w[4 + i], &c)) return bad("an integer");
+        (i < rank ? blk.global_shape : i < 2 * rank ? blk.offset : blk.shape).push_back(c);
+      }
+      if (!parse_i64(w[4 + 3 * rank], &d) || static_cast<std::int64_t>(w.size()) != 5 + 3 * a + d) {
+        return bad("a value count matching the line");
+      }
+      for (std::size_t i = 5 + 3 * rank; i < w.size(); ++i) {
+        if (!parse_double(w[i], &x)) return bad("a hex float");
+        blk.data.push_back(static_cast<float>(x));
+      }
+      r.blocks.push_back(std::move(blk));
     } else {
-      return bad("rank, error, loss, iteration, timing, gradient, parameter or end");
+      return bad("rank, error, loss, iteration, timing, gradient, parameter, block or end");
     }
   }
   if (!ended) {
@@ -241,6 +305,18 @@ core::Result<ExecutionResult> merge_rank_results(const std::vector<RankResult>& 
       if (!out.parameters.emplace(name, v).second) {
         return core::internal_error("rank results: parameter " + name + " reported by two ranks");
       }
+    }
+  }
+  // Blocks of sharded tensors, in rank order (replicated blocks hold equal values).
+  const auto whole_gradients = out.gradients;
+  const auto whole_parameters = out.parameters;
+  for (const auto& [k, r] : by_rank) {
+    for (const TensorBlock& b : r->blocks) {
+      if ((b.gradient ? whole_gradients : whole_parameters).count(b.name)) {
+        return core::internal_error("rank results: " + std::string(b.gradient ? "gradient " : "parameter ") + b.name +
+                                    " reported whole and as blocks");
+      }
+      ALPASIM_RETURN_IF_ERROR(place_block(b, &out.gradients, &out.parameters).with_context("rank " + std::to_string(k)));
     }
   }
   out.loss = count == 0 ? 0.0 : sum / static_cast<double>(count);

@@ -31,6 +31,24 @@ std::string encode_blobs(const std::vector<std::string>& blobs);
 core::Result<std::vector<std::string>> decode_blobs(const std::string& bytes, std::int64_t expected_count,
                                                     const std::string& what);
 
+/// A block of a parameter or gradient of a stage with per-operator shardings
+/// (Buffer::global_shape non-empty): each device holds only its block, so the whole tensor
+/// is assembled from every device's blocks (as the CPU backend's result).
+struct TensorBlock {
+  bool gradient = false;  ///< a gradient (named by its parameter) or a parameter
+  std::string name;
+  std::vector<std::int64_t> global_shape;
+  std::vector<std::int64_t> offset;  ///< where the block starts, per axis
+  std::vector<std::int64_t> shape;
+  std::vector<float> data;  ///< row-major, product of `shape` elements
+};
+
+/// Writes `block` into its whole tensor in `gradients` or `parameters` (created zero-filled
+/// at the global size). kInvalidArgument "tensor block <name>: expected ..., got ..." when
+/// the block's data size, rank or extent does not fit, or the tensor exists with another size.
+core::Status place_block(const TensorBlock& block, std::map<std::string, std::vector<float>>* gradients,
+                         std::map<std::string, std::vector<float>>* parameters);
+
 /// What one rank reports to rank 0 (or to the launcher) after its run.
 struct RankResult {
   std::int32_t rank = 0;
@@ -40,6 +58,7 @@ struct RankResult {
   std::vector<InstrTiming> timings;       ///< `device` = rank; ns from the rank's iteration start
   std::map<std::string, std::vector<float>> gradients;   ///< those this rank owns
   std::map<std::string, std::vector<float>> parameters;  ///< those this rank owns
+  std::vector<TensorBlock> blocks;  ///< this rank's blocks of sharded parameters and gradients
 };
 
 /// Text form of a RankResult (numbers as C99 hex floats: exact round trip).
@@ -50,7 +69,8 @@ core::Result<RankResult> decode_rank_result(const std::string& text, const std::
 /// One ExecutionResult from every rank's result (backend "cuda"): the loss is the mean over
 /// all ranks' loss buffers (as the virtual-device mode), gradients and parameters the union
 /// (a name reported twice: kInternal), timings concatenated in rank order, iteration i's time
-/// the slowest rank's. The first rank with an error makes the whole merge that error
+/// the slowest rank's; tensor blocks placed in rank order into their whole tensors (a name
+/// also reported whole: kInternal). The first rank with an error makes the whole merge that error
 /// ("rank R: <error>"). kInvalidArgument when ranks are missing or repeated.
 core::Result<ExecutionResult> merge_rank_results(const std::vector<RankResult>& ranks, std::int32_t world_size);
 

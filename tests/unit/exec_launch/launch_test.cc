@@ -268,7 +268,47 @@ TEST_CASE("rank results: exact round trip and merge (mean loss, slowest rank, un
   CHECK(trunc.status().message() == "r0: expected a last line \"end\", got a truncated file (2 lines)");
   auto junk = decode_rank_result("alpasim-rank-result 1\nrank 0\nloss x 1\n", "r0");
   CHECK(junk.status().message() ==
-        "r0: line 3: expected rank, error, loss, iteration, timing, gradient, parameter or end, got \"loss x 1\"");
+        "r0: line 3: expected rank, error, loss, iteration, timing, gradient, parameter, block or end, got \"loss x 1\"");
+}
+
+TEST_CASE("rank results: blocks of sharded tensors round-trip exactly and merge into whole tensors") {
+  // A [2, 3] parameter split by columns over ranks 0 and 1 ([2, 2] at column 0, [2, 1] at
+  // column 2), and a replicated [2] gradient reported by both (equal values).
+  RankResult a;
+  a.rank = 0;
+  a.blocks.push_back({false, "w", {2, 3}, {0, 0}, {2, 2}, {1.0f, 2.0f, 4.0f, 5.0f}});
+  a.blocks.push_back({true, "b", {2}, {0}, {2}, {0.5f, -1e-30f}});
+  RankResult b;
+  b.rank = 1;
+  b.blocks.push_back({false, "w", {2, 3}, {0, 2}, {2, 1}, {3.0f, 6.0f}});
+  b.blocks.push_back({true, "b", {2}, {0}, {2}, {0.5f, -1e-30f}});
+  auto back = decode_rank_result(encode_rank_result(a), "r0");
+  REQUIRE_MESSAGE(back.ok(), back.status().message());
+  REQUIRE(back->blocks.size() == 2);
+  CHECK(back->blocks[0].offset == std::vector<std::int64_t>{0, 0});
+  CHECK(back->blocks[0].shape == std::vector<std::int64_t>{2, 2});
+  CHECK(back->blocks[0].global_shape == std::vector<std::int64_t>{2, 3});
+  CHECK(back->blocks[1].gradient);
+  CHECK(back->blocks[1].data == a.blocks[1].data);  // hex floats: bit-exact
+  auto merged = merge_rank_results({b, *back}, 2);
+  REQUIRE_MESSAGE(merged.ok(), merged.status().message());
+  CHECK(merged->parameters.at("w") == std::vector<float>{1, 2, 3, 4, 5, 6});  // row-major [2, 3]
+  CHECK(merged->gradients.at("b") == std::vector<float>{0.5f, -1e-30f});
+  // A name reported whole by one rank and as blocks by another; a block outside its tensor.
+  RankResult whole = b;
+  whole.blocks.clear();
+  whole.parameters["w"] = std::vector<float>(6, 0.0f);
+  CHECK(merge_rank_results({a, whole}, 2).status().message() == "rank results: parameter w reported whole and as blocks");
+  RankResult outside = b;
+  outside.blocks[0].offset = {0, 3};
+  CHECK(merge_rank_results({a, outside}, 2).status().message() ==
+        "rank 1: tensor block w: expected a block inside the tensor on axis 1, got [3, 4) of 3");
+  auto scalar = decode_rank_result("alpasim-rank-result 1\nrank 0\nblock gradient s 0 1 0x1p+0\nend\n", "r0");
+  REQUIRE_MESSAGE(scalar.ok(), scalar.status().message());
+  CHECK(scalar->blocks.at(0).data == std::vector<float>{1.0f});
+  auto short_line = decode_rank_result("alpasim-rank-result 1\nrank 0\nblock gradient s 1 4 0 4 3 0x1p+0\nend\n", "r0");
+  CHECK(short_line.status().message() ==
+        "r0: line 3: expected a value count matching the line, got \"block gradient s 1 4 0 4 3 0x1p+0\"");
 }
 
 TEST_CASE("run_children: all succeed, one fails and the others are killed, signals, timeout") {
