@@ -121,6 +121,8 @@ core::Status validate(const PipelineProblem& pb) {
     ALPASIM_RETURN_IF_ERROR(check_flops(path + ".recompute_flops", s.recompute_flops));
     ALPASIM_RETURN_IF_ERROR(check_bytes(path + ".stored_activation_bytes", s.stored_activation_bytes));
     ALPASIM_RETURN_IF_ERROR(check_bytes(path + ".working_activation_bytes", s.working_activation_bytes));
+    ALPASIM_RETURN_IF_ERROR(
+        check_bytes(path + ".forward_working_activation_bytes", s.forward_working_activation_bytes));
     ALPASIM_RETURN_IF_ERROR(check_bytes(path + ".parameter_bytes", s.parameter_bytes));
     ALPASIM_RETURN_IF_ERROR(check_bytes(path + ".gradient_bytes", s.gradient_bytes));
     ALPASIM_RETURN_IF_ERROR(check_bytes(path + ".optimizer_state_bytes", s.optimizer_state_bytes));

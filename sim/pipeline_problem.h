@@ -76,8 +76,15 @@ struct StageCosts {
   /// Activations kept from a microbatch's forward until its backward ends (with full
   /// recomputation: only the stage inputs).
   core::Bytes stored_activation_bytes{0};
-  /// Transient activations of one microbatch during its recomputation and backward.
+  /// Transient activations of one microbatch during its recomputation and backward: the
+  /// backward's peak above the memory at its start (its stored activations included
+  /// there). Held from the start of the backward (its recomputation) to its end.
   core::Bytes working_activation_bytes{0};
+  /// Transient activations of one microbatch during its forward: the forward's peak above
+  /// the memory at its start, minus stored_activation_bytes (an operator's inputs and
+  /// output, outputs until sent). Held from the start of the forward to its end; 0 = not
+  /// modelled (lowerings that do not walk operators).
+  core::Bytes forward_working_activation_bytes{0};
   core::Bytes parameter_bytes{0};        ///< per GPU, held all iteration
   core::Bytes gradient_bytes{0};         ///< per GPU, held all iteration
   core::Bytes optimizer_state_bytes{0};  ///< per GPU, held all iteration

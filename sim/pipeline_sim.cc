@@ -149,6 +149,10 @@ class Lowering {
         TaskId f = g_.add_compute(s.compute, to_time(st.forward_s),
                                   TaskLabel{TaskKind::kForward, op.microbatch, vs, -1});
         g_.add_memory(f, kStored, st.stored_activation_bytes, MemoryPoint::kAtStart);
+        if (st.forward_working_activation_bytes.value() != 0) {
+          g_.add_memory(f, kWorking, st.forward_working_activation_bytes, MemoryPoint::kAtStart);
+          g_.add_memory(f, kWorking, core::Bytes(0) - st.forward_working_activation_bytes, MemoryPoint::kAtEnd);
+        }
         fwd_[k] = f;
         continue;
       }

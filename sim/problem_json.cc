@@ -71,6 +71,8 @@ core::Result<StageCosts> parse_stage(core::JsonObject obj) {
   ALPASIM_ASSIGN_OR_RETURN(s.recompute_flops, flops_or(obj, "recompute_flops"));
   ALPASIM_ASSIGN_OR_RETURN(s.stored_activation_bytes, bytes_or(obj, "stored_activation_bytes"));
   ALPASIM_ASSIGN_OR_RETURN(s.working_activation_bytes, bytes_or(obj, "working_activation_bytes"));
+  ALPASIM_ASSIGN_OR_RETURN(s.forward_working_activation_bytes,
+                           bytes_or(obj, "forward_working_activation_bytes"));
   ALPASIM_ASSIGN_OR_RETURN(s.parameter_bytes, bytes_or(obj, "parameter_bytes"));
   ALPASIM_ASSIGN_OR_RETURN(s.gradient_bytes, bytes_or(obj, "gradient_bytes"));
   ALPASIM_ASSIGN_OR_RETURN(s.optimizer_state_bytes, bytes_or(obj, "optimizer_state_bytes"));
@@ -136,6 +138,10 @@ core::Result<std::string> problem_to_json(const PipelineProblem& problem) {
     sj["recompute_flops"] = s.recompute_flops.value();
     sj["stored_activation_bytes"] = s.stored_activation_bytes.value();
     sj["working_activation_bytes"] = s.working_activation_bytes.value();
+    // Only when set, so that problems of lowerings without it dump as before.
+    if (s.forward_working_activation_bytes.value() != 0) {
+      sj["forward_working_activation_bytes"] = s.forward_working_activation_bytes.value();
+    }
     sj["parameter_bytes"] = s.parameter_bytes.value();
     sj["gradient_bytes"] = s.gradient_bytes.value();
     sj["optimizer_state_bytes"] = s.optimizer_state_bytes.value();

@@ -27,6 +27,7 @@
 #include "planner/intra_op/intra_op_pass.h"
 #include "planner/inter_op/inter_op_dp.h"
 #include "planner/search/pipeline_bound.h"
+#include "planner/search/stage_memory.h"
 #include "sim/pipeline_sim.h"
 
 namespace alpasim::planner {
@@ -125,6 +126,12 @@ class Searcher {
   /// Megatron-grid statistics: grid points simulated / skipped by their lower bound.
   int grid_simulated = 0;
   int grid_pruned = 0;
+  /// When set, simulate() skips a plan whose pipeline_lower_bound exceeds it (seconds)
+  /// and returns it with ok = false; counted in candidates_pruned.
+  std::optional<double> prune_above_s;
+  int candidates_pruned = 0;
+  /// (microbatch size, recompute) points skipped by point_lower_bound_s.
+  int points_pruned = 0;
   std::int64_t num_gpus() const { return num_gpus_; }
   std::int64_t nodes() const { return nodes_; }
   std::int64_t gpn() const { return gpn_; }
@@ -277,6 +284,9 @@ class Searcher {
   // of physical stage i (p entries).
   struct Lowering {
     std::vector<std::vector<LayerCost>> chunk_layers;  // p·v chunks
+    // Per chunk, when set: its memory by the executor's rules (stage_memory.h), which
+    // replaces the layer sums above in problem_of.
+    std::vector<std::optional<StageMemory>> chunk_memory;
     std::vector<std::vector<std::int64_t>> mesh_devices;  // p meshes, all GPUs of a mesh
     std::vector<int> mesh_gpus;  // representative-GPU count per mesh (num_gpus in sim)
     int data_parallel = 1;
@@ -289,6 +299,17 @@ class Searcher {
 
   core::Result<Evaluated> simulate(const Lowering& lw, const schema::Plan& plan) {
     ALPASIM_ASSIGN_OR_RETURN(sim::PipelineProblem pb, problem_of(lw, plan));
+    if (prune_above_s) {
+      // Exact skip: the simulated time is >= the bound (pipeline_bound.h), so a plan whose
+      // bound exceeds *prune_above_s cannot beat the plan the caller compares with.
+      auto bound = pipeline_lower_bound(pb);
+      if (bound.ok() && sim::to_seconds(bound.value()).value() > *prune_above_s) {
+        ++candidates_pruned;
+        Evaluated skipped;
+        skipped.error = "pruned by its lower bound";
+        return skipped;  // ok = false: never better than anything
+      }
+    }
     return run_problem(std::move(pb), plan);
   }
 
@@ -360,6 +381,15 @@ class Searcher {
       st.parameter_bytes = core::bytes(par);
       st.gradient_bytes = core::bytes(grad);
       st.optimizer_state_bytes = core::bytes(os);
+      if (c < static_cast<int>(lw.chunk_memory.size()) && lw.chunk_memory[static_cast<std::size_t>(c)]) {
+        const StageMemory& sm = *lw.chunk_memory[static_cast<std::size_t>(c)];
+        st.stored_activation_bytes = core::bytes(sm.stored_bytes);
+        st.forward_working_activation_bytes = core::bytes(sm.forward_working_bytes);
+        st.working_activation_bytes = core::bytes(sm.backward_working_bytes);
+        st.parameter_bytes = core::bytes(sm.parameter_bytes + sm.received_parameter_bytes);
+        st.gradient_bytes = core::bytes(sm.gradient_bytes);
+        st.optimizer_state_bytes = core::bytes(sm.optimizer_state_bytes);
+      }
       const int mesh = c % p;
       const int next_mesh = (c + 1) % p;
       if (c + 1 < chunks && !layers.empty()) {
@@ -486,9 +516,53 @@ class Searcher {
         lw.mesh_gpus.push_back(static_cast<int>(st.device_ids.size()));
       }
     }
+    ALPASIM_RETURN_IF_ERROR(fill_stage_memory(plan, &lw));
     ALPASIM_ASSIGN_OR_RETURN(Evaluated e, simulate(lw, plan));
     e.variants = std::move(variants);
     return e;
+  }
+
+  // The executor's memory (stage_memory.h) of every chunk it lowers data parallel: one
+  // GPU, or no per-operator shardings (docs/executor.md). Sharded chunks keep the layer
+  // sums. Cached per (per-device batch, recompute, stage ranges, meshes, chunk, mesh size,
+  // weight-update sharding): the walk is O(operators of the graph).
+  core::Status fill_stage_memory(const schema::Plan& plan, Lowering* lw) {
+    const auto chunks = plan.stages.size();
+    lw->chunk_memory.assign(chunks, std::nullopt);
+    const int p = static_cast<int>(lw->mesh_devices.size());
+    const std::int64_t mbs = plan.global_batch_size / plan.num_microbatches;
+    std::vector<std::int64_t> starts;
+    for (const auto& st : plan.stages) starts.push_back(st.layer_begin);
+    starts.push_back(plan.stages.back().layer_end);
+    for (std::size_t c = 0; c < chunks; ++c) {
+      const auto& st = plan.stages[c];
+      const auto d = static_cast<std::int64_t>(st.device_ids.size());
+      if (d < 1 || (d > 1 && !st.shardings.empty()) || mbs % d != 0) continue;
+      const StageMemoryKey key{mbs / d, static_cast<int>(plan.recompute), starts, p,
+                               static_cast<int>(c), d, st.weight_update_sharding};
+      auto it = stage_memory_.find(key);
+      if (it == stage_memory_.end()) {
+        ALPASIM_ASSIGN_OR_RETURN(Point * pt, point(mbs / d, plan.recompute, false));
+        StageMemoryInput smi;
+        smi.graph = &pt->graph;
+        smi.stage_starts = starts;
+        smi.meshes = p;
+        smi.stage = static_cast<int>(c);
+        smi.mesh_size = d;
+        smi.weight_update_sharding = st.weight_update_sharding;
+        auto sm = stage_memory(smi);
+        // Unsupported layouts (a tensor shared by two chunks of one mesh) keep the sums.
+        std::optional<StageMemory> value;
+        if (sm.ok()) {
+          value = *sm;
+        } else if (sm.status().code() != core::StatusCode::kUnimplemented) {
+          return sm.status();
+        }
+        it = stage_memory_.emplace(key, value).first;
+      }
+      lw->chunk_memory[c] = it->second;
+    }
+    return core::ok_status();
   }
 
   schema::Plan base_plan() const {
@@ -623,13 +697,50 @@ class Searcher {
 
  public:
   adapters::ComputeTimes compute_for(const Point& p, int layer, std::int64_t devices) {
-    const std::string key = std::to_string(p.mbs) + "|" + std::to_string(static_cast<int>(p.recompute)) +
-                            "|" + std::to_string(layer) + "|" + std::to_string(devices);
+    return layer_computes(p, devices)[static_cast<std::size_t>(layer)];
+  }
+
+  // Compute times of every layer of p on `devices` GPUs (adapters::per_layer_compute: one
+  // pass over the graph, bit-identical to layer_range_compute per layer), cached.
+  const std::vector<adapters::ComputeTimes>& layer_computes(const Point& p, std::int64_t devices) {
+    const auto key = std::make_tuple(p.mbs, static_cast<int>(p.recompute), devices);
     auto it = compute_.find(key);
-    if (it != compute_.end()) return it->second;
-    auto t = adapters::layer_range_compute(p.graph, layer, layer + 1, devices, cost_);
-    compute_.emplace(key, t);
-    return t;
+    if (it == compute_.end()) {
+      it = compute_.emplace(key, adapters::per_layer_compute(p.graph, devices, cost_)).first;
+    }
+    return it->second;
+  }
+
+  // A lower bound (seconds) on the simulated iteration time of every plan of point p whose
+  // meshes together hold all N GPUs, each of a size in `sizes` (a superset of the mesh
+  // sizes the caller may use). Why it holds: the simulator runs a device's forward,
+  // recompute and backward ops one at a time (pipeline_bound.h), so the iteration takes
+  // at least max_d busy_d >= Σ_m (n_m / N) busy_m (meshes m of n_m GPUs, Σ n_m = N), with
+  // busy_m = B Σ_{layers l on m} (fwd + bwd + rc)(l) and each layer's times >= its
+  // compute on n_m GPUs (the intra-op communication added to them is >= 0). Hence
+  // T >= (B / N) Σ_l min_{n in sizes} n · compute(l, n). Each op's duration is rounded to
+  // the nanosecond (at most 0.5 ns lost per op, <= 3 ops per microbatch and chunk, <= 2
+  // chunks per device): 3 B ns are taken off, and 1e-9 relative for the summation order.
+  double point_lower_bound_s(const Point& p, const std::set<std::int64_t>& sizes) {
+    const auto key = std::make_tuple(p.mbs, static_cast<int>(p.recompute), sizes);
+    auto it = point_bounds_.find(key);
+    if (it != point_bounds_.end()) return it->second;
+    std::vector<double> per_layer(static_cast<std::size_t>(p.num_layers), kInf);
+    for (const std::int64_t n : sizes) {
+      const auto& ct = layer_computes(p, n);
+      for (std::size_t l = 0; l < per_layer.size(); ++l) {
+        const double gpu_s = static_cast<double>(n) * (ct[l].forward.value() + ct[l].backward.value() +
+                                                       ct[l].recompute.value());
+        per_layer[l] = std::min(per_layer[l], gpu_s);
+      }
+    }
+    double sum = 0;
+    for (const double x : per_layer) sum += x;
+    const double B = static_cast<double>(in_.global_batch_size / p.mbs);
+    const double bound = sizes.empty() ? 0.0
+        : std::max(0.0, B * sum / static_cast<double>(num_gpus_) * (1 - 1e-9) - 3e-9 * B);
+    point_bounds_.emplace(key, bound);
+    return bound;
   }
 
  private:
@@ -638,10 +749,13 @@ class Searcher {
   std::int64_t nodes_ = 1, gpn_ = 1, num_gpus_ = 1;
   std::int64_t memory_limit_ = 0;
   ir::OptimizerKind optimizer_ = ir::OptimizerKind::kAdam;
+  using StageMemoryKey = std::tuple<std::int64_t, int, std::vector<std::int64_t>, int, int, std::int64_t, bool>;
+  std::map<StageMemoryKey, std::optional<StageMemory>> stage_memory_;  // fill_stage_memory
   std::map<std::pair<std::int64_t, int>, std::unique_ptr<Point>> points_;
   std::map<std::string, LayerCost> costs_;
   std::map<std::string, intra_op::IntraOpPlan> plans_;
-  std::map<std::string, adapters::ComputeTimes> compute_;
+  std::map<std::tuple<std::int64_t, int, std::int64_t>, std::vector<adapters::ComputeTimes>> compute_;
+  std::map<std::tuple<std::int64_t, int, std::set<std::int64_t>>, double> point_bounds_;
   int solves_ = 0;
   int queries_ = 0;
 };
@@ -789,19 +903,47 @@ struct AlpaStats {
   std::vector<std::string> lines;
 };
 
-core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_point start,
-                                 bool restrict_to_data_parallel_meshes = false) {
-  const SearchInput& in = s.input();
-  const std::int64_t nodes = s.nodes(), gpn = s.gpn();
-  // Submeshes of Alpa §5.2, restricted for search speed (docs/search.md): above 4 nodes
-  // only power-of-two node counts; above 8 nodes only whole nodes (the DP then counts
-  // devices in nodes). Both keep Theorem 1's exact covering.
+// Submeshes of Alpa §5.2, restricted for search speed (docs/search.md): above 4 nodes
+// only power-of-two node counts; above 8 nodes only whole nodes (the DP then counts
+// devices in nodes). Both keep Theorem 1's exact covering.
+std::vector<SubmeshShape> alpa_submeshes(std::int64_t nodes, std::int64_t gpn) {
   std::vector<SubmeshShape> subs;
   for (const auto& sm : inter_op::submesh_shapes(nodes, gpn)) {
     if (nodes > 4 && sm.nodes > 1 && (sm.nodes & (sm.nodes - 1)) != 0) continue;
     if (nodes > 8 && sm.gpus_per_node < gpn) continue;
     subs.push_back(sm);
   }
+  return subs;
+}
+
+// Every mesh size a plan of mode "alpa" (the DP's submeshes, the equal partitions' N/p)
+// may use: the sizes Searcher::point_lower_bound_s minimises over.
+std::set<std::int64_t> alpa_mesh_sizes(const Searcher& s) {
+  std::set<std::int64_t> sizes;
+  for (const auto& sm : alpa_submeshes(s.nodes(), s.gpn())) sizes.insert(sm.size());
+  for (std::int64_t p = 1; p <= s.num_gpus(); p *= 2) {
+    if (s.num_gpus() % p == 0 && valid_submesh_size(s.num_gpus() / p, s.nodes(), s.gpn())) {
+      sizes.insert(s.num_gpus() / p);
+    }
+  }
+  return sizes;
+}
+
+// True when point pt's lower bound (point_lower_bound_s) exceeds the fitting incumbent's
+// time, so no plan of the point can beat it (SearchOptions::prune_points).
+bool point_cannot_win(Searcher& s, const Point& pt, const Evaluated& incumbent) {
+  if (!s.input().options.prune_points || s.minimize_memory || !incumbent.ok ||
+      !incumbent.prediction.fits) {
+    return false;
+  }
+  return s.point_lower_bound_s(pt, alpa_mesh_sizes(s)) > incumbent.prediction.iteration_time_s;
+}
+
+core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_point start,
+                                 bool restrict_to_data_parallel_meshes = false) {
+  const SearchInput& in = s.input();
+  const std::int64_t nodes = s.nodes(), gpn = s.gpn();
+  const std::vector<SubmeshShape> subs = alpa_submeshes(nodes, gpn);
   const std::int64_t max_cols = nodes > 8 ? gpn : std::numeric_limits<std::int64_t>::max();
   std::vector<std::pair<SubmeshShape, LogicalMesh>> meshes;
   std::vector<std::vector<LogicalMesh>> logical(subs.size());
@@ -825,10 +967,24 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
                               " (microbatch, recompute) points");
         break;
       }
+      {
+        // A point whose compute alone cannot beat the best plan so far is skipped before
+        // its intra-op solves. It neither stops the microbatch loop nor becomes
+        // `previous`: the loop then reaches at least the points it reached before
+        // (docs/search.md), so the result is never slower than without the skip.
+        ALPASIM_ASSIGN_OR_RETURN(Point * lean, s.point(mbs, rc, /*with_layer_graphs=*/false));
+        if (point_cannot_win(s, *lean, best)) {
+          ++s.points_pruned;
+          continue;
+        }
+      }
       ++stats.points;
       stats.explored.insert({mbs, static_cast<int>(rc)});
+      const auto tp0 = Clock::now();
       ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(mbs, rc));
+      const auto tp1 = Clock::now();
       ALPASIM_RETURN_IF_ERROR(s.ensure_costs(*pt, meshes));
+      const auto tp2 = Clock::now();
       const std::int64_t B = in.global_batch_size / mbs;
       // Clustered layers.
       const std::vector<int> starts = balanced_partition(layer_weights(*pt), in.options.max_layers);
@@ -939,6 +1095,12 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
       }
       const double t = point_best.ok && point_best.prediction.fits
                            ? point_best.prediction.iteration_time_s : kInf;
+      if (std::getenv("ALPASIM_SEARCH_DEBUG") != nullptr) {
+        const auto tp3 = Clock::now();
+        auto sec = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+        std::fprintf(stderr, "POINT mbs %lld rc %d: graphs %.2f s, solves %.2f s, dp+sim %.2f s, best %.4f\n",
+                     static_cast<long long>(mbs), static_cast<int>(rc), sec(tp0, tp1), sec(tp1, tp2), sec(tp2, tp3), t);
+      }
       if (better(s, point_best, best)) best = std::move(point_best);
       if (std::isfinite(previous) && t > previous) break;
       previous = std::isfinite(t) ? t : previous;

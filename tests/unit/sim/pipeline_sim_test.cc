@@ -470,5 +470,34 @@ TEST_CASE("the same problem twice gives byte-identical traces") {
   CHECK(ta.size() > 1000);
 }
 
+TEST_CASE("a forward's working activations are held only while it runs, on top of the stored ones") {
+  // Uniform 1F1B, p = 4, B = 8: device s holds min(p - s, B) microbatches' stored 1000 MiB
+  // at its last warm-up forward (that forward's own included) and at every backward start.
+  // The last warm-up forward adds its working set on top: peak = static 400 MiB +
+  // 1000 · in_flight + max(forward working, backward working).
+  auto u = base(PipelineSchedule::kOneFOneB, 4, 8);
+  u.stage.parameter_bytes = core::mib(100);
+  u.stage.gradient_bytes = core::mib(100);
+  u.stage.optimizer_state_bytes = core::mib(200);
+  u.stage.stored_activation_bytes = core::mib(1000);
+  u.stage.working_activation_bytes = core::mib(10);
+  for (const std::int64_t fwd_working_mib : {50, 5}) {
+    CAPTURE(fwd_working_mib);
+    u.stage.forward_working_activation_bytes = core::mib(fwd_working_mib);
+    auto sim = run(make_uniform_problem(u));
+    CHECK(iteration_ns(sim) == 33 * kMs);  // memory does not change the timing
+    for (int s = 0; s < 4; ++s) {
+      const auto& d = sim.report.devices[static_cast<std::size_t>(s)];
+      const int in_flight = std::min(4 - s, 8);
+      CHECK(d.peak_memory_bytes == core::mib(400 + 1000 * in_flight + std::max<std::int64_t>(fwd_working_mib, 10)).value());
+    }
+    // Nothing is left over at the end: the memory series ends at the static 400 MiB.
+    for (const auto& m : sim.timeline.memory) {
+      REQUIRE(!m.series.empty());
+      CHECK(m.series.back().bytes == core::mib(400).value());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace alpasim::sim

@@ -35,6 +35,7 @@ PipelineProblem rich_problem() {
   PipelineProblem pb = make_uniform_problem(u);
   pb.stages[1].output_reshard = ReshardMode::kLocalAllGather;
   pb.stages[1].reshard_group = 8;
+  pb.stages[2].forward_working_activation_bytes = core::mib(7);  // written only when set
   pb.collective_cost = [](const CollectiveCall& c) {
     return core::Seconds(1e-5 + static_cast<double>(c.bytes.value()) / 100e9);
   };

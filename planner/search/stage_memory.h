@@ -1,0 +1,59 @@
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "ir/graph.h"
+
+namespace alpasim::planner {
+
+/// Memory of one virtual pipeline stage on one device of its mesh, by the executor's
+/// ALLOCATE/FREE rules for a data-parallel stage (exec/lower.h, docs/executor.md "Memory"):
+/// every tensor is held at its size in the training graph built for the stage's per-device
+/// batch, allocated right before the operator writing it runs (remote inputs: at the start
+/// of the task that first reads them) and freed right after its last reader on the device.
+/// All fields are bytes at the graph's dtype, per device.
+struct StageMemory {
+  /// Held all iteration: the stage's weights, their accumulated gradients, the optimizer
+  /// states (1/d of a weight's with weight-update sharding when d divides it) and the
+  /// copies of other meshes' weights this stage reads (GPT's tied embedding on the head
+  /// stage; counted on the first stage of the mesh that reads them).
+  std::int64_t parameter_bytes = 0;
+  std::int64_t received_parameter_bytes = 0;
+  std::int64_t gradient_bytes = 0;
+  std::int64_t optimizer_state_bytes = 0;
+  /// A microbatch's tensors still held when its forward ends (read by its backward:
+  /// stashed activations and received stage inputs).
+  std::int64_t stored_bytes = 0;
+  /// Peak of the forward above the memory at its start, minus stored_bytes (>= 0): what
+  /// the forward holds only while it runs (an operator's inputs and output, sent outputs).
+  std::int64_t forward_working_bytes = 0;
+  /// Peak of the backward (with its recomputation) above the memory at its start, where
+  /// the microbatch's stored_bytes are already held; its stored tensors are freed one by
+  /// one as their last reader runs, all of them by its end.
+  std::int64_t backward_working_bytes = 0;
+};
+
+/// What stage_memory needs to know about a plan.
+struct StageMemoryInput {
+  /// The training graph at the stage's per-device batch (global / (microbatches · mesh
+  /// size)), with the executor's optimizer and recomputation.
+  const ir::Graph* graph = nullptr;
+  /// Virtual stage s covers layers [stage_starts[s], stage_starts[s+1]); the last entry is
+  /// the number of layers.
+  std::vector<std::int64_t> stage_starts;
+  int meshes = 1;  ///< p: virtual stage s runs on mesh s % p (Megatron's interleaving)
+  int stage = 0;   ///< the virtual stage
+  std::int64_t mesh_size = 1;          ///< devices of the stage's mesh
+  bool weight_update_sharding = false;  ///< the plan stage's flag
+};
+
+/// Liveness walk over the stage's operators in the executor's order (forward ops, then
+/// backward and recomputation ops, by id). Cost O(operators of the graph).
+/// Errors: kInvalidArgument when the stage ranges do not cover the graph's layers;
+/// kUnimplemented when a per-microbatch tensor is shared by two chunks of one mesh (its
+/// lifetime would span tasks of different stages, which this per-task summary cannot hold).
+core::Result<StageMemory> stage_memory(const StageMemoryInput& input);
+
+}  // namespace alpasim::planner
