@@ -18,6 +18,9 @@
 namespace alpasim::exec::cuda {
 namespace {
 
+/// Resharding plans by collective id, computed once per run (exec/launch/reshard_plan.h).
+using ReshardPlans = std::map<std::int64_t, launch::ReshardPlan>;
+
 struct Mail {
   float* staging = nullptr;
   cudaEvent_t ready = nullptr;
@@ -32,8 +35,8 @@ struct Collective {
 class Iteration {
  public:
   Iteration(const Program& p, cublasHandle_t blas, void* dnn, const std::vector<cudaStream_t>& streams,
-            IndexCache& index_cache, bool timed)
-      : p_(p), ops_(p, blas, dnn, index_cache), streams_(streams), timed_(timed) {}
+            IndexCache& index_cache, ReshardPlans& plans, bool timed)
+      : p_(p), ops_(p, blas, dnn, index_cache), streams_(streams), plans_(plans), timed_(timed) {}
 
   core::Status run(ExecutionResult* record, double timeout_s, std::vector<InstrTiming>* timings) {
     const std::size_t n = p_.code.size();
@@ -126,7 +129,7 @@ class Iteration {
       case InstrKind::kAllocate: return ops_.allocate(in.buffer, s);
       case InstrKind::kFree: {
         if (record && ops_.reported(d, buf(in.buffer))) {
-          ALPASIM_RETURN_IF_ERROR(ops_.save(buf(in.buffer), record, &losses_, s));
+          ALPASIM_RETURN_IF_ERROR(ops_.save(buf(in.buffer), record, &losses_, &blocks_, s));
           ALPASIM_RETURN_IF_ERROR(check(cudaStreamSynchronize(s), "cudaStreamSynchronize"));
         }
         return ops_.release(in.buffer, s);
@@ -158,17 +161,72 @@ class Iteration {
         mail_.erase(it);
         return core::ok_status();
       }
-      default: return collective(d, in, issued);
+      default:
+        if (launch::is_reshard(in)) return reshard(d, i, in, issued);
+        return collective(d, in, issued);
     }
   }
 
+  /// The lead stream waits for every member's stream (its work up to the collective).
+  core::Status join(const std::vector<std::int32_t>& group, cudaStream_t lead) {
+    for (std::int32_t m : group) {
+      cudaEvent_t e = nullptr;
+      ALPASIM_RETURN_IF_ERROR(check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
+      ALPASIM_RETURN_IF_ERROR(check(cudaEventRecord(e, streams_[static_cast<std::size_t>(m)]), "cudaEventRecord"));
+      ALPASIM_RETURN_IF_ERROR(check(cudaStreamWaitEvent(lead, e, 0), "cudaStreamWaitEvent"));
+      cudaEventDestroy(e);  // released once the GPU passes it
+    }
+    return core::ok_status();
+  }
+
+  /// Every member's stream waits for the lead stream's work so far.
+  core::Status release(const std::vector<std::int32_t>& group, cudaStream_t lead) {
+    cudaEvent_t done = nullptr;
+    ALPASIM_RETURN_IF_ERROR(check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate"));
+    ALPASIM_RETURN_IF_ERROR(check(cudaEventRecord(done, lead), "cudaEventRecord"));
+    for (std::int32_t m : group) {
+      ALPASIM_RETURN_IF_ERROR(check(cudaStreamWaitEvent(streams_[static_cast<std::size_t>(m)], done, 0), "cudaStreamWaitEvent"));
+    }
+    cudaEventDestroy(done);
+    return core::ok_status();
+  }
+
+  /// A resharding copy (exec/instruction.h): once every member has arrived, the first
+  /// member's stream waits for all, runs the plan's strided copies (exec/launch/reshard_plan.h:
+  /// each destination element written once, from the member the CPU backend's last write
+  /// takes it from) from the members' source buffers into their destination buffers, and
+  /// every member waits for it. All buffers are on GPU 0, so a copy is one kernel.
+  core::Status reshard(std::size_t d, std::size_t i, const Instruction& in, bool* issued) {
+    Collective& c = colls_[in.collective_id];
+    c.arrived.insert(static_cast<std::int32_t>(d));
+    if (c.done) return core::ok_status();
+    if (c.arrived.size() < in.group.size()) {
+      *issued = false;
+      return core::ok_status();
+    }
+    auto it = plans_.find(in.collective_id);
+    if (it == plans_.end()) {
+      ALPASIM_ASSIGN_OR_RETURN(launch::ReshardPlan plan, launch::reshard_plan(p_, d, i));
+      it = plans_.emplace(in.collective_id, std::move(plan)).first;
+    }
+    const launch::ReshardPlan& plan = it->second;
+    cudaStream_t lead = streams_[static_cast<std::size_t>(in.group[0])];
+    ALPASIM_RETURN_IF_ERROR(join(in.group, lead));
+    for (const launch::BoxCopy& x : plan.copies) {
+      ALPASIM_RETURN_IF_ERROR(launch_box_copy(x, ptr(plan.source_buffer[static_cast<std::size_t>(x.source)]),
+                                              ptr(plan.destination_buffer[static_cast<std::size_t>(x.destination)]),
+                                              plan.scale, lead));
+    }
+    ALPASIM_RETURN_IF_ERROR(release(in.group, lead));
+    c.done = true;
+    return core::ok_status();
+  }
+
   core::Status collective(std::size_t d, const Instruction& in, bool* issued) {
-    // A collective with an input is a resharding copy between per-operator shardings
-    // (exec/instruction.h): no GPU path yet; refuse rather than compute something else.
+    // Only ALL_GATHER takes an input (a resharding copy, handled by reshard()).
     if (!in.inputs.empty()) {
       return core::unimplemented(std::string(instr_kind_name(in.kind)) +
-                                 " with an input (resharding between per-operator shardings): the CUDA backend has "
-                                 "no GPU path for it yet");
+                                 " with an input: the instruction set has no such form (exec/instruction.h)");
     }
     Collective& c = colls_[in.collective_id];
     c.arrived.insert(static_cast<std::int32_t>(d));
@@ -255,11 +313,13 @@ class Iteration {
 
  public:
   std::map<BufferId, std::vector<float>> losses_;
+  std::vector<launch::TensorBlock> blocks_;  ///< blocks of sharded tensors (first iteration)
 
  private:
   const Program& p_;
   OpRunner ops_;
   const std::vector<cudaStream_t>& streams_;
+  ReshardPlans& plans_;
   bool timed_;
   cudaEvent_t start_ = nullptr;
   std::map<std::int64_t, Mail> mail_;
@@ -280,12 +340,13 @@ core::Result<ExecutionResult> run_virtual(const Program& p, const RunOptions& op
     if (status.ok()) status = check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
   }
   IndexCache cache;
+  ReshardPlans plans;
   ExecutionResult result;
   result.backend = "cuda";
   const int total = options.warmup_iterations + options.iterations;
   for (int it = 0; it < total && status.ok(); ++it) {
     const bool last = it == total - 1;
-    Iteration iter(p, blas, dnn.get(), streams, cache, last);
+    Iteration iter(p, blas, dnn.get(), streams, cache, plans, last);
     const auto t0 = std::chrono::steady_clock::now();
     status = iter.run(it == 0 ? &result : nullptr, options.timeout_s, last ? &result.timings : nullptr);
     const auto t1 = std::chrono::steady_clock::now();
@@ -296,6 +357,9 @@ core::Result<ExecutionResult> run_virtual(const Program& p, const RunOptions& op
       double sum = 0;
       for (const auto& [id, v] : iter.losses_) sum += v.empty() ? 0.0 : v[0];
       result.loss = iter.losses_.empty() ? 0.0 : sum / static_cast<double>(iter.losses_.size());
+      for (const launch::TensorBlock& b : iter.blocks_) {
+        if (status.ok()) status = launch::place_block(b, &result.gradients, &result.parameters);
+      }
     }
   }
   free_index_cache(cache);

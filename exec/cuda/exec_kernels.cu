@@ -28,6 +28,18 @@ __device__ float gelu_grad_f(float x) {
 
 __global__ void gather_k(float* d, const float* s, const i64* idx, i64 n) { GRID_LOOP(i, n) d[i] = s[idx[i]]; }
 __global__ void scatter_k(float* d, const float* s, const i64* idx, i64 n) { GRID_LOOP(i, n) d[idx[i]] = s[i]; }
+__global__ void strided_copy_k(float* d, const float* s, StridedBox box, float scale, i64 n) {
+  GRID_LOOP(i, n) {
+    i64 rest = i, si = 0, di = 0;
+    for (int a = box.axes - 1; a >= 0; --a) {  // innermost axis fastest: coalesced runs
+      const i64 x = rest % box.extent[a];
+      rest /= box.extent[a];
+      si += x * box.src_stride[a];
+      di += x * box.dst_stride[a];
+    }
+    d[di] = scale * s[si];
+  }
+}
 __global__ void fill_k(float* d, float v, i64 n) { GRID_LOOP(i, n) d[i] = v; }
 __global__ void axpby_k(float* d, float a, const float* s, float b, i64 n, i64 sn) {
   GRID_LOOP(i, n) d[i] = a * d[i] + (s ? b * s[i % sn] : 0.0f);
@@ -257,6 +269,13 @@ cudaError_t gather(float* d, const float* s, const i64* idx, i64 n, cudaStream_t
 }
 cudaError_t scatter(float* d, const float* s, const i64* idx, i64 n, cudaStream_t st) {
   scatter_k<<<blocks(n), kThreads, 0, st>>>(d, s, idx, n);
+  return cudaGetLastError();
+}
+cudaError_t strided_copy(float* d, const float* s, const StridedBox& box, float scale, cudaStream_t st) {
+  i64 n = box.axes > 0 ? 1 : 0;
+  for (int a = 0; a < box.axes; ++a) n *= box.extent[a];
+  if (n == 0) return cudaSuccess;
+  strided_copy_k<<<blocks(n), kThreads, 0, st>>>(d, s, box, scale, n);
   return cudaGetLastError();
 }
 cudaError_t fill(float* d, float v, i64 n, cudaStream_t st) {

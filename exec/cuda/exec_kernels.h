@@ -14,6 +14,20 @@ using i64 = long long;
 cudaError_t gather(float* dst, const float* src, const i64* index, i64 n, cudaStream_t stream);
 /// dst[index[i]] = src[i] (einsum result unpacking).
 cudaError_t scatter(float* dst, const float* src, const i64* index, i64 n, cudaStream_t stream);
+/// Most axes of a strided_copy (exec/launch/reshard_plan.h kMaxCopyAxes).
+constexpr int kMaxBoxAxes = 8;
+/// A strided box (exec/launch/reshard_plan.h BoxCopy without offsets: the caller offsets the
+/// pointers): element (i_0, ..., i_{axes-1}) goes from src[Σ i_a·src_stride[a]] to
+/// dst[Σ i_a·dst_stride[a]], 0 <= i_a < extent[a].
+struct StridedBox {
+  int axes = 0;
+  i64 extent[kMaxBoxAxes] = {};
+  i64 src_stride[kMaxBoxAxes] = {};
+  i64 dst_stride[kMaxBoxAxes] = {};
+};
+/// dst[...] = scale · src[...] over `box` (resharding copies, their packing and unpacking).
+/// The destination elements of one box are distinct, so threads never race.
+cudaError_t strided_copy(float* dst, const float* src, const StridedBox& box, float scale, cudaStream_t stream);
 /// dst[i] = value.
 cudaError_t fill(float* dst, float value, i64 n, cudaStream_t stream);
 /// dst[i] = alpha · dst[i] + beta · src[i % src_n] (bias add, accumulation, scaling).

@@ -24,6 +24,7 @@
 #include <nccl.h>
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -35,6 +36,7 @@
 #include "exec/cuda/op_runner.h"
 #include "exec/launch/comm_plan.h"
 #include "exec/launch/poll.h"
+#include "exec/launch/reshard_plan.h"
 #include "exec/launch/stream_plan.h"
 
 namespace alpasim::exec::cuda {
@@ -209,7 +211,7 @@ class RankRun {
       ALPASIM_RETURN_IF_ERROR(event(&marks[i].first));
       ALPASIM_RETURN_IF_ERROR(check(cudaEventRecord(marks[i].first, in.kind == InstrKind::kSend ? compute_ : s), "cudaEventRecord"));
       cudaEvent_t source_done = nullptr;  // SEND: the staging copy (the source buffer's last use)
-      core::Status st = issue(in, s, ops, record != nullptr, &keep, &source_done, clock, event);
+      core::Status st = issue(i, in, s, ops, record != nullptr, &keep, &source_done, clock, event);
       if (!st.ok()) return st.with_context(where(static_cast<std::int64_t>(i)));
       ALPASIM_RETURN_IF_ERROR(event(&marks[i].second));
       ALPASIM_RETURN_IF_ERROR(check(cudaEventRecord(marks[i].second, s), "cudaEventRecord"));
@@ -231,7 +233,7 @@ class RankRun {
       ExecutionResult r;
       std::map<BufferId, std::vector<float>> losses;
       for (BufferId b : keep) {
-        ALPASIM_RETURN_IF_ERROR(ops.save(ops.buf(b), &r, &losses, compute_));
+        ALPASIM_RETURN_IF_ERROR(ops.save(ops.buf(b), &r, &losses, &record->blocks, compute_));
         ALPASIM_RETURN_IF_ERROR(ops.release(b, compute_));
       }
       ALPASIM_RETURN_IF_ERROR(wait_streams(clock, nullptr));
@@ -289,7 +291,7 @@ class RankRun {
   }
 
   template <typename MakeEvent>
-  core::Status issue(const Instruction& in, cudaStream_t s, OpRunner& ops, bool record, std::vector<BufferId>* keep,
+  core::Status issue(std::size_t i, const Instruction& in, cudaStream_t s, OpRunner& ops, bool record, std::vector<BufferId>* keep,
                      cudaEvent_t* source_done, launch::Clock& clock, MakeEvent& event) {
     switch (in.kind) {
       case InstrKind::kAllocate: return ops.allocate(in.buffer, s);
@@ -324,19 +326,83 @@ class RankRun {
                                                     plan_.rank_in(g, in.peer), comm, s), "ncclRecv"));
         return comms_.settle(comm, o_.timeout_s, clock, "ncclRecv");
       }
-      default: return collective(in, s, ops, clock);
+      default:
+        if (launch::is_reshard(in)) return reshard(i, in, s, ops, clock);
+        return collective(in, s, ops, clock);
     }
+  }
+
+  /// A resharding copy (exec/instruction.h) on the collective stream: pack what each peer
+  /// needs into one staging buffer (the plan's strided copies, peers in rank order), one
+  /// grouped ncclSend/ncclRecv per peer over the instruction's group communicator, unpack
+  /// (times the scale), and the local copies. Both sides derive the same packing order from
+  /// the same plan (launch::reshard_exchange), so no metadata travels. A member that neither
+  /// sends nor receives makes no NCCL call (point-to-point needs only the pairs).
+  core::Status reshard(std::size_t i, const Instruction& in, cudaStream_t s, OpRunner& ops, launch::Clock& clock) {
+    auto it = plans_.find(in.collective_id);
+    if (it == plans_.end()) {
+      ALPASIM_ASSIGN_OR_RETURN(launch::ReshardPlan plan, launch::reshard_plan(p_, dev_, i));
+      it = plans_.emplace(in.collective_id, std::move(plan)).first;
+    }
+    const launch::ReshardPlan& plan = it->second;
+    const auto me = static_cast<std::int32_t>(std::find(plan.group.begin(), plan.group.end(), env_.rank) - plan.group.begin());
+    const launch::ReshardExchange x = launch::reshard_exchange(plan, me);
+    const float* src = ops.ptr(plan.source_buffer[static_cast<std::size_t>(me)]);
+    float* dst = ops.ptr(plan.destination_buffer[static_cast<std::size_t>(me)]);
+    float* send = nullptr;
+    float* recv = nullptr;
+    if (x.send_elements > 0) ALPASIM_RETURN_IF_ERROR(ops.alloc(&send, x.send_elements, s));
+    if (x.recv_elements > 0) ALPASIM_RETURN_IF_ERROR(ops.alloc(&recv, x.recv_elements, s));
+    i64 at = 0;
+    for (const auto& [peer, list] : x.send) {
+      for (std::size_t c : list) {
+        ALPASIM_RETURN_IF_ERROR(launch_box_copy(launch::packed_destination(plan.copies[c], at), src, send, 1.0f, s));
+        at += plan.copies[c].elements();
+      }
+    }
+    if (!x.send.empty() || !x.recv.empty()) {
+      const std::int32_t g = plan_.collective.at(in.group);
+      ncclComm_t comm = comms_.comms_.at(g);
+      ALPASIM_RETURN_IF_ERROR(nccl_check(ncclGroupStart(), "ncclGroupStart"));
+      i64 off = 0;
+      for (const auto& [peer, list] : x.send) {
+        const i64 n = plan.elements(me, peer);
+        ALPASIM_RETURN_IF_ERROR(nccl_check(ncclSend(send + off, static_cast<std::size_t>(n), ncclFloat,
+                                                    plan_.rank_in(g, plan.group[static_cast<std::size_t>(peer)]), comm, s),
+                                           "ncclSend"));
+        off += n;
+      }
+      off = 0;
+      for (const auto& [peer, list] : x.recv) {
+        const i64 n = plan.elements(peer, me);
+        ALPASIM_RETURN_IF_ERROR(nccl_check(ncclRecv(recv + off, static_cast<std::size_t>(n), ncclFloat,
+                                                    plan_.rank_in(g, plan.group[static_cast<std::size_t>(peer)]), comm, s),
+                                           "ncclRecv"));
+        off += n;
+      }
+      ALPASIM_RETURN_IF_ERROR(nccl_check(ncclGroupEnd(), "ncclGroupEnd"));
+      ALPASIM_RETURN_IF_ERROR(comms_.settle(comm, o_.timeout_s, clock, "resharding send/recv"));
+    }
+    at = 0;
+    for (const auto& [peer, list] : x.recv) {
+      for (std::size_t c : list) {
+        ALPASIM_RETURN_IF_ERROR(launch_box_copy(launch::packed_source(plan.copies[c], at), recv, dst, plan.scale, s));
+        at += plan.copies[c].elements();
+      }
+    }
+    for (std::size_t c : x.local) ALPASIM_RETURN_IF_ERROR(launch_box_copy(plan.copies[c], src, dst, plan.scale, s));
+    if (send) ALPASIM_RETURN_IF_ERROR(check(cudaFreeAsync(send, s), "cudaFreeAsync"));
+    if (recv) ALPASIM_RETURN_IF_ERROR(check(cudaFreeAsync(recv, s), "cudaFreeAsync"));
+    return core::ok_status();
   }
 
   /// In-place collectives over `in.group` (positions in the group are NCCL ranks, as the
   /// instruction's semantics, instruction.h).
   core::Status collective(const Instruction& in, cudaStream_t s, OpRunner& ops, launch::Clock& clock) {
-    // A collective with an input is a resharding copy between per-operator shardings
-    // (exec/instruction.h): no GPU path yet; refuse rather than compute something else.
+    // Only ALL_GATHER takes an input (a resharding copy, handled by reshard()).
     if (!in.inputs.empty()) {
       return core::unimplemented(std::string(instr_kind_name(in.kind)) +
-                                 " with an input (resharding between per-operator shardings): the CUDA backend has "
-                                 "no GPU path for it yet");
+                                 " with an input: the instruction set has no such form (exec/instruction.h)");
     }
     const std::int32_t g = plan_.collective.at(in.group);
     ncclComm_t comm = comms_.comms_.at(g);
@@ -433,6 +499,7 @@ class RankRun {
   cudaStream_t compute_ = nullptr;
   std::map<std::int32_t, cudaStream_t> streams_;  ///< kCollectiveStream, or a channel's group index
   std::vector<LastUse> last_;
+  std::map<std::int64_t, launch::ReshardPlan> plans_;  ///< by collective id, computed once per run
 };
 
 /// Rank 0 creates one NCCL unique id per communicator and publishes them; the others read

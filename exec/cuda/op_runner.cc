@@ -56,6 +56,21 @@ std::string describe(const Program& p, std::size_t dev, std::size_t i) {
   return s + ")";
 }
 
+core::Status launch_box_copy(const launch::BoxCopy& c, const float* src, float* dst, float scale, cudaStream_t s) {
+  if (c.extent.size() > static_cast<std::size_t>(kernels::kMaxBoxAxes)) {
+    return core::internal_error("a resharding copy with " + std::to_string(c.extent.size()) + " axes (at most " +
+                                std::to_string(kernels::kMaxBoxAxes) + ")");
+  }
+  kernels::StridedBox box;
+  box.axes = static_cast<int>(c.extent.size());
+  for (std::size_t a = 0; a < c.extent.size(); ++a) {
+    box.extent[a] = c.extent[a];
+    box.src_stride[a] = c.src_stride[a];
+    box.dst_stride[a] = c.dst_stride[a];
+  }
+  return check(kernels::strided_copy(dst + c.dst_offset, src + c.src_offset, box, scale, s), "strided_copy");
+}
+
 void free_index_cache(IndexCache& cache) {
   for (auto& [key, ptr] : cache) cudaFree(ptr);
   cache.clear();
@@ -109,6 +124,10 @@ core::Status OpRunner::release(BufferId b, cudaStream_t s) {
 
 bool OpRunner::reported(std::size_t d, const Buffer& b) const {
   if (b.role == BufferRole::kLoss) return true;
+  if (!b.global_shape.empty()) {  // a block of a sharded stage: every device's (CPU backend's rule)
+    if (b.received || partial_or_superseded(b)) return false;
+    return b.role == BufferRole::kParameter || b.role == BufferRole::kGradient;
+  }
   if (b.stage < 0 || static_cast<std::size_t>(b.stage) >= p_.stage_devices.size()) return false;
   if (partial_or_superseded(b)) return false;  // not the optimizer's input (instruction.h)
   const auto& owners = p_.stage_devices[static_cast<std::size_t>(b.stage)];
@@ -117,9 +136,25 @@ bool OpRunner::reported(std::size_t d, const Buffer& b) const {
 }
 
 core::Status OpRunner::save(const Buffer& b, ExecutionResult* r, std::map<BufferId, std::vector<float>>* losses,
-                            cudaStream_t s) {
+                            std::vector<launch::TensorBlock>* blocks, cudaStream_t s) {
   std::vector<float>* dst = nullptr;
   const ir::Graph& g = p_.graph_of_stage(b.stage);
+  if (!b.global_shape.empty() && b.role != BufferRole::kLoss) {
+    // A block: copied now (synchronously: results are read once, after the first iteration)
+    // and placed into the whole tensor by the caller (launch::place_block).
+    launch::TensorBlock t;
+    t.gradient = b.role == BufferRole::kGradient;
+    t.name = t.gradient ? g.op(p_.gradient_of[static_cast<std::size_t>(b.tensor)]).name : g.op(b.tensor).name;
+    t.global_shape = b.global_shape;
+    t.offset = b.block_offset.empty() ? std::vector<std::int64_t>(b.shape.size(), 0) : b.block_offset;
+    t.shape = b.shape;
+    t.data.resize(static_cast<std::size_t>(b.elements));
+    ALPASIM_RETURN_IF_ERROR(check(cudaMemcpyAsync(t.data.data(), ptr(b.id), static_cast<std::size_t>(b.elements) * 4,
+                                                  cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync"));
+    ALPASIM_RETURN_IF_ERROR(check(cudaStreamSynchronize(s), "cudaStreamSynchronize"));
+    blocks->push_back(std::move(t));
+    return core::ok_status();
+  }
   if (b.role == BufferRole::kLoss) {
     dst = &(*losses)[b.id];
   } else if (b.role == BufferRole::kGradient) {
@@ -259,7 +294,20 @@ core::Status OpRunner::run_op(const Instruction& x, cudaStream_t s) {
       cpu::KernelContext ctx;
       ctx.sample_offset = x.sample_offset;
       ctx.index_range = p_.index_range[static_cast<std::size_t>(x.op)];
-      ALPASIM_RETURN_IF_ERROR(cpu::run_cpu_kernel(g, op, {}, {host_.back().data(), &ob.shape, n}, ctx));
+      if (op.kind == ir::OpKind::kParameter && !ob.global_shape.empty() && ob.global_shape != ob.shape) {
+        // A block of a sharded parameter: its values are a function of the global index, so
+        // the whole tensor is computed and the block cut out (as the CPU backend).
+        i64 whole_n = 1;
+        for (std::int64_t e : ob.global_shape) whole_n *= e;
+        std::vector<float> whole(static_cast<std::size_t>(whole_n));
+        ALPASIM_RETURN_IF_ERROR(cpu::run_cpu_kernel(g, op, {}, {whole.data(), &ob.global_shape, whole_n}, ctx));
+        const launch::Block all{std::vector<std::int64_t>(ob.global_shape.size(), 0), ob.global_shape};
+        for (const launch::BoxCopy& c : launch::plan_block_copies({all}, {{ob.block_offset, ob.shape}})) {
+          launch::apply_copy_on_host(c, whole.data(), host_.back().data(), 1.0f);
+        }
+      } else {
+        ALPASIM_RETURN_IF_ERROR(cpu::run_cpu_kernel(g, op, {}, {host_.back().data(), &ob.shape, n}, ctx));
+      }
       launch(cudaMemcpyAsync(out, host_.back().data(), static_cast<std::size_t>(n) * 4, cudaMemcpyHostToDevice, s));
       break;
     }

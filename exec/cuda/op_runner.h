@@ -17,6 +17,8 @@
 #include "core/status.h"
 #include "exec/backend.h"
 #include "exec/instruction.h"
+#include "exec/launch/rendezvous.h"
+#include "exec/launch/reshard_plan.h"
 
 namespace alpasim::exec::cuda {
 
@@ -28,6 +30,10 @@ core::Status check(cudaError_t e, const std::string& what);
 core::Status check(cublasStatus_t e, const std::string& what);
 /// "device 3 instruction #12 (run block0/attn/q mb1)": error context.
 std::string describe(const Program& p, std::size_t device, std::size_t instruction);
+
+/// Launches copy `c` of a resharding plan (exec/launch/reshard_plan.h) on `s`: from the
+/// buffer starting at `src` to the one starting at `dst`, times `scale` (kernels::strided_copy).
+core::Status launch_box_copy(const launch::BoxCopy& c, const float* src, float* dst, float scale, cudaStream_t s);
 
 /// Device copies of host-computed index tables (einsum packing, reductions, filter
 /// transposes), per (graph, key); freed by free_index_cache.
@@ -61,13 +67,16 @@ class OpRunner {
   /// RUN on `s`.
   core::Status run_op(const Instruction& x, cudaStream_t s);
 
-  /// Before FREE of `b` on device index `d`: whether the backend reports it (a loss, or a
-  /// gradient/parameter whose owner is the stage's first device).
+  /// Before FREE of `b` on device index `d`: whether the backend reports it (a loss, a
+  /// gradient/parameter whose owner is the stage's first device, or on a sharded stage any
+  /// device's own block of a parameter or reduced gradient: the CPU backend's rule).
   bool reported(std::size_t d, const Buffer& b) const;
-  /// Copies `b` to the host on `s` into `losses` (kLoss) or `r`'s gradients/parameters. The
-  /// copy completes when `s` does (pinned staging is not used: fp32 test-sized tensors).
+  /// Copies `b` to the host on `s` into `losses` (kLoss) or `r`'s gradients/parameters; the
+  /// copy completes when `s` does (pinned staging is not used: fp32 test-sized tensors). A
+  /// block of a sharded stage (Buffer::global_shape) goes to `blocks` instead, copied
+  /// before returning; launch::place_block assembles the whole tensors.
   core::Status save(const Buffer& b, ExecutionResult* r, std::map<BufferId, std::vector<float>>* losses,
-                    cudaStream_t s);
+                    std::vector<launch::TensorBlock>* blocks, cudaStream_t s);
 
  private:
   core::Status index_table(const ir::Graph& g, std::int64_t key, const std::vector<std::int64_t>& host,

@@ -7,6 +7,11 @@
 //   mesh2x2   tiny GPT, 2 stages x 2 GPUs (both), needs 4 GPUs
 //   wresnet   tiny Wide-ResNet (cuDNN convolutions, batch-norm, max-pool), 2 stages x 1 GPU
 //   wresnet_virtual  the same in virtual-device mode on 1 GPU (no NCCL needed)
+//   sharded_virtual  tiny GPT with per-operator shardings (Megatron column/row-parallel,
+//             per-head attention, vocab-parallel head; two 1x2 stages, the plan of
+//             tests/unit/exec/data/tiny_gpt_megatron_2stage.json): resharding copies as strided
+//             copy kernels between the logical devices on 1 GPU (no NCCL needed)
+//   sharded   the same plan, one process per GPU: resharding by grouped ncclSend/ncclRecv, 4 GPUs
 //   hang      device 1 skips an all-reduce device 0 waits in: the run must end within the
 //             timeout with an error naming rank 0 and the all_reduce, never hang
 // Tolerance as tests/gpu/exec_cuda_test.cc: 1e-3 · max|cpu| + 1e-5 per gradient, 1e-3
@@ -24,6 +29,7 @@
 #include "exec/lower.h"
 #include "exec/verify.h"
 #include "ir/builders.h"
+#include "schema/plan.h"
 #include "tests/support/tiny_models.h"
 
 namespace {
@@ -58,6 +64,15 @@ core::Result<exec::Program> tiny_plan(bool wresnet, int stages, int per_stage) {
     for (int d = 0; d < per_stage; ++d) st.device_ids.push_back(per_stage * s + d);
     plan.stages.push_back(st);
   }
+  ALPASIM_ASSIGN_OR_RETURN(exec::Program p, exec::lower_plan(plan));
+  ALPASIM_RETURN_IF_ERROR(exec::verify_program(p).status());
+  return p;
+}
+
+/// The Megatron tiny GPT plan of the CPU backend's sharded tests (two 1x2 stages).
+core::Result<exec::Program> sharded_plan() {
+  ALPASIM_ASSIGN_OR_RETURN(schema::Plan plan,
+                           schema::read_plan_file(ALPASIM_SOURCE_DIR "/tests/unit/exec/data/tiny_gpt_megatron_2stage.json"));
   ALPASIM_ASSIGN_OR_RETURN(exec::Program p, exec::lower_plan(plan));
   ALPASIM_RETURN_IF_ERROR(exec::verify_program(p).status());
   return p;
@@ -123,14 +138,15 @@ int compare(const exec::ExecutionResult& got, const exec::ExecutionResult& ref) 
 int main(int argc, char** argv) {
   const std::string which = argc > 1 ? argv[1] : "";
 #ifndef ALPASIM_TEST_WITH_NCCL
-  if (which != "wresnet_virtual") {
+  if (which != "wresnet_virtual" && which != "sharded_virtual") {
     std::printf("SKIPPED: built without NCCL\n");
     return 77;
   }
 #endif
   const bool wresnet = which.rfind("wresnet", 0) == 0;
-  const bool virtual_mode = which == "wresnet_virtual";
-  const int needed = which == "mesh2x2" ? 4 : virtual_mode ? 1 : 2;
+  const bool sharded = which.rfind("sharded", 0) == 0;
+  const bool virtual_mode = which == "wresnet_virtual" || which == "sharded_virtual";
+  const int needed = which == "mesh2x2" || which == "sharded" ? 4 : virtual_mode ? 1 : 2;
   auto gpus = exec::cuda::list_cuda_devices();
   if (!gpus.ok()) {
     std::printf("SKIPPED: %s\n", gpus.status().message().c_str());
@@ -157,13 +173,15 @@ int main(int argc, char** argv) {
                        m.find("timed out") != std::string::npos;
     return named ? 0 : 1;
   }
-  if (which != "pipeline" && which != "data" && which != "mesh2x2" && !wresnet) {
-    std::printf("FAILED: expected pipeline, data, mesh2x2, wresnet, wresnet_virtual or hang, got \"%s\"\n",
-                which.c_str());
+  if (which != "pipeline" && which != "data" && which != "mesh2x2" && !wresnet && !sharded) {
+    std::printf("FAILED: expected pipeline, data, mesh2x2, wresnet, wresnet_virtual, sharded, sharded_virtual or hang, "
+                "got \"%s\"\n", which.c_str());
     return 1;
   }
-  auto program = which == "data" ? tiny_plan(false, 1, 2) : which == "mesh2x2" ? tiny_plan(false, 2, 2)
-                                                                               : tiny_plan(wresnet, 2, 1);
+  auto program = sharded ? sharded_plan()
+                 : which == "data" ? tiny_plan(false, 1, 2)
+                 : which == "mesh2x2" ? tiny_plan(false, 2, 2)
+                                      : tiny_plan(wresnet, 2, 1);
   if (!program.ok()) {
     const std::string m = program.status().message();
     std::printf("FAILED: %s\n", m.c_str());
