@@ -170,12 +170,12 @@ core::Status OpRunner::save(const Buffer& b, ExecutionResult* r, std::map<Buffer
 
 core::Status OpRunner::index_table(const ir::Graph& g, std::int64_t key, const std::vector<std::int64_t>& host,
                                    const i64** out) {
-  auto it = cache_.find({&g, key});
+  auto it = cache_.find({&g, key, shapes_});
   if (it == cache_.end()) {
     void* raw = nullptr;
     ALPASIM_RETURN_IF_ERROR(check(cudaMalloc(&raw, std::max<std::size_t>(1, host.size()) * sizeof(i64)), "cudaMalloc"));
     ALPASIM_RETURN_IF_ERROR(check(cudaMemcpy(raw, host.data(), host.size() * sizeof(i64), cudaMemcpyHostToDevice), "cudaMemcpy"));
-    it = cache_.emplace(std::make_pair(&g, key), static_cast<i64*>(raw)).first;
+    it = cache_.emplace(std::make_tuple(&g, key, shapes_), static_cast<i64*>(raw)).first;
   }
   *out = it->second;
   return core::ok_status();
@@ -219,7 +219,7 @@ core::Status OpRunner::einsum(const ir::Graph& g, const ir::Op& op, const std::v
   const i64 nB = static_cast<i64>(ba.size()), nM = static_cast<i64>(ma.size()), nN = static_cast<i64>(nb.size()),
             nK = static_cast<i64>(ka.size());
   const i64* ia = nullptr; const i64* ibx = nullptr; const i64* io = nullptr;
-  if (!cache_.count({&g, op.id * 3})) {
+  if (!cache_.count({&g, op.id * 3, shapes_})) {
     std::vector<std::int64_t> A, Bv, O;
     for (i64 b = 0; b < nB; ++b) {
       for (i64 m = 0; m < nM; ++m) for (i64 k = 0; k < nK; ++k) A.push_back(ba[static_cast<std::size_t>(b)] + ma[static_cast<std::size_t>(m)] + ka[static_cast<std::size_t>(k)]);
@@ -230,9 +230,9 @@ core::Status OpRunner::einsum(const ir::Graph& g, const ir::Op& op, const std::v
     ALPASIM_RETURN_IF_ERROR(index_table(g, op.id * 3 + 1, Bv, &ibx));
     ALPASIM_RETURN_IF_ERROR(index_table(g, op.id * 3 + 2, O, &io));
   } else {
-    ia = cache_.at({&g, op.id * 3});
-    ibx = cache_.at({&g, op.id * 3 + 1});
-    io = cache_.at({&g, op.id * 3 + 2});
+    ia = cache_.at({&g, op.id * 3, shapes_});
+    ibx = cache_.at({&g, op.id * 3 + 1, shapes_});
+    io = cache_.at({&g, op.id * 3 + 2, shapes_});
   }
   float *pa = nullptr, *pb = nullptr, *pc = nullptr;
   ALPASIM_RETURN_IF_ERROR(alloc(&pa, nB * nM * nK, s));
@@ -271,6 +271,12 @@ core::Status OpRunner::run_op(const Instruction& x, cudaStream_t s) {
     in.pop_back();
     ib.pop_back();
   }
+  shapes_.clear();
+  for (const Buffer* b : ib) {
+    shapes_.insert(shapes_.end(), b->shape.begin(), b->shape.end());
+    shapes_.push_back(-1);
+  }
+  shapes_.insert(shapes_.end(), ob.shape.begin(), ob.shape.end());
   float* out = ptr(x.buffer);
   if (x.count_elements > 0) {  // weight-update sharding: a slice of parameter and gradient
     in[0] += x.offset_elements;

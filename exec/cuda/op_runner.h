@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <tuple>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,8 +37,10 @@ std::string describe(const Program& p, std::size_t device, std::size_t instructi
 core::Status launch_box_copy(const launch::BoxCopy& c, const float* src, float* dst, float scale, cudaStream_t s);
 
 /// Device copies of host-computed index tables (einsum packing, reductions, filter
-/// transposes), per (graph, key); freed by free_index_cache.
-using IndexCache = std::map<std::pair<const ir::Graph*, std::int64_t>, i64*>;
+/// transposes), per (graph, key, the RUN's operand and result shapes): on sharded stages one
+/// op may run on blocks of different shapes (uneven splits), and in virtual-device mode all
+/// devices share the cache. Freed by free_index_cache.
+using IndexCache = std::map<std::tuple<const ir::Graph*, std::int64_t, std::vector<std::int64_t>>, i64*>;
 void free_index_cache(IndexCache& cache);
 
 /// Whether this build has the cuDNN convolution path (ALPASIM_EXEC_WITH_CUDNN).
@@ -89,6 +92,8 @@ class OpRunner {
   cublasHandle_t blas_;
   void* dnn_;
   IndexCache& cache_;
+  /// The current RUN's input and output shapes, -1 between them (part of IndexCache's key).
+  std::vector<std::int64_t> shapes_;
   std::vector<float*> ptr_;
   /// Host copies of parameter/input initial values; kept until the iteration ends because
   /// cudaMemcpyAsync from pageable memory may still read them.
