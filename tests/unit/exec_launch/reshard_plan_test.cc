@@ -293,7 +293,7 @@ Program two_member_reshard() {
   return p;
 }
 
-TEST_CASE("reshard_plan(Program): members' buffers found by collective id; exact errors") {
+TEST_CASE("reshard_plan(Program): members' buffers found by collective id, exact errors") {
   Program p = two_member_reshard();
   auto plan = reshard_plan(p, 1, 0);
   REQUIRE(plan.ok());
@@ -332,7 +332,7 @@ TEST_CASE("reshard_plan(Program): members' buffers found by collective id; exact
 namespace alpasim::exec::launch {
 namespace {
 
-TEST_CASE("reshard plan: every resharding copy of the Megatron tiny GPT plan (two 1x2 stages) matches the reference; "
+TEST_CASE("reshard plan: every resharding copy of the Megatron tiny GPT plan (two 1x2 stages) matches the reference, "
           "the program replays on NCCL's streams") {
   auto plan = schema::read_plan_file(ALPASIM_SOURCE_DIR "/tests/unit/exec/data/tiny_gpt_megatron_2stage.json");
   REQUIRE_MESSAGE(plan.ok(), plan.status().message());
