@@ -243,6 +243,11 @@ core::Result<ReshardPlan> reshard_plan(const Program& p, std::size_t device, std
       return core::invalid_argument(where + ": expected device index " + std::to_string(m) +
                                     " to take part in collective " + std::to_string(in.collective_id) + ", got none");
     }
+    if (mine->group != in.group) {
+      return core::invalid_argument(where + ": expected device index " + std::to_string(m) +
+                                    " to use the same group for collective " + std::to_string(in.collective_id) +
+                                    ", got another");
+    }
     plan.source_buffer.push_back(mine->inputs[0]);
     plan.destination_buffer.push_back(mine->buffer);
     Block s, d;

@@ -314,6 +314,10 @@ TEST_CASE("reshard_plan(Program): members' buffers found by collective id, exact
   CHECK(reshard_plan(bad, 0, 0).status().message() ==
         "device index 0 instruction #0: expected device index 1 to take part in collective 9, got none");
   bad = p;
+  bad.code[1][0].group = {1, 0};
+  CHECK(reshard_plan(bad, 0, 0).status().message() ==
+        "device index 0 instruction #0: expected device index 1 to use the same group for collective 9, got another");
+  bad = p;
   bad.code[0][0].inputs.clear();
   CHECK(reshard_plan(bad, 0, 0).status().message() ==
         "device index 0 instruction #0: expected a resharding all_gather (one input), got all_gather with 0 inputs");
