@@ -123,6 +123,9 @@ core::Status validate(const PipelineProblem& pb) {
     ALPASIM_RETURN_IF_ERROR(check_bytes(path + ".working_activation_bytes", s.working_activation_bytes));
     ALPASIM_RETURN_IF_ERROR(
         check_bytes(path + ".forward_working_activation_bytes", s.forward_working_activation_bytes));
+    ALPASIM_RETURN_IF_ERROR(check_bytes(path + ".backward_received_ahead_bytes", s.backward_received_ahead_bytes));
+    ALPASIM_RETURN_IF_ERROR(
+        check_bytes(path + ".backward_received_earlier_bytes", s.backward_received_earlier_bytes));
     ALPASIM_RETURN_IF_ERROR(check_bytes(path + ".parameter_bytes", s.parameter_bytes));
     ALPASIM_RETURN_IF_ERROR(check_bytes(path + ".gradient_bytes", s.gradient_bytes));
     ALPASIM_RETURN_IF_ERROR(check_bytes(path + ".optimizer_state_bytes", s.optimizer_state_bytes));
@@ -154,6 +157,19 @@ core::Status validate(const PipelineProblem& pb) {
                                     "or links in meshes[" + std::to_string(i % static_cast<std::size_t>(p)) +
                                     "].grad_sync for data_parallel " +
                                     std::to_string(pb.data_parallel) + ", got none");
+    }
+  }
+  // Bytes received ahead by one chunk's backward are freed by another's on the same mesh.
+  for (std::size_t m = 0; m < static_cast<std::size_t>(p); ++m) {
+    std::int64_t ahead = 0, earlier = 0;
+    for (std::size_t i = m; i < pb.stages.size(); i += static_cast<std::size_t>(p)) {
+      ahead += pb.stages[i].backward_received_ahead_bytes.value();
+      earlier += pb.stages[i].backward_received_earlier_bytes.value();
+    }
+    if (ahead != earlier) {
+      return core::invalid_argument("stages[" + std::to_string(m) + "].backward_received_earlier_bytes: expected the " +
+                                    std::to_string(ahead) + " bytes received ahead on mesh " + std::to_string(m) +
+                                    " in all, got " + std::to_string(earlier));
     }
   }
   return core::ok_status();

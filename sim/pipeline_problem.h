@@ -85,6 +85,14 @@ struct StageCosts {
   /// output, outputs until sent). Held from the start of the forward to its end; 0 = not
   /// modelled (lowerings that do not walk operators).
   core::Bytes forward_working_activation_bytes{0};
+  /// Bytes this chunk's backward receives for the backward of an earlier chunk on the same
+  /// mesh and microbatch (a runtime that receives each channel in send order, e.g. NCCL,
+  /// must take them first): allocated with working_activation_bytes, still held when the
+  /// backward ends, freed by that chunk's backward (its backward_received_earlier_bytes).
+  core::Bytes backward_received_ahead_bytes{0};
+  /// Bytes a later chunk's backward received ahead for this one: held when this backward
+  /// starts, freed at its end. Per mesh the two fields sum to the same total.
+  core::Bytes backward_received_earlier_bytes{0};
   core::Bytes parameter_bytes{0};        ///< per GPU, held all iteration
   core::Bytes gradient_bytes{0};         ///< per GPU, held all iteration
   core::Bytes optimizer_state_bytes{0};  ///< per GPU, held all iteration

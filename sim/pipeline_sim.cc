@@ -187,6 +187,10 @@ class Lowering {
       g_.add_memory(first, kWorking, st.working_activation_bytes, MemoryPoint::kAtStart);
       g_.add_memory(last, kStored, core::Bytes(0) - st.stored_activation_bytes, MemoryPoint::kAtEnd);
       g_.add_memory(last, kWorking, core::Bytes(0) - st.working_activation_bytes, MemoryPoint::kAtEnd);
+      if (st.backward_received_ahead_bytes.value() != st.backward_received_earlier_bytes.value()) {
+        g_.add_memory(last, kWorking, st.backward_received_ahead_bytes - st.backward_received_earlier_bytes,
+                      MemoryPoint::kAtEnd);
+      }
       bwd_first_[k] = first;
       bwd_last_[k] = last;
       g_.add_dependency(fwd_[k], first);

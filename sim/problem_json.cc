@@ -73,6 +73,9 @@ core::Result<StageCosts> parse_stage(core::JsonObject obj) {
   ALPASIM_ASSIGN_OR_RETURN(s.working_activation_bytes, bytes_or(obj, "working_activation_bytes"));
   ALPASIM_ASSIGN_OR_RETURN(s.forward_working_activation_bytes,
                            bytes_or(obj, "forward_working_activation_bytes"));
+  ALPASIM_ASSIGN_OR_RETURN(s.backward_received_ahead_bytes, bytes_or(obj, "backward_received_ahead_bytes"));
+  ALPASIM_ASSIGN_OR_RETURN(s.backward_received_earlier_bytes,
+                           bytes_or(obj, "backward_received_earlier_bytes"));
   ALPASIM_ASSIGN_OR_RETURN(s.parameter_bytes, bytes_or(obj, "parameter_bytes"));
   ALPASIM_ASSIGN_OR_RETURN(s.gradient_bytes, bytes_or(obj, "gradient_bytes"));
   ALPASIM_ASSIGN_OR_RETURN(s.optimizer_state_bytes, bytes_or(obj, "optimizer_state_bytes"));
@@ -141,6 +144,12 @@ core::Result<std::string> problem_to_json(const PipelineProblem& problem) {
     // Only when set, so that problems of lowerings without it dump as before.
     if (s.forward_working_activation_bytes.value() != 0) {
       sj["forward_working_activation_bytes"] = s.forward_working_activation_bytes.value();
+    }
+    if (s.backward_received_ahead_bytes.value() != 0) {
+      sj["backward_received_ahead_bytes"] = s.backward_received_ahead_bytes.value();
+    }
+    if (s.backward_received_earlier_bytes.value() != 0) {
+      sj["backward_received_earlier_bytes"] = s.backward_received_earlier_bytes.value();
     }
     sj["parameter_bytes"] = s.parameter_bytes.value();
     sj["gradient_bytes"] = s.gradient_bytes.value();

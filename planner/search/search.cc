@@ -386,6 +386,8 @@ class Searcher {
         st.stored_activation_bytes = core::bytes(sm.stored_bytes);
         st.forward_working_activation_bytes = core::bytes(sm.forward_working_bytes);
         st.working_activation_bytes = core::bytes(sm.backward_working_bytes);
+        st.backward_received_ahead_bytes = core::bytes(sm.backward_received_ahead_bytes);
+        st.backward_received_earlier_bytes = core::bytes(sm.backward_received_earlier_bytes);
         st.parameter_bytes = core::bytes(sm.parameter_bytes + sm.received_parameter_bytes);
         st.gradient_bytes = core::bytes(sm.gradient_bytes);
         st.optimizer_state_bytes = core::bytes(sm.optimizer_state_bytes);
@@ -721,7 +723,43 @@ class Searcher {
   // T >= (B / N) Σ_l min_{n in sizes} n · compute(l, n). Each op's duration is rounded to
   // the nanosecond (at most 0.5 ns lost per op, <= 3 ops per microbatch and chunk, <= 2
   // chunks per device): 3 B ns are taken off, and 1e-9 relative for the summation order.
+  // A lower bound (seconds) on the simulated time of every 1F1B plan of point p whose
+  // stage i holds layers [starts[i], starts[i+1]) on a mesh of `devices` GPUs, whatever
+  // its logical mesh and shardings: pipeline_lower_bound of the same pipeline with compute
+  // only. Exact: the bound is monotone in every op duration, and each stage time the
+  // search lowers is its layers' compute plus communication >= 0, summed in the same order
+  // (rounding is monotone too).
+  double partition_lower_bound_s(const Point& p, const std::vector<int>& starts, std::int64_t devices) {
+    ALPASIM_CHECK(p.layer_graphs_built) << "the bound prices layers by their representatives";
+    const auto& ct = layer_computes(p, devices);
+    sim::PipelineProblem pb;
+    pb.schedule = sim::PipelineSchedule::kOneFOneB;
+    pb.num_microbatches = static_cast<int>(in_.global_batch_size / p.mbs);
+    pb.interleave = 1;
+    for (std::size_t i = 0; i + 1 < starts.size(); ++i) {
+      pb.meshes.emplace_back();
+      double fwd = 0, bwd = 0, rc = 0, opt = 0;
+      for (int l = starts[i]; l < starts[i + 1]; ++l) {
+        // The search prices every layer with its structural class's representative.
+        const auto& c = ct[static_cast<std::size_t>(p.rep[static_cast<std::size_t>(l)])];
+        fwd += c.forward.value();
+        bwd += c.backward.value();
+        rc += c.recompute.value();
+        opt += c.optimizer.value();
+      }
+      sim::StageCosts st;
+      st.forward_s = core::seconds(fwd);
+      st.backward_s = core::seconds(bwd);
+      st.recompute_s = core::seconds(rc);
+      st.optimizer_step_s = core::seconds(opt);
+      pb.stages.push_back(st);
+    }
+    auto bound = pipeline_lower_bound(pb);
+    return bound.ok() ? sim::to_seconds(bound.value()).value() : 0.0;
+  }
+
   double point_lower_bound_s(const Point& p, const std::set<std::int64_t>& sizes) {
+    ALPASIM_CHECK(p.layer_graphs_built) << "the bound prices layers by their representatives";
     const auto key = std::make_tuple(p.mbs, static_cast<int>(p.recompute), sizes);
     auto it = point_bounds_.find(key);
     if (it != point_bounds_.end()) return it->second;
@@ -729,8 +767,9 @@ class Searcher {
     for (const std::int64_t n : sizes) {
       const auto& ct = layer_computes(p, n);
       for (std::size_t l = 0; l < per_layer.size(); ++l) {
-        const double gpu_s = static_cast<double>(n) * (ct[l].forward.value() + ct[l].backward.value() +
-                                                       ct[l].recompute.value());
+        const auto& c = ct[static_cast<std::size_t>(p.rep[l])];  // as the search prices layer l
+        const double gpu_s = static_cast<double>(n) * (c.forward.value() + c.backward.value() +
+                                                       c.recompute.value());
         per_layer[l] = std::min(per_layer[l], gpu_s);
       }
     }
@@ -967,22 +1006,19 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
                               " (microbatch, recompute) points");
         break;
       }
-      {
-        // A point whose compute alone cannot beat the best plan so far is skipped before
-        // its intra-op solves. It neither stops the microbatch loop nor becomes
-        // `previous`: the loop then reaches at least the points it reached before
-        // (docs/search.md), so the result is never slower than without the skip.
-        ALPASIM_ASSIGN_OR_RETURN(Point * lean, s.point(mbs, rc, /*with_layer_graphs=*/false));
-        if (point_cannot_win(s, *lean, best)) {
-          ++s.points_pruned;
-          continue;
-        }
-      }
-      ++stats.points;
-      stats.explored.insert({mbs, static_cast<int>(rc)});
       const auto tp0 = Clock::now();
       ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(mbs, rc));
       const auto tp1 = Clock::now();
+      // A point whose compute alone cannot beat the best plan so far is skipped before its
+      // intra-op solves. It neither stops the microbatch loop nor becomes `previous`: the
+      // loop then reaches at least the points it reached before (docs/search.md), so the
+      // result is never slower than without the skip.
+      if (point_cannot_win(s, *pt, best)) {
+        ++s.points_pruned;
+        continue;
+      }
+      ++stats.points;
+      stats.explored.insert({mbs, static_cast<int>(rc)});
       ALPASIM_RETURN_IF_ERROR(s.ensure_costs(*pt, meshes));
       const auto tp2 = Clock::now();
       const std::int64_t B = in.global_batch_size / mbs;
@@ -1111,15 +1147,32 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
 }
 
 // Equal partitions (layers or FLOPs) over p equal submeshes, intra-op costs per stage.
+// With `incumbent` (a plan the caller keeps unless this returns a better one), points and
+// candidates that cannot beat it or the best partition so far are skipped unsimulated
+// (exact: the returned plan wins against the incumbent exactly when it did without).
 core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages = 0,
                                   std::int64_t forced_cols = 0,
+                                  const Evaluated* incumbent = nullptr,
                                   const std::set<std::pair<std::int64_t, int>>* only = nullptr) {
   const SearchInput& in = s.input();
+  const bool prune = in.options.prune_points && !s.minimize_memory;
   Evaluated best;
+  // The fitting plan to beat: the better of the incumbent and the best partition so far.
+  auto reference = [&]() -> const Evaluated* {
+    const Evaluated* r = nullptr;
+    for (const Evaluated* e : {incumbent, static_cast<const Evaluated*>(&best)}) {
+      if (e != nullptr && e->ok && e->prediction.fits &&
+          (r == nullptr || e->prediction.iteration_time_s < r->prediction.iteration_time_s)) {
+        r = e;
+      }
+    }
+    return r;
+  };
   for (schema::Recompute rc : in.options.recompute) {
     for (std::int64_t mbs : microbatch_sizes(in, 1)) {
       if (only != nullptr && !only->count({mbs, static_cast<int>(rc)})) continue;
       ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(mbs, rc));
+      if (prune && reference() != nullptr && point_cannot_win(s, *pt, *reference())) continue;
       const std::int64_t B = in.global_batch_size / mbs;
       for (int p = 1; p <= pt->num_layers; p *= 2) {
         if (forced_stages > 0 && p != forced_stages) continue;
@@ -1132,6 +1185,17 @@ core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages 
           for (int i = 0; i <= p; ++i) starts.push_back(i * pt->num_layers / p);
         }
         if (static_cast<int>(starts.size()) != p + 1) continue;
+        if (prune && reference() != nullptr &&
+            s.partition_lower_bound_s(*pt, starts, sub.size()) > reference()->prediction.iteration_time_s) {
+          continue;  // no logical mesh can make this partition fast enough
+        }
+        if (std::getenv("ALPASIM_SEARCH_DEBUG") != nullptr) {
+          std::fprintf(stderr, "EQUAL %s mbs %lld rc %d p %d: bound %.4f ref %.4f point bound %.4f\n", by_flops ? "op" : "layer",
+                       static_cast<long long>(mbs), static_cast<int>(rc), p,
+                       s.partition_lower_bound_s(*pt, starts, sub.size()),
+                       reference() ? reference()->prediction.iteration_time_s : -1.0,
+                       s.point_lower_bound_s(*pt, alpa_mesh_sizes(s)));
+        }
         for (const auto& mesh : logical_shapes(sub, std::numeric_limits<std::int64_t>::max())) {
           if (forced_cols > 0 && mesh.cols != forced_cols) continue;
           if (forced_cols == 0 && !model_axis_ok(mesh.cols, s.gpn())) continue;
@@ -1149,9 +1213,12 @@ core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages 
           }
           ALPASIM_ASSIGN_OR_RETURN(schema::Plan plan,
                                    make_plan(s, stages, B, schema::Schedule::kOneFOneB, 1, rc));
-          ALPASIM_ASSIGN_OR_RETURN(Evaluated e,
-                                   s.evaluate(plan, std::vector<int>(stages.size(), var)));
-          if (better(s, e, best)) best = std::move(e);
+          const Evaluated* ref = prune ? reference() : nullptr;
+          if (ref != nullptr) s.prune_above_s = ref->prediction.iteration_time_s;
+          auto e = s.evaluate(plan, std::vector<int>(stages.size(), var));
+          s.prune_above_s.reset();
+          if (!e.ok()) return e.status();
+          if (better(s, e.value(), best)) best = std::move(e).value();
           }
         }
       }
@@ -1384,8 +1451,15 @@ core::Result<Evaluated> run_mode(Searcher& s, const std::string& mode, AlpaStats
     // The structured partitions live in the same plan space and reuse the cached costs:
     // seeds the DP's top-K might miss (its stage model ignores cross-stage traffic, the
     // once-per-iteration gradient sync and the schedule).
+    // With compare_baselines: at every point, as the equal_layer / equal_operator /
+    // intra_op_only baselines do, whatever the time limit, so the searched plan is never
+    // slower than a baseline of its own plan space in the comparison (the baselines reuse
+    // the cached intra-op costs, so this costs no extra solves). Without: at the points
+    // the DP explored. Points and partitions that cannot beat `best` are skipped by their
+    // lower bounds (exact).
+    const auto* only = s.input().options.compare_baselines ? nullptr : &stats.explored;
     for (const bool by_flops : {false, true}) {
-      auto e = run_equal(s, by_flops, 0, 0, &stats.explored);
+      auto e = run_equal(s, by_flops, 0, 0, &best, only);
       if (e.ok() && better(s, e.value(), best)) {
         stats.lines.push_back(std::string("an equal-") + (by_flops ? "operator" : "layer") +
                               " partition simulated faster than the DP's candidates");
@@ -1528,6 +1602,12 @@ core::Result<SearchResult> search(const SearchInput& input) {
         std::to_string(stats.dp_passes) + " t_max passes over " +
         std::to_string(stats.t_max_candidates) + " distinct stage latencies; " +
         std::to_string(stats.simulated) + " candidate plans simulated");
+    if (s.points_pruned > 0 || s.candidates_pruned > 0) {
+      result.explanation.push_back(
+          "skipped by lower bounds: " + std::to_string(s.points_pruned) +
+          " (microbatch size, recompute) points, " + std::to_string(s.candidates_pruned) +
+          " equal-partition candidates");
+    }
     for (const auto& l : stats.lines) result.explanation.push_back(l);
   }
   fill_explanation(s, best, &result);

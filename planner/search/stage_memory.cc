@@ -11,6 +11,33 @@ namespace alpasim::planner {
 using ir::OpId;
 using ir::OpKind;
 
+namespace {
+
+/// Per-microbatch tensors of other stages that `stage`'s backward reads and its forward
+/// does not (the executor receives them at the start of the backward).
+std::set<OpId> received_by_backward(const ir::Graph& g, const std::vector<int>& stage_of,
+                                    const std::vector<char>& per_iter, int stage) {
+  std::set<OpId> fwd, bwd;
+  for (const ir::Op& o : g.ops()) {
+    if (stage_of[static_cast<std::size_t>(o.id)] != stage || o.kind == OpKind::kParameter ||
+        o.kind == OpKind::kOptimizer) {
+      continue;
+    }
+    for (OpId x : o.inputs) {
+      const auto xi = static_cast<std::size_t>(x);
+      if (per_iter[xi] || stage_of[xi] == stage) continue;
+      if (o.phase == ir::Phase::kForward) {
+        fwd.insert(x);
+      } else if (!fwd.count(x)) {
+        bwd.insert(x);
+      }
+    }
+  }
+  return bwd;
+}
+
+}  // namespace
+
 core::Result<StageMemory> stage_memory(const StageMemoryInput& in) {
   ALPASIM_CHECK(in.graph != nullptr) << "stage_memory without a graph";
   const ir::Graph& g = *in.graph;
@@ -122,6 +149,38 @@ core::Result<StageMemory> stage_memory(const StageMemoryInput& in) {
       }
     }
   }
+  // Received ahead (exec/lower.cc, fix_channel_order): a sender's backward sends in the
+  // order it produces, and a device receives each (sender, receiver) channel in that order
+  // (NCCL). When the backward of a later chunk on this mesh (which runs first for the same
+  // microbatch) receives from the same sender's backward a tensor produced after one this
+  // stage receives, the executor receives both there: this stage's tensor is then held from
+  // the start of that chunk's backward (the earliest one: the highest stage) to its last
+  // reader here. GPT's tied-embedding gradient from the head stage with interleaving on two
+  // meshes is one.
+  auto later_receiver = [&](int st, OpId x) {
+    int best = -1;
+    const auto xi = static_cast<std::size_t>(x);
+    if (g.op(x).phase == ir::Phase::kForward) return best;
+    for (int other = st + p; other < num_stages; other += p) {
+      for (OpId y : received_by_backward(g, stage_of, per_iter, other)) {
+        const auto yi = static_cast<std::size_t>(y);
+        if (stage_of[yi] == stage_of[xi] && y > x && g.op(y).phase != ir::Phase::kForward) best = other;
+      }
+    }
+    return best;
+  };
+  std::set<OpId> carried_in;
+  for (OpId x : remote_bwd) {
+    if (later_receiver(s, x) >= 0) {
+      carried_in.insert(x);
+      m.backward_received_earlier_bytes += g.op(x).out.bytes();
+    }
+  }
+  for (int lower = s % p; lower < s; lower += p) {
+    for (OpId x : received_by_backward(g, stage_of, per_iter, lower)) {
+      if (later_receiver(lower, x) == s) m.backward_received_ahead_bytes += g.op(x).out.bytes();
+    }
+  }
   std::vector<std::vector<OpId>> frees(fwd.size() + bwd.size());
   for (std::size_t i = 0; i < n; ++i) {
     if (last[i] >= 0) frees[static_cast<std::size_t>(last[i])].push_back(static_cast<OpId>(i));
@@ -143,6 +202,7 @@ core::Result<StageMemory> stage_memory(const StageMemoryInput& in) {
   // Backward (with recomputation): per-iteration outputs (gradient accumulation) are held
   // all iteration and allocate nothing here.
   for (OpId x : remote_bwd) level += bytes(x);
+  level += m.backward_received_ahead_bytes;
   peak = level;
   for (OpId id : bwd) {
     if (!per_iter[static_cast<std::size_t>(id)]) level += bytes(id);
@@ -150,8 +210,9 @@ core::Result<StageMemory> stage_memory(const StageMemoryInput& in) {
     for (OpId t : frees[static_cast<std::size_t>(pos)]) level -= bytes(t);
     ++pos;
   }
-  ALPASIM_CHECK(level == 0) << "stage_memory: " << level << " bytes of a microbatch outlive its backward";
-  m.backward_working_bytes = peak - m.stored_bytes;
+  ALPASIM_CHECK(level == m.backward_received_ahead_bytes)
+      << "stage_memory: " << level << " bytes of a microbatch outlive its backward";
+  m.backward_working_bytes = peak - m.stored_bytes - m.backward_received_earlier_bytes;
   return m;
 }
 

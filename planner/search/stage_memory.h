@@ -33,6 +33,13 @@ struct StageMemory {
   /// the microbatch's stored_bytes are already held; its stored tensors are freed one by
   /// one as their last reader runs, all of them by its end.
   std::int64_t backward_working_bytes = 0;
+  /// Tensors this backward receives for the backward of an earlier chunk on the same mesh
+  /// and microbatch (the executor's per-channel receive order, see stage_memory.cc); held
+  /// after it ends, freed by that chunk's backward (its backward_received_earlier_bytes).
+  std::int64_t backward_received_ahead_bytes = 0;
+  /// Tensors this backward reads that a later chunk's backward received ahead: held at its
+  /// start, freed by its end (not part of backward_working_bytes).
+  std::int64_t backward_received_earlier_bytes = 0;
 };
 
 /// What stage_memory needs to know about a plan.

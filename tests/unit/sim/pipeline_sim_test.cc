@@ -499,5 +499,30 @@ TEST_CASE("a forward's working activations are held only while it runs, on top o
   }
 }
 
+TEST_CASE("bytes one chunk's backward receives ahead are held until the other chunk's backward ends") {
+  // One mesh, two chunks, one microbatch: F(c0) F(c1) B(c1) B(c0). Stored 100 MiB per
+  // chunk, working 10 MiB per backward; B(c1) receives 200 MiB ahead for B(c0).
+  // Levels: F(c0) 100, F(c1) 200, B(c1) 200 + 10 = 210 then 100 + 200 = 300 held,
+  // B(c0) 300 + 10 = 310, then 0. Peak 310 MiB (210 MiB without the early receive).
+  auto u = base(PipelineSchedule::kInterleaved1F1B, 1, 1, 2);
+  PipelineProblem pb = make_uniform_problem(u);
+  for (auto& st : pb.stages) {
+    st.stored_activation_bytes = core::mib(100);
+    st.working_activation_bytes = core::mib(10);
+  }
+  CHECK(run(pb).report.devices[0].peak_memory_bytes == core::mib(210).value());
+  pb.stages[1].backward_received_ahead_bytes = core::mib(200);
+  pb.stages[0].backward_received_earlier_bytes = core::mib(200);
+  auto sim = run(pb);
+  CHECK(sim.report.devices[0].peak_memory_bytes == core::mib(310).value());
+  CHECK(sim.timeline.memory[0].series.back().bytes == 0);
+  // Each mesh must free what it received ahead.
+  pb.stages[0].backward_received_earlier_bytes = core::mib(100);
+  const core::Status st = validate(pb);
+  CHECK(st.message() ==
+        "stages[0].backward_received_earlier_bytes: expected the 209715200 bytes received ahead on mesh 0 in "
+        "all, got 104857600");
+}
+
 }  // namespace
 }  // namespace alpasim::sim

@@ -36,6 +36,8 @@ PipelineProblem rich_problem() {
   pb.stages[1].output_reshard = ReshardMode::kLocalAllGather;
   pb.stages[1].reshard_group = 8;
   pb.stages[2].forward_working_activation_bytes = core::mib(7);  // written only when set
+  pb.stages[2].backward_received_ahead_bytes = core::mib(3);  // freed by stage 0 (mesh 0)
+  pb.stages[0].backward_received_earlier_bytes = core::mib(3);
   pb.collective_cost = [](const CollectiveCall& c) {
     return core::Seconds(1e-5 + static_cast<double>(c.bytes.value()) / 100e9);
   };
