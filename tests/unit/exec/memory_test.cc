@@ -10,6 +10,7 @@
 #include "cost_model/cost_model.h"
 #include "exec/verify.h"
 #include "planner/search/search.h"
+#include "planner/search/stage_memory.h"
 #include "tests/unit/exec/exec_fixtures.h"
 #include "tests/unit/exec/search_fixtures.h"
 #include "tests/support/shipped_calibration.h"
@@ -199,6 +200,127 @@ TEST_CASE("memory: the simulator's peak per device equals the executor's high-wa
     }
   }
   MESSAGE("\n" << table);
+}
+
+/// Memory of one forward or backward task instance in a device's program: the level before
+/// its first instruction, the highest level while it runs, the level after its last (a FREE
+/// belongs to the task running when it is issued).
+struct TaskMemory {
+  std::int64_t start = 0, peak = 0, end = 0;
+};
+
+std::map<std::tuple<int, std::int32_t, std::int32_t>, TaskMemory> task_memory(const Program& p, std::size_t d) {
+  std::map<std::tuple<int, std::int32_t, std::int32_t>, TaskMemory> out;
+  std::int64_t level = 0;
+  TaskMemory* cur = nullptr;
+  std::tuple<int, std::int32_t, std::int32_t> key{-1, -1, -1};
+  for (const Instruction& in : p.code[d]) {
+    if (in.kind != InstrKind::kFree) {
+      const bool task = in.task == TaskKind::kForward || in.task == TaskKind::kBackward;
+      const auto k = std::make_tuple(static_cast<int>(in.task), in.stage, in.microbatch);
+      if (!task || k != key) {
+        if (cur != nullptr) cur->end = level;
+        cur = nullptr;
+        key = {-1, -1, -1};
+      }
+      if (task && cur == nullptr) {
+        key = k;
+        REQUIRE_MESSAGE(out.count(k) == 0, "a task split in two runs");
+        cur = &out[k];
+        cur->start = cur->peak = level;
+      }
+    }
+    const std::int64_t bytes = in.buffer >= 0 ? p.buffers[static_cast<std::size_t>(in.buffer)].bytes : 0;
+    if (in.kind == InstrKind::kAllocate) level += bytes;
+    if (in.kind == InstrKind::kFree) level -= bytes;
+    if (cur != nullptr) cur->peak = std::max(cur->peak, level);
+  }
+  if (cur != nullptr) cur->end = level;
+  return out;
+}
+
+TEST_CASE("memory: planner::stage_memory equals each task's memory in the executor's programs (MLP, fp32)") {
+  // An MLP (input, fc1, fc2, head; fp32, int labels) lowered by the executor; every forward
+  // and backward of every microbatch measured in its program: bytes held after the forward
+  // (stored), the forward's peak above that, the backward's peak above its start, and the
+  // backward freeing exactly the stored bytes; static bytes from the buffers.
+  using testing::make_plan;
+  using schema::Schedule;
+  const ir::ModelConfig gpt = testing::tiny_gpt(2);  // replaced by the MLP below
+  LowerOptions o;
+  o.build_forward = [](std::int64_t b) -> core::Result<ir::Graph> { return testing::build_mlp(b, 2); };
+  std::vector<std::pair<std::string, schema::Plan>> plans;
+  plans.push_back({"2 stages, 1F1B", make_plan(gpt, {{0, 2, 1, 1, {0}}, {2, 4, 1, 1, {1}}}, Schedule::kOneFOneB, 4, 8)});
+  plans.push_back({"3 stages, GPipe", make_plan(gpt, {{0, 1, 1, 1, {0}}, {1, 3, 1, 1, {1}}, {3, 4, 1, 1, {2}}},
+                                                Schedule::kGpipe, 2, 8)});
+  {
+    auto p = make_plan(gpt, {{0, 3, 1, 2, {0, 1}}, {3, 4, 1, 1, {2}}}, Schedule::kOneFOneB, 2, 8);
+    p.stages[0].weight_update_sharding = true;
+    p.recompute = schema::Recompute::kFull;
+    plans.push_back({"1x2 + 1 stages, 1F1B, weight-update sharding, full recomputation", p});
+  }
+  for (const auto& [name, plan] : plans) {
+    CAPTURE(name);
+    auto prog = lower_plan(plan, o);
+    REQUIRE_MESSAGE(prog.ok(), prog.status().message());
+    REQUIRE(verify_program(*prog).ok());
+    std::vector<std::int64_t> starts;
+    for (const auto& st : plan.stages) starts.push_back(st.layer_begin);
+    starts.push_back(plan.stages.back().layer_end);
+    for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+      CAPTURE(s);
+      planner::StageMemoryInput in;
+      in.graph = &prog->graph_of_stage(static_cast<std::int32_t>(s));
+      in.stage_starts = starts;
+      in.meshes = static_cast<int>(plan.stages.size());
+      in.stage = static_cast<int>(s);
+      in.mesh_size = static_cast<std::int64_t>(plan.stages[s].device_ids.size());
+      in.weight_update_sharding = plan.stages[s].weight_update_sharding;
+      auto sm = planner::stage_memory(in);
+      REQUIRE_MESSAGE(sm.ok(), sm.status().message());
+      CHECK(sm->backward_received_ahead_bytes == 0);
+      CHECK(sm->backward_received_earlier_bytes == 0);
+      for (std::int32_t d : prog->stage_devices[s]) {
+        CAPTURE(d);
+        Components c;
+        for (const Buffer& b : prog->buffers) {
+          if (b.device != d || b.superseded) continue;
+          if (b.role == BufferRole::kParameter) c.parameters += b.bytes;
+          if (b.role == BufferRole::kGradient && !b.received) c.gradients += b.bytes;
+          if (b.role == BufferRole::kOptimizerState) c.optimizer_states += b.bytes;
+        }
+        CHECK(c.parameters == sm->parameter_bytes + sm->received_parameter_bytes);
+        CHECK(c.gradients == sm->gradient_bytes);
+        CHECK(c.optimizer_states == sm->optimizer_state_bytes);
+        const auto tm = task_memory(*prog, static_cast<std::size_t>(d));
+        for (std::int32_t mb = 0; mb < plan.num_microbatches; ++mb) {
+          CAPTURE(mb);
+          const auto f = tm.find({static_cast<int>(TaskKind::kForward), static_cast<std::int32_t>(s), mb});
+          const auto b = tm.find({static_cast<int>(TaskKind::kBackward), static_cast<std::int32_t>(s), mb});
+          REQUIRE(f != tm.end());
+          CHECK(f->second.end - f->second.start == sm->stored_bytes);
+          CHECK(f->second.peak - f->second.end == sm->forward_working_bytes);
+          if (b == tm.end()) {  // the input layer alone: nothing to differentiate
+            CHECK(sm->stored_bytes == 0);
+            CHECK(sm->backward_working_bytes == 0);
+            continue;
+          }
+          CHECK(b->second.peak - b->second.start == sm->backward_working_bytes);
+          CHECK(b->second.start - b->second.end == sm->stored_bytes);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("memory: planner::stage_memory rejects stage ranges that do not cover the graph") {
+  const ir::Graph g = testing::build_mlp(2, 2);  // 4 layers
+  planner::StageMemoryInput in;
+  in.graph = &g;
+  in.stage_starts = {0, 2, 3};
+  auto r = planner::stage_memory(in);
+  REQUIRE(!r.ok());
+  CHECK(r.status().message() == "stage_memory: the stage ranges do not cover the graph's 4 layers");
 }
 
 }  // namespace
