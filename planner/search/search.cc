@@ -442,6 +442,9 @@ class Searcher {
   // `variants`: the intra-op variant of every stage (empty: inferred from the stages'
   // shardings, variant 0 for stages without).
   core::Result<Evaluated> evaluate(const schema::Plan& plan, std::vector<int> variants = {}) {
+    // A plan from outside (evaluate_plan) runs as written; a search candidate's multi-GPU
+    // stages get the intra-op solution's shardings afterwards (fill_shardings).
+    const bool as_written = variants.empty();
     if (plan.global_batch_size % plan.num_microbatches != 0) {
       return core::invalid_argument("global batch " + std::to_string(plan.global_batch_size) +
                                     " is not divisible by " +
@@ -501,17 +504,18 @@ class Searcher {
         lw.mesh_gpus.push_back(static_cast<int>(st.device_ids.size()));
       }
     }
-    ALPASIM_RETURN_IF_ERROR(fill_stage_memory(plan, &lw));
+    ALPASIM_RETURN_IF_ERROR(fill_stage_memory(plan, as_written, &lw));
     ALPASIM_ASSIGN_OR_RETURN(Evaluated e, simulate(lw, plan));
     e.variants = std::move(variants);
     return e;
   }
 
   // The executor's memory (stage_memory.h) of every chunk it lowers data parallel: one
-  // GPU, or no per-operator shardings (docs/executor.md). Sharded chunks keep the layer
-  // sums. Cached per (per-device batch, recompute, stage ranges, meshes, chunk, mesh size,
-  // weight-update sharding): the walk is O(operators of the graph).
-  core::Status fill_stage_memory(const schema::Plan& plan, Lowering* lw) {
+  // GPU, or, in a plan evaluated as written, no per-operator shardings (docs/executor.md).
+  // Sharded chunks (and a search candidate's multi-GPU chunks, sharded once emitted) keep
+  // the layer sums. Cached per (per-device batch, recompute, stage ranges, meshes, chunk,
+  // mesh size, weight-update sharding): the walk is O(operators of the graph).
+  core::Status fill_stage_memory(const schema::Plan& plan, bool as_written, Lowering* lw) {
     const auto chunks = plan.stages.size();
     lw->chunk_memory.assign(chunks, std::nullopt);
     const int p = static_cast<int>(lw->mesh_devices.size());
@@ -522,7 +526,7 @@ class Searcher {
     for (std::size_t c = 0; c < chunks; ++c) {
       const auto& st = plan.stages[c];
       const auto d = static_cast<std::int64_t>(st.device_ids.size());
-      if (d < 1 || (d > 1 && !st.shardings.empty()) || mbs % d != 0) continue;
+      if (d < 1 || (d > 1 && (!as_written || !st.shardings.empty())) || mbs % d != 0) continue;
       const StageMemoryKey key{mbs / d, static_cast<int>(plan.recompute), starts, p,
                                static_cast<int>(c), d, st.weight_update_sharding};
       auto it = stage_memory_.find(key);
