@@ -19,7 +19,7 @@ namespace alpasim::exec::launch {
 namespace {
 
 TEST_CASE("the search's sharded plans: resharding copies match the reference, NCCL streams replay (tiny GPT, "
-          "tiny Wide-ResNet; 1x2, 2x2 and multi-stage meshes)") {
+          "tiny Wide-ResNet, 2x1 and 2x2 meshes, 4 stages)") {
   struct Case {
     bool wresnet;
     std::string mode;
