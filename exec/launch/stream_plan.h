@@ -23,6 +23,9 @@ std::int32_t stream_of(const Instruction& in, std::int32_t rank, const CommPlan&
 /// one of its buffers (issue order); a SEND is a staging copy on the compute stream then
 /// the send on its channel stream; a SEND and the RECV of the same ordinal on a channel
 /// complete together once both have started, a collective once every member has started.
+/// A resharding copy (exec/launch/reshard_plan.h) is a collective here: on the GPU only the
+/// pairs that exchange data wait for each other (grouped ncclSend/ncclRecv), a subset of
+/// the replay's all-members wait, so a schedule the replay completes also completes there.
 /// ok when every operation completes; kInternal "stream schedule deadlock: rank R stuck at
 /// instruction #i (kind) on stream S; ..." otherwise. This is the CI check of the claim in
 /// exec/cuda/README.md that a program verify_program accepts cannot deadlock on streams.
