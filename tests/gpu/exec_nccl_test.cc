@@ -12,6 +12,11 @@
 //             tests/unit/exec/data/tiny_gpt_megatron_2stage.json): resharding copies as strided
 //             copy kernels between the logical devices on 1 GPU (no NCCL needed)
 //   sharded   the same plan, one process per GPU: resharding by grouped ncclSend/ncclRecv, 4 GPUs
+//   sharded_search_virtual  the search's intra-op plan for the tiny GPT on 2 nodes of 2 GPUs
+//             (one 2x2 mesh, 2-D block layouts; tests/unit/exec_launch/sharded_search_test.cc
+//             checks its 132 resharding copies on the host), virtual devices on 1 GPU. Only in
+//             builds with the planner (ALPASIM_TEST_WITH_SEARCH); one process, so a search
+//             cut by its time budget cannot give ranks different plans
 //   hang      device 1 skips an all-reduce device 0 waits in: the run must end within the
 //             timeout with an error naming rank 0 and the all_reduce, never hang
 // Tolerance as tests/gpu/exec_cuda_test.cc: 1e-3 · max|cpu| + 1e-5 per gradient, 1e-3
@@ -30,6 +35,12 @@
 #include "exec/verify.h"
 #include "ir/builders.h"
 #include "schema/plan.h"
+#ifdef ALPASIM_TEST_WITH_SEARCH
+#include "cluster/cluster_spec.h"
+#include "cost_model/cost_model.h"
+#include "planner/search/search.h"
+#include "tests/support/shipped_calibration.h"
+#endif
 #include "tests/support/tiny_models.h"
 
 namespace {
@@ -77,6 +88,40 @@ core::Result<exec::Program> sharded_plan() {
   ALPASIM_RETURN_IF_ERROR(exec::verify_program(p).status());
   return p;
 }
+
+#ifdef ALPASIM_TEST_WITH_SEARCH
+/// The search's intra-op plan for the tiny GPT (2 layers) on 2 p3.16xlarge nodes of 2 V100s
+/// each, priced with the shipped calibration (tests/unit/exec/search_fixtures.h's inputs).
+core::Result<exec::Program> searched_sharded_plan() {
+  planner::SearchInput in;
+  ir::TransformerConfig t;
+  t.builtin = "gpt";
+  t.num_layers = 2;
+  t.hidden_size = 8;
+  t.num_heads = 2;
+  t.num_kv_heads = 2;
+  t.seq_len = 4;
+  t.vocab_size = 16;
+  t.ffn_hidden_size = 16;
+  ir::set_architecture_defaults(t);
+  in.model = {"tiny gpt", t};
+  ALPASIM_ASSIGN_OR_RETURN(in.cluster, cluster::make_preset_cluster("aws-p3.16xlarge", 2));
+  in.cluster.gpus_per_node = 2;
+  ALPASIM_ASSIGN_OR_RETURN(cost_model::CalibratedParams params,
+                           cost_model::params_for_preset(::alpasim::testing::shipped_calibrations(), "aws-p3.16xlarge"));
+  ALPASIM_ASSIGN_OR_RETURN(in.cost, cost_model::CostModel::create(in.cluster, params));
+  in.global_batch_size = 8;
+  in.mode = "intra_op_only";
+  in.options.compare_baselines = false;
+  in.options.time_limit_s = 5;
+  in.options.recompute = {schema::Recompute::kNone};
+  in.options.top_k = 1;
+  ALPASIM_ASSIGN_OR_RETURN(planner::SearchResult r, planner::search(in));
+  ALPASIM_ASSIGN_OR_RETURN(exec::Program p, exec::lower_plan(r.plan));
+  ALPASIM_RETURN_IF_ERROR(exec::verify_program(p).status());
+  return p;
+}
+#endif
 
 /// Two devices; device 0 all-reduces a buffer, device 1 never joins (verify_program would
 /// reject this program: it is built by hand to provoke the timeout).
@@ -138,14 +183,14 @@ int compare(const exec::ExecutionResult& got, const exec::ExecutionResult& ref) 
 int main(int argc, char** argv) {
   const std::string which = argc > 1 ? argv[1] : "";
 #ifndef ALPASIM_TEST_WITH_NCCL
-  if (which != "wresnet_virtual" && which != "sharded_virtual") {
+  if (which != "wresnet_virtual" && which != "sharded_virtual" && which != "sharded_search_virtual") {
     std::printf("SKIPPED: built without NCCL\n");
     return 77;
   }
 #endif
   const bool wresnet = which.rfind("wresnet", 0) == 0;
   const bool sharded = which.rfind("sharded", 0) == 0;
-  const bool virtual_mode = which == "wresnet_virtual" || which == "sharded_virtual";
+  const bool virtual_mode = which == "wresnet_virtual" || which == "sharded_virtual" || which == "sharded_search_virtual";
   const int needed = which == "mesh2x2" || which == "sharded" ? 4 : virtual_mode ? 1 : 2;
   auto gpus = exec::cuda::list_cuda_devices();
   if (!gpus.ok()) {
@@ -178,7 +223,16 @@ int main(int argc, char** argv) {
                 "got \"%s\"\n", which.c_str());
     return 1;
   }
+#ifdef ALPASIM_TEST_WITH_SEARCH
+  auto program = which == "sharded_search_virtual" ? searched_sharded_plan()
+                 : sharded ? sharded_plan()
+#else
+  if (which == "sharded_search_virtual") {
+    std::printf("SKIPPED: built without the planner\n");
+    return 77;
+  }
   auto program = sharded ? sharded_plan()
+#endif
                  : which == "data" ? tiny_plan(false, 1, 2)
                  : which == "mesh2x2" ? tiny_plan(false, 2, 2)
                                       : tiny_plan(wresnet, 2, 1);
