@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "exec/instruction.h"
@@ -129,9 +131,12 @@ inline Block block_of(const Buffer& b) {
 }
 
 /// Every resharding instruction of `p`: its plan is plan_block_copies of the members' buffer
-/// blocks and matches the element-by-element reference on them; returns how many.
+/// blocks and matches the element-by-element reference on them; the plan every member
+/// computes from its own instruction (as each NCCL rank does) is the same, so what one
+/// rank packs for a peer is what that peer unpacks. Returns how many instructions.
 inline int check_program_reshards(const Program& p) {
   int n = 0;
+  std::map<std::int64_t, std::vector<std::string>> seen;  // collective id -> the plan's copies
   for (std::size_t d = 0; d < p.code.size(); ++d) {
     for (std::size_t i = 0; i < p.code[d].size(); ++i) {
       if (!is_reshard(p.code[d][i])) continue;
@@ -147,6 +152,10 @@ inline int check_program_reshards(const Program& p) {
       CAPTURE(d);
       CAPTURE(i);
       check_against_reference(global, src, dst, plan->scale);
+      std::vector<std::string> text;
+      for (const BoxCopy& c : plan->copies) text.push_back(copy_to_text(c));
+      auto [it, first] = seen.emplace(p.code[d][i].collective_id, text);
+      if (!first) CHECK(it->second == text);
       ++n;
     }
   }
