@@ -363,6 +363,53 @@ std::string cost_fingerprint(const cost_model::CostModel& cost, const SubmeshSha
          std::to_string(submesh.nodes) + "x" + std::to_string(submesh.gpus_per_node);
 }
 
+namespace {
+
+// One operator's compute time on `d` GPUs splitting its work evenly (layer_range_compute).
+core::Seconds op_compute(const ir::Graph& training, const ir::Op& op, std::int64_t d,
+                         const cost_model::CostModel& cost) {
+  core::Seconds time{0};
+  if (op.kind == ir::OpKind::kConv2d) {
+    cost_model::GemmShape s;
+    const ir::DotDims g = op.conv.gemm_dims();
+    s.m = std::max<std::int64_t>(1, (g.m + d - 1) / d);  // images x pixels split d ways
+    s.n = g.n;
+    s.k = g.k;
+    s.dtype = training.meta.dtype;
+    time = cost.gemm(s).time * cost.params().compute.conv_slowdown;
+  } else if (op.is_matmul()) {
+    // Split the work over the batch-like dims first (batch·M), then N.
+    cost_model::GemmShape s;
+    const ir::DotDims& g = op.dot_dims;
+    std::int64_t bm = g.batch * g.m;
+    std::int64_t n = g.n;
+    std::int64_t left = d;
+    const std::int64_t split_bm = std::min(left, bm);
+    bm = (bm + split_bm - 1) / split_bm;
+    left = (left + split_bm - 1) / split_bm;
+    n = std::max<std::int64_t>(1, (n + left - 1) / left);
+    s.m = bm;
+    s.n = n;
+    s.k = g.k;
+    s.dtype = training.meta.dtype;
+    time = cost.gemm(s).time;
+  } else {
+    time = cost.memory_bound(core::bytes((op.bytes_read + op.bytes_written) / d));
+  }
+  return time;
+}
+
+void add_by_phase(const ir::Op& op, core::Seconds time, ComputeTimes* t) {
+  switch (op.phase) {
+    case ir::Phase::kForward: t->forward += time; break;
+    case ir::Phase::kRecompute: t->recompute += time; break;
+    case ir::Phase::kBackward: t->backward += time; break;
+    case ir::Phase::kOptimizer: t->optimizer += time; break;
+  }
+}
+
+}  // namespace
+
 ComputeTimes layer_range_compute(const ir::Graph& training, std::int32_t layer_begin,
                                  std::int32_t layer_end, std::int64_t devices,
                                  const cost_model::CostModel& cost) {
@@ -370,42 +417,20 @@ ComputeTimes layer_range_compute(const ir::Graph& training, std::int32_t layer_b
   const std::int64_t d = std::max<std::int64_t>(1, devices);
   for (const ir::Op& op : training.ops()) {
     if (op.layer < layer_begin || op.layer >= layer_end || op.is_source()) continue;
-    core::Seconds time{0};
-    if (op.kind == ir::OpKind::kConv2d) {
-      cost_model::GemmShape s;
-      const ir::DotDims g = op.conv.gemm_dims();
-      s.m = std::max<std::int64_t>(1, (g.m + d - 1) / d);  // images x pixels split d ways
-      s.n = g.n;
-      s.k = g.k;
-      s.dtype = training.meta.dtype;
-      time = cost.gemm(s).time * cost.params().compute.conv_slowdown;
-    } else if (op.is_matmul()) {
-      // Split the work over the batch-like dims first (batch·M), then N.
-      cost_model::GemmShape s;
-      const ir::DotDims& g = op.dot_dims;
-      std::int64_t bm = g.batch * g.m;
-      std::int64_t n = g.n;
-      std::int64_t left = d;
-      const std::int64_t split_bm = std::min(left, bm);
-      bm = (bm + split_bm - 1) / split_bm;
-      left = (left + split_bm - 1) / split_bm;
-      n = std::max<std::int64_t>(1, (n + left - 1) / left);
-      s.m = bm;
-      s.n = n;
-      s.k = g.k;
-      s.dtype = training.meta.dtype;
-      time = cost.gemm(s).time;
-    } else {
-      time = cost.memory_bound(core::bytes((op.bytes_read + op.bytes_written) / d));
-    }
-    switch (op.phase) {
-      case ir::Phase::kForward: t.forward += time; break;
-      case ir::Phase::kRecompute: t.recompute += time; break;
-      case ir::Phase::kBackward: t.backward += time; break;
-      case ir::Phase::kOptimizer: t.optimizer += time; break;
-    }
+    add_by_phase(op, op_compute(training, op, d, cost), &t);
   }
   return t;
+}
+
+std::vector<ComputeTimes> per_layer_compute(const ir::Graph& training, std::int64_t devices,
+                                            const cost_model::CostModel& cost) {
+  std::vector<ComputeTimes> out(static_cast<std::size_t>(std::max(0, training.num_layers())));
+  const std::int64_t d = std::max<std::int64_t>(1, devices);
+  for (const ir::Op& op : training.ops()) {
+    if (op.layer < 0 || op.layer >= training.num_layers() || op.is_source()) continue;
+    add_by_phase(op, op_compute(training, op, d, cost), &out[static_cast<std::size_t>(op.layer)]);
+  }
+  return out;
 }
 
 }  // namespace alpasim::planner::adapters

@@ -82,4 +82,10 @@ ComputeTimes layer_range_compute(const ir::Graph& training, std::int32_t layer_b
                                  std::int32_t layer_end, std::int64_t devices,
                                  const cost_model::CostModel& cost);
 
+/// layer_range_compute(training, l, l + 1, devices, cost) of every layer l in
+/// [0, training.num_layers()) in one pass over the graph (the same sums in the same order:
+/// bit-identical). Ops with a layer outside that range are ignored.
+std::vector<ComputeTimes> per_layer_compute(const ir::Graph& training, std::int64_t devices,
+                                            const cost_model::CostModel& cost);
+
 }  // namespace alpasim::planner::adapters

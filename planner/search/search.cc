@@ -126,6 +126,12 @@ class Searcher {
   /// Megatron-grid statistics: grid points simulated / skipped by their lower bound.
   int grid_simulated = 0;
   int grid_pruned = 0;
+  /// When set, simulate() skips a plan whose pipeline_lower_bound exceeds it (seconds)
+  /// and returns it with ok = false; counted in candidates_pruned.
+  std::optional<double> prune_above_s;
+  int candidates_pruned = 0;
+  /// (microbatch size, recompute) points skipped by point_lower_bound_s.
+  int points_pruned = 0;
   std::int64_t num_gpus() const { return num_gpus_; }
   std::int64_t nodes() const { return nodes_; }
   std::int64_t gpn() const { return gpn_; }
@@ -293,6 +299,17 @@ class Searcher {
 
   core::Result<Evaluated> simulate(const Lowering& lw, const schema::Plan& plan) {
     ALPASIM_ASSIGN_OR_RETURN(sim::PipelineProblem pb, problem_of(lw, plan));
+    if (prune_above_s) {
+      // Exact skip: the simulated time is >= the bound (pipeline_bound.h), so a plan whose
+      // bound exceeds *prune_above_s cannot beat the plan the caller compares with.
+      auto bound = pipeline_lower_bound(pb);
+      if (bound.ok() && sim::to_seconds(bound.value()).value() > *prune_above_s) {
+        ++candidates_pruned;
+        Evaluated skipped;
+        skipped.error = "pruned by its lower bound";
+        return skipped;  // ok = false: never better than anything
+      }
+    }
     return run_problem(std::move(pb), plan);
   }
 
@@ -686,13 +703,87 @@ class Searcher {
 
  public:
   adapters::ComputeTimes compute_for(const Point& p, int layer, std::int64_t devices) {
-    const std::string key = std::to_string(p.mbs) + "|" + std::to_string(static_cast<int>(p.recompute)) +
-                            "|" + std::to_string(layer) + "|" + std::to_string(devices);
+    return layer_computes(p, devices)[static_cast<std::size_t>(layer)];
+  }
+
+  // Compute times of every layer of p on `devices` GPUs (adapters::per_layer_compute: one
+  // pass over the graph, bit-identical to layer_range_compute per layer), cached.
+  const std::vector<adapters::ComputeTimes>& layer_computes(const Point& p, std::int64_t devices) {
+    const auto key = std::make_tuple(p.mbs, static_cast<int>(p.recompute), devices);
     auto it = compute_.find(key);
-    if (it != compute_.end()) return it->second;
-    auto t = adapters::layer_range_compute(p.graph, layer, layer + 1, devices, cost_);
-    compute_.emplace(key, t);
-    return t;
+    if (it == compute_.end()) {
+      it = compute_.emplace(key, adapters::per_layer_compute(p.graph, devices, cost_)).first;
+    }
+    return it->second;
+  }
+
+  // A lower bound (seconds) on the simulated iteration time of every plan of point p whose
+  // meshes together hold all N GPUs, each of a size in `sizes` (a superset of the mesh
+  // sizes the caller may use). Why it holds: the simulator runs a device's forward,
+  // recompute and backward ops one at a time (pipeline_bound.h), so the iteration takes
+  // at least max_d busy_d >= Σ_m (n_m / N) busy_m (meshes m of n_m GPUs, Σ n_m = N), with
+  // busy_m = B Σ_{layers l on m} (fwd + bwd + rc)(l) and each layer's times >= its
+  // compute on n_m GPUs (the intra-op communication added to them is >= 0). Hence
+  // T >= (B / N) Σ_l min_{n in sizes} n · compute(l, n). Each op's duration is rounded to
+  // the nanosecond (at most 0.5 ns lost per op, <= 3 ops per microbatch and chunk, <= 2
+  // chunks per device): 3 B ns are taken off, and 1e-9 relative for the summation order.
+  // A lower bound (seconds) on the simulated time of every 1F1B plan of point p whose
+  // stage i holds layers [starts[i], starts[i+1]) on a mesh of `devices` GPUs, whatever
+  // its logical mesh and shardings: pipeline_lower_bound of the same pipeline with compute
+  // only. Exact: the bound is monotone in every op duration, and each stage time the
+  // search lowers is its layers' compute plus communication >= 0, summed in the same order
+  // (rounding is monotone too).
+  double partition_lower_bound_s(const Point& p, const std::vector<int>& starts, std::int64_t devices) {
+    ALPASIM_CHECK(p.layer_graphs_built) << "the bound prices layers by their representatives";
+    const auto& ct = layer_computes(p, devices);
+    sim::PipelineProblem pb;
+    pb.schedule = sim::PipelineSchedule::kOneFOneB;
+    pb.num_microbatches = static_cast<int>(in_.global_batch_size / p.mbs);
+    pb.interleave = 1;
+    for (std::size_t i = 0; i + 1 < starts.size(); ++i) {
+      pb.meshes.emplace_back();
+      double fwd = 0, bwd = 0, rc = 0, opt = 0;
+      for (int l = starts[i]; l < starts[i + 1]; ++l) {
+        // The search prices every layer with its structural class's representative.
+        const auto& c = ct[static_cast<std::size_t>(p.rep[static_cast<std::size_t>(l)])];
+        fwd += c.forward.value();
+        bwd += c.backward.value();
+        rc += c.recompute.value();
+        opt += c.optimizer.value();
+      }
+      sim::StageCosts st;
+      st.forward_s = core::seconds(fwd);
+      st.backward_s = core::seconds(bwd);
+      st.recompute_s = core::seconds(rc);
+      st.optimizer_step_s = core::seconds(opt);
+      pb.stages.push_back(st);
+    }
+    auto bound = pipeline_lower_bound(pb);
+    return bound.ok() ? sim::to_seconds(bound.value()).value() : 0.0;
+  }
+
+  double point_lower_bound_s(const Point& p, const std::set<std::int64_t>& sizes) {
+    ALPASIM_CHECK(p.layer_graphs_built) << "the bound prices layers by their representatives";
+    const auto key = std::make_tuple(p.mbs, static_cast<int>(p.recompute), sizes);
+    auto it = point_bounds_.find(key);
+    if (it != point_bounds_.end()) return it->second;
+    std::vector<double> per_layer(static_cast<std::size_t>(p.num_layers), kInf);
+    for (const std::int64_t n : sizes) {
+      const auto& ct = layer_computes(p, n);
+      for (std::size_t l = 0; l < per_layer.size(); ++l) {
+        const auto& c = ct[static_cast<std::size_t>(p.rep[l])];  // as the search prices layer l
+        const double gpu_s = static_cast<double>(n) * (c.forward.value() + c.backward.value() +
+                                                       c.recompute.value());
+        per_layer[l] = std::min(per_layer[l], gpu_s);
+      }
+    }
+    double sum = 0;
+    for (const double x : per_layer) sum += x;
+    const double B = static_cast<double>(in_.global_batch_size / p.mbs);
+    const double bound = sizes.empty() ? 0.0
+        : std::max(0.0, B * sum / static_cast<double>(num_gpus_) * (1 - 1e-9) - 3e-9 * B);
+    point_bounds_.emplace(key, bound);
+    return bound;
   }
 
  private:
@@ -706,7 +797,8 @@ class Searcher {
   std::map<std::pair<std::int64_t, int>, std::unique_ptr<Point>> points_;
   std::map<std::string, LayerCost> costs_;
   std::map<std::string, intra_op::IntraOpPlan> plans_;
-  std::map<std::string, adapters::ComputeTimes> compute_;
+  std::map<std::tuple<std::int64_t, int, std::int64_t>, std::vector<adapters::ComputeTimes>> compute_;
+  std::map<std::tuple<std::int64_t, int, std::set<std::int64_t>>, double> point_bounds_;
   int solves_ = 0;
   int queries_ = 0;
 };
@@ -854,19 +946,47 @@ struct AlpaStats {
   std::vector<std::string> lines;
 };
 
-core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_point start,
-                                 bool restrict_to_data_parallel_meshes = false) {
-  const SearchInput& in = s.input();
-  const std::int64_t nodes = s.nodes(), gpn = s.gpn();
-  // Submeshes of Alpa §5.2, restricted for search speed (docs/search.md): above 4 nodes
-  // only power-of-two node counts; above 8 nodes only whole nodes (the DP then counts
-  // devices in nodes). Both keep Theorem 1's exact covering.
+// Submeshes of Alpa §5.2, restricted for search speed (docs/search.md): above 4 nodes
+// only power-of-two node counts; above 8 nodes only whole nodes (the DP then counts
+// devices in nodes). Both keep Theorem 1's exact covering.
+std::vector<SubmeshShape> alpa_submeshes(std::int64_t nodes, std::int64_t gpn) {
   std::vector<SubmeshShape> subs;
   for (const auto& sm : inter_op::submesh_shapes(nodes, gpn)) {
     if (nodes > 4 && sm.nodes > 1 && (sm.nodes & (sm.nodes - 1)) != 0) continue;
     if (nodes > 8 && sm.gpus_per_node < gpn) continue;
     subs.push_back(sm);
   }
+  return subs;
+}
+
+// Every mesh size a plan of mode "alpa" (the DP's submeshes, the equal partitions' N/p)
+// may use: the sizes Searcher::point_lower_bound_s minimises over.
+std::set<std::int64_t> alpa_mesh_sizes(const Searcher& s) {
+  std::set<std::int64_t> sizes;
+  for (const auto& sm : alpa_submeshes(s.nodes(), s.gpn())) sizes.insert(sm.size());
+  for (std::int64_t p = 1; p <= s.num_gpus(); p *= 2) {
+    if (s.num_gpus() % p == 0 && valid_submesh_size(s.num_gpus() / p, s.nodes(), s.gpn())) {
+      sizes.insert(s.num_gpus() / p);
+    }
+  }
+  return sizes;
+}
+
+// True when point pt's lower bound (point_lower_bound_s) exceeds the fitting incumbent's
+// time, so no plan of the point can beat it (SearchOptions::prune_points).
+bool point_cannot_win(Searcher& s, const Point& pt, const Evaluated& incumbent) {
+  if (!s.input().options.prune_points || s.minimize_memory || !incumbent.ok ||
+      !incumbent.prediction.fits) {
+    return false;
+  }
+  return s.point_lower_bound_s(pt, alpa_mesh_sizes(s)) > incumbent.prediction.iteration_time_s;
+}
+
+core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_point start,
+                                 bool restrict_to_data_parallel_meshes = false) {
+  const SearchInput& in = s.input();
+  const std::int64_t nodes = s.nodes(), gpn = s.gpn();
+  const std::vector<SubmeshShape> subs = alpa_submeshes(nodes, gpn);
   const std::int64_t max_cols = nodes > 8 ? gpn : std::numeric_limits<std::int64_t>::max();
   std::vector<std::pair<SubmeshShape, LogicalMesh>> meshes;
   std::vector<std::vector<LogicalMesh>> logical(subs.size());
@@ -890,10 +1010,21 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
                               " (microbatch, recompute) points");
         break;
       }
+      const auto tp0 = Clock::now();
+      ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(mbs, rc));
+      const auto tp1 = Clock::now();
+      // A point whose compute alone cannot beat the best plan so far is skipped before its
+      // intra-op solves. It neither stops the microbatch loop nor becomes `previous`: the
+      // loop then reaches at least the points it reached before (docs/search.md), so the
+      // result is never slower than without the skip.
+      if (point_cannot_win(s, *pt, best)) {
+        ++s.points_pruned;
+        continue;
+      }
       ++stats.points;
       stats.explored.insert({mbs, static_cast<int>(rc)});
-      ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(mbs, rc));
       ALPASIM_RETURN_IF_ERROR(s.ensure_costs(*pt, meshes));
+      const auto tp2 = Clock::now();
       const std::int64_t B = in.global_batch_size / mbs;
       // Clustered layers.
       const std::vector<int> starts = balanced_partition(layer_weights(*pt), in.options.max_layers);
@@ -1004,6 +1135,12 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
       }
       const double t = point_best.ok && point_best.prediction.fits
                            ? point_best.prediction.iteration_time_s : kInf;
+      if (std::getenv("ALPASIM_SEARCH_DEBUG") != nullptr) {
+        const auto tp3 = Clock::now();
+        auto sec = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+        std::fprintf(stderr, "POINT mbs %lld rc %d: graphs %.2f s, solves %.2f s, dp+sim %.2f s, best %.4f\n",
+                     static_cast<long long>(mbs), static_cast<int>(rc), sec(tp0, tp1), sec(tp1, tp2), sec(tp2, tp3), t);
+      }
       if (better(s, point_best, best)) best = std::move(point_best);
       if (std::isfinite(previous) && t > previous) break;
       previous = std::isfinite(t) ? t : previous;
@@ -1014,15 +1151,32 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
 }
 
 // Equal partitions (layers or FLOPs) over p equal submeshes, intra-op costs per stage.
+// With `incumbent` (a plan the caller keeps unless this returns a better one), points and
+// candidates that cannot beat it or the best partition so far are skipped unsimulated
+// (exact: the returned plan wins against the incumbent exactly when it did without).
 core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages = 0,
                                   std::int64_t forced_cols = 0,
+                                  const Evaluated* incumbent = nullptr,
                                   const std::set<std::pair<std::int64_t, int>>* only = nullptr) {
   const SearchInput& in = s.input();
+  const bool prune = in.options.prune_points && !s.minimize_memory;
   Evaluated best;
+  // The fitting plan to beat: the better of the incumbent and the best partition so far.
+  auto reference = [&]() -> const Evaluated* {
+    const Evaluated* r = nullptr;
+    for (const Evaluated* e : {incumbent, static_cast<const Evaluated*>(&best)}) {
+      if (e != nullptr && e->ok && e->prediction.fits &&
+          (r == nullptr || e->prediction.iteration_time_s < r->prediction.iteration_time_s)) {
+        r = e;
+      }
+    }
+    return r;
+  };
   for (schema::Recompute rc : in.options.recompute) {
     for (std::int64_t mbs : microbatch_sizes(in, 1)) {
       if (only != nullptr && !only->count({mbs, static_cast<int>(rc)})) continue;
       ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(mbs, rc));
+      if (prune && reference() != nullptr && point_cannot_win(s, *pt, *reference())) continue;
       const std::int64_t B = in.global_batch_size / mbs;
       for (int p = 1; p <= pt->num_layers; p *= 2) {
         if (forced_stages > 0 && p != forced_stages) continue;
@@ -1035,6 +1189,10 @@ core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages 
           for (int i = 0; i <= p; ++i) starts.push_back(i * pt->num_layers / p);
         }
         if (static_cast<int>(starts.size()) != p + 1) continue;
+        if (prune && reference() != nullptr &&
+            s.partition_lower_bound_s(*pt, starts, sub.size()) > reference()->prediction.iteration_time_s) {
+          continue;  // no logical mesh can make this partition fast enough
+        }
         for (const auto& mesh : logical_shapes(sub, std::numeric_limits<std::int64_t>::max())) {
           if (forced_cols > 0 && mesh.cols != forced_cols) continue;
           if (forced_cols == 0 && !model_axis_ok(mesh.cols, s.gpn())) continue;
@@ -1052,9 +1210,12 @@ core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages 
           }
           ALPASIM_ASSIGN_OR_RETURN(schema::Plan plan,
                                    make_plan(s, stages, B, schema::Schedule::kOneFOneB, 1, rc));
-          ALPASIM_ASSIGN_OR_RETURN(Evaluated e,
-                                   s.evaluate(plan, std::vector<int>(stages.size(), var)));
-          if (better(s, e, best)) best = std::move(e);
+          const Evaluated* ref = prune ? reference() : nullptr;
+          if (ref != nullptr) s.prune_above_s = ref->prediction.iteration_time_s;
+          auto e = s.evaluate(plan, std::vector<int>(stages.size(), var));
+          s.prune_above_s.reset();
+          if (!e.ok()) return e.status();
+          if (better(s, e.value(), best)) best = std::move(e).value();
           }
         }
       }
@@ -1287,8 +1448,15 @@ core::Result<Evaluated> run_mode(Searcher& s, const std::string& mode, AlpaStats
     // The structured partitions live in the same plan space and reuse the cached costs:
     // seeds the DP's top-K might miss (its stage model ignores cross-stage traffic, the
     // once-per-iteration gradient sync and the schedule).
+    // With compare_baselines: at every point, as the equal_layer / equal_operator /
+    // intra_op_only baselines do, whatever the time limit, so the searched plan is never
+    // slower than a baseline of its own plan space in the comparison (the baselines reuse
+    // the cached intra-op costs, so this costs no extra solves). Without: at the points
+    // the DP explored. Points and partitions that cannot beat `best` are skipped by their
+    // lower bounds (exact).
+    const auto* only = s.input().options.compare_baselines ? nullptr : &stats.explored;
     for (const bool by_flops : {false, true}) {
-      auto e = run_equal(s, by_flops, 0, 0, &stats.explored);
+      auto e = run_equal(s, by_flops, 0, 0, &best, only);
       if (e.ok() && better(s, e.value(), best)) {
         stats.lines.push_back(std::string("an equal-") + (by_flops ? "operator" : "layer") +
                               " partition simulated faster than the DP's candidates");
@@ -1431,6 +1599,12 @@ core::Result<SearchResult> search(const SearchInput& input) {
         std::to_string(stats.dp_passes) + " t_max passes over " +
         std::to_string(stats.t_max_candidates) + " distinct stage latencies; " +
         std::to_string(stats.simulated) + " candidate plans simulated");
+    if (s.points_pruned > 0 || s.candidates_pruned > 0) {
+      result.explanation.push_back(
+          "skipped by lower bounds: " + std::to_string(s.points_pruned) +
+          " (microbatch size, recompute) points, " + std::to_string(s.candidates_pruned) +
+          " equal-partition candidates");
+    }
     for (const auto& l : stats.lines) result.explanation.push_back(l);
   }
   fill_explanation(s, best, &result);

@@ -57,6 +57,10 @@ struct SearchOptions {
   /// the best plan so far. Exact (same plan, same bytes); false simulates every grid point,
   /// which the tests compare against.
   bool prune_grid = true;
+  /// Skip (microbatch, recompute) points whose compute lower bound cannot beat the best
+  /// plan so far, and equal-partition candidates whose simulation lower bound cannot
+  /// (docs/search.md "Search speed"). Never a slower result; false evaluates them all.
+  bool prune_points = true;
 };
 
 /// Everything the search needs. `cost` must be built for `cluster`.

@@ -257,3 +257,92 @@ TEST_CASE("the pruned Megatron grid chooses the same plan as simulating every gr
     CHECK(pruned.value().explanation == full.value().explanation);
   }
 }
+
+TEST_CASE("per_layer_compute equals layer_range_compute of every layer, bit for bit") {
+  ir::BuildOptions bo;
+  bo.microbatch_size = 2;
+  const ir::Graph fwd = ir::build_forward_graph(tiny_gpt(3), bo).value();
+  ir::TrainingOptions to;
+  to.recompute = ir::RecomputePolicy::kFull;
+  const ir::Graph g = ir::derive_training_graph(fwd, to);
+  const planner::SearchInput in = tiny_input("alpa");
+  for (const std::int64_t devices : {1, 2, 4}) {
+    CAPTURE(devices);
+    const auto all = planner::adapters::per_layer_compute(g, devices, *in.cost);
+    REQUIRE(static_cast<std::int32_t>(all.size()) == g.num_layers());
+    for (std::int32_t l = 0; l < g.num_layers(); ++l) {
+      CAPTURE(l);
+      const auto one = planner::adapters::layer_range_compute(g, l, l + 1, devices, *in.cost);
+      const auto& a = all[static_cast<std::size_t>(l)];
+      CHECK(a.forward.value() == one.forward.value());
+      CHECK(a.backward.value() == one.backward.value());
+      CHECK(a.recompute.value() == one.recompute.value());
+      CHECK(a.optimizer.value() == one.optimizer.value());
+      CHECK(one.forward.value() > 0);
+    }
+  }
+}
+
+TEST_CASE("lower-bound skips of points and equal partitions never change a plan for the worse") {
+  // prune_points = false evaluates every point and partition. Equal-partition modes must
+  // return the same bytes (the skip is exact there); mode alpa may reach more points when
+  // a point is skipped (docs/search.md), so it must be at least as fast.
+  struct Case { std::int64_t gpn; std::int64_t batch; };
+  for (const Case c : {Case{2, 16}, Case{4, 16}}) {
+    for (const std::string mode : {"alpa", "equal_layer", "equal_operator"}) {
+      CAPTURE(c.gpn);
+      CAPTURE(mode);
+      planner::SearchInput in = tiny_input(mode);
+      in.model = tiny_gpt(4);
+      in.cluster.gpus_per_node = c.gpn;
+      in.cost = cost_model::CostModel::create(
+                    in.cluster, cost_model::params_for_preset(shipped(), "aws-p3.16xlarge").value())
+                    .value();
+      in.global_batch_size = c.batch;
+      in.options.microbatch_sizes = {1, 2, 4, 8};
+      // 4 GPUs: recompute none only (the full-recompute layer graphs need the ILP on 2x2:
+      // seconds); 2 GPUs: both, so a full-recompute point is skipped by its bound.
+      if (c.gpn == 4) in.options.recompute = {schema::Recompute::kNone};
+      auto pruned = planner::search(in);
+      in.options.prune_points = false;
+      auto full = planner::search(in);
+      REQUIRE(pruned.ok());
+      REQUIRE(full.ok());
+      if (mode == "alpa") {
+        CHECK(pruned.value().prediction.iteration_time_s <= full.value().prediction.iteration_time_s);
+        // On 2 GPUs the full-recompute points' compute alone exceeds the best plan's time.
+        bool skipped = false;
+        for (const auto& line : pruned.value().explanation) {
+          skipped = skipped || line.find("skipped by lower bounds: ") == 0;
+        }
+        CHECK(skipped == (c.gpn == 2));
+      } else {
+        CHECK(schema::plan_to_json(pruned.value().plan).dump() ==
+              schema::plan_to_json(full.value().plan).dump());
+        CHECK(pruned.value().prediction.iteration_time_s == full.value().prediction.iteration_time_s);
+      }
+    }
+  }
+}
+
+TEST_CASE("with baselines compared, the search beats its in-space baselines even when its time limit cuts the DP short") {
+  // time_limit_s = 0: the DP explores its first (microbatch, recompute) point only, while
+  // the equal-partition baselines try every point; the search's equal-partition candidates
+  // then cover every point too, so none of those baselines can be faster.
+  planner::SearchInput in = tiny_input("alpa");
+  in.model = tiny_gpt(4);
+  in.options.microbatch_sizes = {1, 2, 4, 8};
+  in.options.time_limit_s = 0;
+  in.options.compare_baselines = true;
+  auto r = planner::search(in);
+  REQUIRE(r.ok());
+  bool saw_limit = false;
+  for (const auto& line : r.value().explanation) saw_limit = saw_limit || line.find("time limit") == 0;
+  CHECK(saw_limit);
+  for (const auto& b : r.value().baselines) {
+    CAPTURE(b.mode);
+    if (b.ok && (b.mode == "equal_layer" || b.mode == "equal_operator" || b.mode == "intra_op_only")) {
+      CHECK(r.value().prediction.iteration_time_s <= b.prediction.iteration_time_s);
+    }
+  }
+}
