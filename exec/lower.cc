@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <utility>
 
 #include "core/check.h"
 #include "ir/builders.h"
+#include "schema/block_layout.h"
 
 namespace alpasim::exec {
 namespace {
@@ -30,12 +32,8 @@ Instruction make_instruction(InstrKind kind, TaskKind task, OpId op, std::int32_
   return in;
 }
 
-/// How a tensor is laid out over a stage's data-parallel mesh.
-enum class Layout {
-  kBatch,       ///< axis 0 is the batch: device r holds rows [r·b, (r+1)·b)
-  kReplicated,  ///< every device holds the whole tensor
-  kPartial,     ///< every device holds a partial sum (a reduction over its batch rows)
-};
+/// How a tensor is laid out over a stage's data-parallel mesh (schema/block_layout.h).
+using Layout = schema::BatchLayout;
 
 enum class TaskType { kForward, kBackward, kOptimizer };
 
@@ -190,44 +188,7 @@ class Lowerer {
     ALPASIM_ASSIGN_OR_RETURN(ir::Graph two, training_graph(2));
     const ir::Graph& g = prog_.graphs[0];
     const std::size_t n = g.size();
-    if (one.size() != n || two.size() != n) {
-      return core::unimplemented("model " + g.meta.model_name +
-                                 ": the graph's operators change with the batch size");
-    }
-    layout_.assign(n, Layout::kReplicated);
-    bool any_batch = false;
-    for (std::size_t i = 0; i < n; ++i) {
-      const ir::Op& a = one.op(static_cast<OpId>(i));
-      const ir::Op& b = two.op(static_cast<OpId>(i));
-      const ir::Op& o = g.op(static_cast<OpId>(i));
-      if (a.out.shape != b.out.shape) {
-        bool axis0 = a.out.shape.size() == b.out.shape.size() && !a.out.shape.empty() &&
-                     b.out.shape[0] == 2 * a.out.shape[0];
-        for (std::size_t k = 1; axis0 && k < a.out.shape.size(); ++k) {
-          axis0 = a.out.shape[k] == b.out.shape[k];
-        }
-        if (!axis0) {
-          return core::unimplemented("op " + o.name +
-                                     ": the batch is not the leading axis of its output; the "
-                                     "executor splits batches along axis 0 only");
-        }
-        layout_[i] = Layout::kBatch;
-        any_batch = true;
-        continue;
-      }
-      if (o.kind == OpKind::kParameter) continue;
-      for (OpId in : o.inputs) {
-        if (layout_[static_cast<std::size_t>(in)] != Layout::kReplicated) {
-          layout_[i] = Layout::kPartial;
-        }
-      }
-      if (o.kind == OpKind::kOptimizer) layout_[i] = Layout::kReplicated;
-    }
-    if (!any_batch) {
-      return core::unimplemented("model " + g.meta.model_name +
-                                 ": no tensor scales with the batch size (a model file with "
-                                 "static shapes?); the executor needs a batch axis to split");
-    }
+    ALPASIM_ASSIGN_OR_RETURN(layout_, schema::classify_batch_layouts(g, one, two));
     // Stages, per-iteration ops, final gradients.
     op_stage_.assign(n, 0);
     per_iter_.assign(n, 0);
@@ -303,45 +264,10 @@ class Lowerer {
     hint_.assign(g.size(), nullptr);
     k_loss_ = mesh_size(loss_stage());
     if (opt_.ignore_operator_shardings) return core::ok_status();
-    std::map<std::string, std::vector<OpId>> by_name;  // names may repeat: k-th entry, k-th op
-    for (const ir::Op& o : g.ops()) by_name[o.name].push_back(o.id);
-    for (std::int32_t s = 0; s < S_; ++s) {
-      const auto& st = plan_.stages[static_cast<std::size_t>(s)];
-      const std::int64_t sizes[2] = {st.logical_rows, st.logical_cols};
-      std::map<std::string, std::size_t> seen;
-      for (std::size_t k = 0; k < st.shardings.size(); ++k) {
-        const auto& sh = st.shardings[k];
-        const std::string where = "plan: /stages/" + std::to_string(s) + "/shardings/" + std::to_string(k);
-        auto it = by_name.find(sh.op);
-        if (it == by_name.end()) {
-          return core::invalid_argument(where + "/op: expected an operator of the model graph, got \"" + sh.op + "\"");
-        }
-        const std::size_t occurrence = seen[sh.op]++;
-        if (occurrence >= it->second.size()) continue;  // more entries than ops of that name
-        const ir::Op& o = g.op(it->second[occurrence]);
-        if (op_stage_[static_cast<std::size_t>(o.id)] == s) hint_[static_cast<std::size_t>(o.id)] = &sh;
-        auto data_parallel = [&](OpId t, const schema::ShardingSpec& spec) {
-          const bool batch = layout_[static_cast<std::size_t>(t)] == Layout::kBatch;
-          for (int ax = 0; ax < spec.rank(); ++ax) {
-            for (int m : spec.mesh_axes(ax)) {
-              if (m < 0 || m > 1) return false;
-              if (sizes[m] > 1 && !(batch && ax == 0)) return false;
-            }
-          }
-          if (batch) {
-            for (int m = 0; m < 2; ++m) {
-              if (sizes[m] > 1 && !spec.uses_mesh_axis(m)) return false;
-            }
-          }
-          return true;
-        };
-        bool ok = data_parallel(o.id, sh.output);
-        for (std::size_t i = 0; ok && i < sh.inputs.size() && i < o.inputs.size(); ++i) {
-          ok = data_parallel(o.inputs[i], sh.inputs[i]);
-        }
-        if (!ok) sharded_[static_cast<std::size_t>(s)] = 1;
-      }
-    }
+    ALPASIM_ASSIGN_OR_RETURN(schema::OperatorShardings match,
+                             schema::match_operator_shardings(plan_, g, layout_, op_stage_));
+    hint_ = std::move(match.hint);
+    sharded_ = std::move(match.sharded);
     bool any = false;
     for (char c : sharded_) any = any || c;
     if (!any) return core::ok_status();
@@ -349,6 +275,8 @@ class Lowerer {
     ALPASIM_ASSIGN_OR_RETURN(ir::Graph full, training_graph(plan_.global_batch_size / M_));
     full_graph_ = static_cast<std::int32_t>(prog_.graphs.size());
     prog_.graphs.push_back(std::move(full));
+    // prog_.graphs grows no more (blocks_ keeps a reference to the full graph).
+    blocks_.emplace(plan_, prog_.graphs[static_cast<std::size_t>(full_graph_)], layout_, per_iter_, op_stage_, hint_);
     if (sharded_[static_cast<std::size_t>(loss_stage())]) {
       // The loss is a mean: each device's backward seed is the mean over its block of the
       // loss's input, so the summed gradients are k_loss times those of the batch mean.
@@ -363,89 +291,17 @@ class Lowerer {
   }
 
   // ---- per-operator shardings ----
-  /// How a tensor lies on a stage's 2-D mesh: per tensor axis the mesh axes splitting it
-  /// (only axes longer than 1, major first), and the mesh axes over which the blocks are
-  /// partial sums (bit m).
-  struct TLayout {
-    std::vector<std::vector<int>> axes;
-    unsigned partial = 0;
-    bool operator==(const TLayout&) const = default;
-  };
+  // The layout rules (schema/block_layout.h, shared with planner::stage_memory).
+  using TLayout = schema::BlockLayout;
+  using OpLayouts = schema::OpLayouts;
 
-  static std::string layout_key(const TLayout& l) {
-    std::string k;
-    for (const auto& a : l.axes) {
-      k += a.empty() ? "R" : "S";
-      for (int m : a) k += static_cast<char>('0' + m);
-    }
-    return k + "P" + std::to_string(l.partial);
-  }
-
-  std::int64_t msize(std::int32_t stage, int m) const {
-    const auto& st = plan_.stages[static_cast<std::size_t>(stage)];
-    return m == 0 ? st.logical_rows : st.logical_cols;
-  }
-
-  unsigned live_axes(std::int32_t stage) const {
-    return (msize(stage, 0) > 1 ? 1u : 0u) | (msize(stage, 1) > 1 ? 2u : 0u);
-  }
-
+  static std::string layout_key(const TLayout& l) { return schema::block_layout_key(l); }
+  std::int64_t msize(std::int32_t stage, int m) const { return blocks_->mesh_axis_size(stage, m); }
+  unsigned live_axes(std::int32_t stage) const { return blocks_->live_axes(stage); }
   const ir::Op& full_op(OpId t) const { return prog_.graphs[static_cast<std::size_t>(full_graph_)].op(t); }
-  const std::vector<std::int64_t>& gshape(OpId t) const { return full_op(t).out.shape; }
-
-  /// Drops what cannot apply: mesh axes of length 1, repeated mesh axes, splits that do not
-  /// divide the dimension, partial sums over an axis that also splits.
-  TLayout normalize(TLayout l, OpId t, std::int32_t stage) const {
-    const auto& shape = gshape(t);
-    l.axes.resize(shape.size());
-    unsigned used = 0;
-    for (std::size_t a = 0; a < shape.size(); ++a) {
-      std::vector<int> keep;
-      std::int64_t n = 1;
-      for (int m : l.axes[a]) {
-        if (m < 0 || m > 1 || msize(stage, m) <= 1 || (used & (1u << m))) continue;
-        if (shape[a] % (n * msize(stage, m)) != 0) continue;
-        keep.push_back(m);
-        used |= 1u << m;
-        n *= msize(stage, m);
-      }
-      l.axes[a] = keep;
-    }
-    l.partial &= live_axes(stage) & ~used;
-    return l;
-  }
-
-  TLayout from_spec(const schema::ShardingSpec* spec, OpId t, std::int32_t stage, const TLayout& fallback) const {
-    if (spec == nullptr || spec->rank() != static_cast<int>(gshape(t).size())) return fallback;
-    TLayout l;
-    for (int a = 0; a < spec->rank(); ++a) l.axes.push_back(spec->mesh_axes(a));
-    return normalize(l, t, stage);
-  }
-
-  /// The data-parallel layout (the lowering's default, and the layout at stage boundaries).
-  TLayout def_layout(OpId t, std::int32_t stage) const {
-    TLayout l;
-    l.axes.resize(gshape(t).size());
-    const auto i = static_cast<std::size_t>(t);
-    const Layout kind = per_iter_[i] && full_op(t).kind == OpKind::kParameter ? Layout::kReplicated : layout_[i];
-    if (kind == Layout::kBatch) {
-      for (int m = 0; m < 2; ++m) {
-        if (msize(stage, m) > 1) l.axes[0].push_back(m);
-      }
-    } else if (kind == Layout::kPartial) {
-      l.partial = live_axes(stage);
-    }
-    return l;
-  }
-
-  TLayout loss_input_layout(std::int32_t stage) const {
-    const ir::Op& loss = prog_.graphs[0].op(prog_.graphs[0].meta.loss);
-    const OpId x = loss.inputs[0];
-    const auto* h = hint_[static_cast<std::size_t>(loss.id)];
-    TLayout l = from_spec(h && !h->inputs.empty() ? &h->inputs[0] : nullptr, x, stage, def_layout(x, stage));
-    l.partial = 0;
-    return l;
-  }
+  TLayout def_layout(OpId t, std::int32_t stage) const { return blocks_->def_layout(t, stage); }
+  TLayout loss_input_layout(std::int32_t stage) const { return blocks_->loss_input_layout(stage); }
+  TLayout param_layout(OpId p, std::int32_t stage) { return blocks_->param_layout(p, stage); }
 
   std::array<std::int64_t, 2> coords(std::int32_t dev, std::int32_t stage) const {
     const std::int64_t r = rank_in(dev, stage);
@@ -455,19 +311,7 @@ class Lowerer {
   /// Offsets and local shape of `dev`'s block of tensor `t` in layout `l`.
   void block_of(OpId t, const TLayout& l, std::int32_t stage, std::int32_t dev,
                 std::vector<std::int64_t>& off, std::vector<std::int64_t>& local) const {
-    const auto& shape = gshape(t);
-    const auto c = coords(dev, stage);
-    off.assign(shape.size(), 0);
-    local = shape;
-    for (std::size_t a = 0; a < shape.size(); ++a) {
-      std::int64_t idx = 0, n = 1;
-      for (int m : l.axes[a]) {
-        idx = idx * msize(stage, m) + c[static_cast<std::size_t>(m)];
-        n *= msize(stage, m);
-      }
-      local[a] = shape[a] / n;
-      off[a] = idx * local[a];
-    }
+    blocks_->block_of(t, l, stage, coords(dev, stage), off, local);
   }
 
   /// The devices of `stage` that differ from `dev` only along the mesh axes in `mask`.
@@ -579,295 +423,12 @@ class Lowerer {
     return nb;
   }
 
-  /// Layouts one operator reads and writes on a sharded stage.
-  struct OpLayouts {
-    std::vector<TLayout> in;
-    TLayout out;
-    unsigned bias_partial = 0;  ///< dot with bias and a partial output: its partial axes
-  };
-
   TLayout current(std::int32_t dev, OpId t, std::int32_t mb) const {
     const auto& have = have_[static_cast<std::size_t>(dev)];
     auto it = have.find(key_of(t, mb));
     ALPASIM_CHECK(it != have.end()) << "input " << full_op(t).name << " missing on device " << dev;
     TLayout l = blayout_.at(it->second);
     l.partial = 0;
-    return l;
-  }
-
-  static void clear_axes(TLayout& l, std::size_t from) {
-    for (std::size_t a = from; a < l.axes.size(); ++a) l.axes[a].clear();
-  }
-
-  /// Axes of `out` mapped onto an operand of shape `in` that is a suffix (or a prefix when
-  /// `prefix`) of the output shape; false when it is neither.
-  static bool map_axes(const std::vector<std::int64_t>& in, const std::vector<std::int64_t>& out,
-                       const TLayout& ol, bool prefix, TLayout& l) {
-    l = TLayout{};
-    l.axes.resize(in.size());
-    if (in.size() > out.size()) return false;
-    const std::size_t base = prefix ? 0 : out.size() - in.size();
-    for (std::size_t a = 0; a < in.size(); ++a) {
-      if (in[a] == out[base + a]) {
-        l.axes[a] = ol.axes[base + a];
-      } else if (in[a] != 1) {
-        return false;
-      }
-    }
-    return true;
-  }
-
-  OpLayouts fallback_layouts(const ir::Op& o, std::int32_t stage) const {
-    OpLayouts r;
-    for (OpId x : o.inputs) r.in.push_back(def_layout(x, stage));
-    r.out = def_layout(o.id, stage);
-    return r;
-  }
-
-  OpLayouts layouts_of(std::int32_t dev, const ir::Op& o, std::int32_t stage, std::int32_t mb) {
-    const auto* h = hint_[static_cast<std::size_t>(o.id)];
-    const ir::Graph& gf = prog_.graphs[static_cast<std::size_t>(full_graph_)];
-    auto hin = [&](std::size_t i, const TLayout& otherwise) {
-      return from_spec(h && i < h->inputs.size() ? &h->inputs[i] : nullptr, o.inputs[i], stage, otherwise);
-    };
-    auto hout = [&](const TLayout& otherwise) { return from_spec(h ? &h->output : nullptr, o.id, stage, otherwise); };
-    const auto& oshape = gshape(o.id);
-    const std::size_t R = oshape.size();
-    OpLayouts r;
-    if (o.kind == OpKind::kInput || o.kind == OpKind::kConv2d || o.kind == OpKind::kPool) {
-      return fallback_layouts(o, stage);
-    }
-    if (o.kind == OpKind::kParameter) {
-      r.out = param_layout(o.id, stage);
-      return r;
-    }
-    if (o.kind == OpKind::kOptimizer) {
-      const TLayout p = current(dev, o.inputs[0], -1);
-      r.in = {p, p};
-      r.out = p;
-      return r;
-    }
-    if (o.id == gf.meta.loss) {
-      r.in = {loss_input_layout(stage)};
-      r.out = TLayout{};
-      r.out.axes.resize(R);
-      return r;
-    }
-    // Operands that are not partial, laid out per the hint or as they are.
-    auto operand = [&](std::size_t i) { return hin(i, current(dev, o.inputs[i], mb)); };
-    switch (o.kind) {
-      case OpKind::kDot: {
-        const ir::DotSpec& s = o.dot;
-        const std::string labels[2] = {s.lhs, s.rhs};
-        TLayout ops[2] = {operand(0), operand(1)};
-        std::map<char, std::vector<int>> label_axes;
-        unsigned used = 0;
-        for (int k = 0; k < 2; ++k) {
-          for (std::size_t a = 0; a < labels[k].size(); ++a) {
-            const char c = labels[k][a];
-            if (label_axes.count(c)) continue;
-            std::vector<int> keep;
-            for (int m : ops[k].axes[a]) {
-              if (!(used & (1u << m))) keep.push_back(m);
-            }
-            for (int m : keep) used |= 1u << m;
-            label_axes[c] = keep;
-          }
-        }
-        for (int k = 0; k < 2; ++k) {
-          for (std::size_t a = 0; a < labels[k].size(); ++a) ops[k].axes[a] = label_axes[labels[k][a]];
-          r.in.push_back(normalize(ops[k], o.inputs[static_cast<std::size_t>(k)], stage));
-        }
-        r.out.axes.resize(R);
-        for (std::size_t a = 0; a < s.out.size() && a < R; ++a) r.out.axes[a] = label_axes[s.out[a]];
-        for (const auto& [c, axes] : label_axes) {
-          if (s.out.find(c) != std::string::npos) continue;
-          for (int m : axes) r.out.partial |= 1u << m;
-        }
-        // normalize() must not drop a split the operands use (shapes agree by construction).
-        if (o.inputs.size() > 2) {
-          TLayout bias;
-          if (!map_axes(gshape(o.inputs[2]), oshape, r.out, false, bias)) return fallback_layouts(o, stage);
-          r.in.push_back(bias);
-          r.bias_partial = r.out.partial;
-        }
-        return r;
-      }
-      case OpKind::kElementwise: {
-        const std::string& fn = o.function;
-        if (fn == "broadcast") {
-          auto it = used_in_.find(o.source);
-          if (o.source == ir::kNoOp || it == used_in_.end() || it->second.empty()) return fallback_layouts(o, stage);
-          r.out = it->second[0];
-          r.out.partial = 0;
-          TLayout l;
-          if (!map_axes(gshape(o.inputs[0]), oshape, r.out, false, l)) return fallback_layouts(o, stage);
-          // reduce_map also needs the kept axes whole where the reduction maps them.
-          r.in = {l};
-          return r;
-        }
-        TLayout first;
-        bool have_first = false;
-        for (std::size_t i = 0; i < o.inputs.size(); ++i) {
-          if (gshape(o.inputs[i]) == oshape) {
-            first = operand(i);
-            have_first = true;
-            break;
-          }
-        }
-        r.out = hout(have_first ? first : [&] { TLayout t; t.axes.resize(R); return t; }());
-        r.out.partial = 0;
-        const bool rowwise = fn == "softmax_grad" || fn == "softmax_cross_entropy_grad";
-        if (rowwise && R > 0) clear_axes(r.out, R - 1);
-        const bool reshape = fn == "reshape" || fn == "identity" || fn == "cast";
-        for (std::size_t i = 0; i < o.inputs.size(); ++i) {
-          const auto& ishape = gshape(o.inputs[i]);
-          TLayout l;
-          if (ishape == oshape) {
-            l = r.out;
-          } else if (reshape) {
-            std::size_t p = 0;
-            while (p < ishape.size() && p < R && ishape[p] == oshape[p]) ++p;
-            clear_axes(r.out, p);
-            l.axes.assign(ishape.size(), {});
-            for (std::size_t a = 0; a < p; ++a) l.axes[a] = r.out.axes[a];
-          } else if (map_axes(ishape, oshape, r.out, false, l)) {
-          } else if (rowwise && map_axes(ishape, oshape, r.out, true, l)) {
-          } else {
-            return fallback_layouts(o, stage);
-          }
-          r.in.push_back(l);
-        }
-        // A reshape may have cleared axes after the inputs before it were set.
-        for (std::size_t i = 0; i < o.inputs.size(); ++i) {
-          if (gshape(o.inputs[i]) == oshape) r.in[i] = r.out;
-        }
-        return r;
-      }
-      case OpKind::kSoftmax:
-      case OpKind::kNorm: {
-        if (o.kind == OpKind::kNorm) {
-          const ir::Op& src = o.source != ir::kNoOp ? gf.op(o.source) : o;
-          if (src.norm == ir::NormType::kBatchNorm) return fallback_layouts(o, stage);
-        }
-        r.out = hout(operand(0));
-        r.out.partial = 0;
-        if (R > 0) clear_axes(r.out, o.kind == OpKind::kSoftmax && R >= 2 ? R - 2 : R - 1);
-        for (std::size_t i = 0; i < o.inputs.size(); ++i) {
-          const auto& ishape = gshape(o.inputs[i]);
-          TLayout l;
-          if (ishape == oshape) {
-            l = r.out;
-          } else {
-            l.axes.assign(ishape.size(), {});  // scale, shift: whole
-          }
-          r.in.push_back(l);
-        }
-        return r;
-      }
-      case OpKind::kReduce: {
-        const std::string& fn = o.function;
-        const auto& ishape = gshape(o.inputs[0]);
-        TLayout x = operand(0);
-        if (fn == "norm_scale_grad") {
-          // Batch-norm statistics are those of the device's rows: keep the forward's groups.
-          const ir::Op& src = o.source != ir::kNoOp ? gf.op(o.source) : o;
-          if (src.norm == ir::NormType::kBatchNorm) return fallback_layouts(o, stage);
-        }
-        if (fn == "softmax_cross_entropy" || fn == "norm_scale_grad") {
-          if (!ishape.empty()) clear_axes(x, ishape.size() - 1);
-          r.in.push_back(x);
-          for (std::size_t i = 1; i < o.inputs.size(); ++i) {
-            TLayout l;
-            if (gshape(o.inputs[i]) == ishape) {
-              l = x;
-            } else if (!map_axes(gshape(o.inputs[i]), ishape, x, true, l)) {
-              return fallback_layouts(o, stage);
-            }
-            r.in.push_back(l);
-          }
-          if (fn == "softmax_cross_entropy") {
-            if (!map_axes(oshape, ishape, x, true, r.out)) return fallback_layouts(o, stage);
-          } else {
-            r.out.axes.assign(R, {});
-            for (const auto& a : x.axes) {
-              for (int m : a) r.out.partial |= 1u << m;
-            }
-          }
-          return r;
-        }
-        if (fn != "sum" && fn != "mean") return fallback_layouts(o, stage);
-        std::int64_t on = 1;
-        for (std::int64_t v : oshape) on *= v;
-        const bool suffix = R <= ishape.size() && std::equal(oshape.begin(), oshape.end(), ishape.end() - static_cast<std::ptrdiff_t>(R));
-        if (on != 1 && !suffix) return fallback_layouts(o, stage);
-        const std::size_t lead = on == 1 ? ishape.size() : ishape.size() - R;
-        if (fn == "mean") clear_axes(x, 0);  // a mean of local means is not a sum: reduce whole
-        r.in = {x};
-        r.out.axes.assign(R, {});
-        if (on != 1) {
-          for (std::size_t a = 0; a < R; ++a) r.out.axes[a] = x.axes[lead + a];
-        }
-        for (std::size_t a = 0; a < lead; ++a) {
-          for (int m : x.axes[a]) r.out.partial |= 1u << m;
-        }
-        return r;
-      }
-      case OpKind::kEmbedding: {
-        if (o.function == "gather") {
-          TLayout table;
-          table.axes.assign(gshape(o.inputs[0]).size(), {});
-          r.out = hout(current(dev, o.inputs[1], mb).axes.size() + 1 == R
-                           ? [&] { TLayout t = current(dev, o.inputs[1], mb); t.axes.emplace_back(); return t; }()
-                           : def_layout(o.id, stage));
-          r.out.partial = 0;
-          if (R > 0) clear_axes(r.out, R - 1);
-          TLayout ids;
-          if (!map_axes(gshape(o.inputs[1]), oshape, r.out, true, ids)) return fallback_layouts(o, stage);
-          r.in = {table, ids};
-          return r;
-        }
-        if (o.function == "scatter_add") {
-          const auto& dshape = gshape(o.inputs[0]);
-          TLayout dy = operand(0);
-          if (!dshape.empty()) clear_axes(dy, dshape.size() - 1);
-          TLayout ids;
-          if (!map_axes(gshape(o.inputs[1]), dshape, dy, true, ids)) return fallback_layouts(o, stage);
-          r.in = {dy, ids};
-          r.out.axes.assign(R, {});
-          for (const auto& a : dy.axes) {
-            for (int m : a) r.out.partial |= 1u << m;
-          }
-          return r;
-        }
-        return fallback_layouts(o, stage);
-      }
-      default: return fallback_layouts(o, stage);
-    }
-  }
-
-  /// A parameter of a sharded stage is stored as its first consumer in the stage reads it
-  /// (the spec of that operand), whole when no spec says otherwise.
-  TLayout param_layout(OpId p, std::int32_t stage) {
-    auto it = param_layout_.find(p);
-    if (it != param_layout_.end()) return it->second;
-    TLayout l;
-    l.axes.assign(gshape(p).size(), {});
-    const ir::Graph& gf = prog_.graphs[static_cast<std::size_t>(full_graph_)];
-    for (const ir::Op& o : gf.ops()) {
-      if (op_stage_[static_cast<std::size_t>(o.id)] != stage || o.kind == OpKind::kOptimizer) continue;
-      const auto* h = hint_[static_cast<std::size_t>(o.id)];
-      bool found = false;
-      for (std::size_t i = 0; i < o.inputs.size(); ++i) {
-        if (o.inputs[i] != p) continue;
-        found = true;
-        if (h && i < h->inputs.size()) l = from_spec(&h->inputs[i], p, stage, l);
-        break;
-      }
-      if (found) break;
-    }
-    l.partial = 0;
-    param_layout_[p] = l;
     return l;
   }
 
@@ -888,14 +449,13 @@ class Lowerer {
 
   void emit_run_sharded(std::int32_t dev, OpId id, std::int32_t stage, std::int32_t mb, TaskKind task) {
     const ir::Op& o = prog_.graph_of_stage(stage).op(id);
-    const OpLayouts lay = layouts_of(dev, o, stage, mb);
+    const OpLayouts lay = blocks_->layouts_of(o, stage, [&](OpId t) { return current(dev, t, mb); });
     Instruction in = make_instruction(InstrKind::kRun, task, id, stage, mb);
     for (std::size_t i = 0; i < o.inputs.size(); ++i) {
       TLayout want = lay.in[i];
       if (i == 2 && o.kind == OpKind::kDot) want.partial = 0;
       in.inputs.push_back(materialize(dev, key_of(o.inputs[i], mb), want, stage, task));
     }
-    used_in_[id] = lay.in;
     auto& have = have_[static_cast<std::size_t>(dev)];
     const InstanceKey key = key_of(id, mb);
     auto it = have.find(key);
@@ -1497,9 +1057,8 @@ class Lowerer {
   std::vector<const schema::OperatorSharding*> hint_;          // per op (its stage's entry)
   std::int32_t full_graph_ = -1;                               // graph at microbatch samples
   std::int64_t k_loss_ = 1;                                    // loss shards (gradient scale)
-  std::map<OpId, TLayout> param_layout_;
+  std::optional<schema::BlockLayouts> blocks_;                // set when a stage is sharded
   std::map<BufferId, TLayout> blayout_;
-  std::map<OpId, std::vector<TLayout>> used_in_;               // layouts an op read (last run)
   std::vector<std::map<std::pair<InstanceKey, std::string>, BufferId>> alt_;  // per device
   std::map<std::string, std::int64_t> named_colls_;
 };

@@ -527,11 +527,12 @@ class Searcher {
     return e;
   }
 
-  // The executor's memory (stage_memory.h) of every chunk it lowers data parallel: one
-  // GPU, or, in a plan evaluated as written, no per-operator shardings (docs/executor.md).
-  // Sharded chunks (and a search candidate's multi-GPU chunks, sharded once emitted) keep
-  // the layer sums. Cached per (per-device batch, recompute, stage ranges, meshes, chunk,
-  // mesh size, weight-update sharding): the walk is O(operators of the graph).
+  // The executor's memory (stage_memory.h) of every chunk: one GPU, or, in a plan
+  // evaluated as written, a multi-GPU chunk lowered data parallel (stage_memory) or
+  // operator by operator from its shardings (sharded_stage_memory). A search candidate's
+  // multi-GPU chunks (sharded once emitted) keep the layer sums. Data-parallel walks are
+  // cached per (per-device batch, recompute, stage ranges, meshes, chunk, mesh size,
+  // weight-update sharding): the walk is O(operators of the graph).
   core::Status fill_stage_memory(const schema::Plan& plan, bool as_written, Lowering* lw) {
     const auto chunks = plan.stages.size();
     lw->chunk_memory.assign(chunks, std::nullopt);
@@ -543,7 +544,28 @@ class Searcher {
     for (std::size_t c = 0; c < chunks; ++c) {
       const auto& st = plan.stages[c];
       const auto d = static_cast<std::int64_t>(st.device_ids.size());
-      if (d < 1 || (d > 1 && (!as_written || !st.shardings.empty())) || mbs % d != 0) continue;
+      if (d < 1 || (d > 1 && !as_written) || mbs % d != 0) continue;
+      if (d > 1 && !st.shardings.empty()) {
+        // Lowered operator by operator unless every sharding is data parallel.
+        ALPASIM_ASSIGN_OR_RETURN(Point * full, point(mbs, plan.recompute, false));
+        ALPASIM_ASSIGN_OR_RETURN(Point * one, point(1, plan.recompute, false));
+        ALPASIM_ASSIGN_OR_RETURN(Point * two, point(2, plan.recompute, false));
+        ShardedStageMemoryInput ssi;
+        ssi.plan = &plan;
+        ssi.microbatch_graph = &full->graph;
+        ssi.one_sample_graph = &one->graph;
+        ssi.two_sample_graph = &two->graph;
+        ssi.stage = static_cast<int>(c);
+        auto sm = sharded_stage_memory(ssi);
+        if (!sm.ok()) {
+          if (sm.status().code() != core::StatusCode::kUnimplemented) return sm.status();
+          continue;  // unsupported layouts keep the sums
+        }
+        if (*sm) {
+          lw->chunk_memory[c] = **sm;
+          continue;
+        }
+      }
       const StageMemoryKey key{mbs / d, static_cast<int>(plan.recompute), starts, p,
                                static_cast<int>(c), d, st.weight_update_sharding};
       auto it = stage_memory_.find(key);
@@ -1138,8 +1160,9 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
       if (std::getenv("ALPASIM_SEARCH_DEBUG") != nullptr) {
         const auto tp3 = Clock::now();
         auto sec = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
-        std::fprintf(stderr, "POINT mbs %lld rc %d: graphs %.2f s, solves %.2f s, dp+sim %.2f s, best %.4f\n",
-                     static_cast<long long>(mbs), static_cast<int>(rc), sec(tp0, tp1), sec(tp1, tp2), sec(tp2, tp3), t);
+        std::fprintf(stderr, "POINT mbs %lld rc %d: graphs %.2f s, solves %.2f s, dp+sim %.2f s, best %.4f, lower bound %.4f\n",
+                     static_cast<long long>(mbs), static_cast<int>(rc), sec(tp0, tp1), sec(tp1, tp2), sec(tp2, tp3), t,
+                     s.point_lower_bound_s(*pt, alpa_mesh_sizes(s)));
       }
       if (better(s, point_best, best)) best = std::move(point_best);
       if (std::isfinite(previous) && t > previous) break;

@@ -1,10 +1,13 @@
 #include "planner/search/stage_memory.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "ir/autodiff.h"
+#include "schema/block_layout.h"
 
 namespace alpasim::planner {
 
@@ -214,6 +217,281 @@ core::Result<StageMemory> stage_memory(const StageMemoryInput& in) {
       << "stage_memory: " << level << " bytes of a microbatch outlive its backward";
   m.backward_working_bytes = peak - m.stored_bytes - m.backward_received_earlier_bytes;
   return m;
+}
+
+core::Result<std::optional<StageMemory>> sharded_stage_memory(const ShardedStageMemoryInput& in) {
+  ALPASIM_CHECK(in.plan != nullptr && in.microbatch_graph != nullptr && in.one_sample_graph != nullptr &&
+                in.two_sample_graph != nullptr)
+      << "sharded_stage_memory without a plan or graphs";
+  const schema::Plan& plan = *in.plan;
+  const ir::Graph& g = *in.microbatch_graph;
+  const std::size_t n = g.size();
+  const auto S = static_cast<std::int32_t>(plan.stages.size());
+  const std::int32_t s = in.stage;
+  const std::int64_t layers = g.num_layers();
+  if (S < 1 || s < 0 || s >= S || plan.stages.back().layer_end != layers) {
+    return core::invalid_argument("stage_memory: the stage ranges do not cover the graph's " +
+                                  std::to_string(layers) + " layers");
+  }
+  // As exec/lower.cc classifies ops: stage (by layer), per-iteration tensors, final gradients.
+  std::vector<std::int32_t> stage_of_layer(static_cast<std::size_t>(layers), 0);
+  for (std::int32_t k = 0; k < S; ++k) {
+    const auto& st = plan.stages[static_cast<std::size_t>(k)];
+    for (auto l = st.layer_begin; l < st.layer_end; ++l) {
+      if (l < 0 || l >= layers) {
+        return core::invalid_argument("stage_memory: the stage ranges do not cover the graph's " +
+                                      std::to_string(layers) + " layers");
+      }
+      stage_of_layer[static_cast<std::size_t>(l)] = k;
+    }
+  }
+  std::vector<std::int32_t> op_stage(n, 0);
+  std::vector<char> per_iter(n, 0), final_grad(n, 0);
+  std::vector<std::set<std::int32_t>> consumer_stages(n);
+  for (const ir::Op& o : g.ops()) {
+    const auto i = static_cast<std::size_t>(o.id);
+    op_stage[i] = stage_of_layer[static_cast<std::size_t>(o.layer)];
+    if (o.kind == OpKind::kParameter) per_iter[i] = 1;
+    if (o.kind == OpKind::kOptimizer) {
+      per_iter[i] = 1;
+      per_iter[static_cast<std::size_t>(o.inputs[1])] = 1;
+      final_grad[static_cast<std::size_t>(o.inputs[1])] = 1;
+    }
+  }
+  for (const ir::Op& o : g.ops()) {
+    for (OpId x : o.inputs) {
+      consumer_stages[static_cast<std::size_t>(x)].insert(op_stage[static_cast<std::size_t>(o.id)]);
+    }
+  }
+  ALPASIM_ASSIGN_OR_RETURN(std::vector<schema::BatchLayout> batch,
+                           schema::classify_batch_layouts(g, *in.one_sample_graph, *in.two_sample_graph));
+  ALPASIM_ASSIGN_OR_RETURN(schema::OperatorShardings match, schema::match_operator_shardings(plan, g, batch, op_stage));
+  if (!match.sharded[static_cast<std::size_t>(s)]) return std::optional<StageMemory>{};
+  if (plan.schedule == schema::Schedule::kInterleavedOneFOneB && plan.interleave > 1) {
+    return core::unimplemented("stage_memory: sharded stage " + std::to_string(s) + " in an interleaved schedule");
+  }
+  const std::set<std::int64_t> own(plan.stages[static_cast<std::size_t>(s)].device_ids.begin(),
+                                   plan.stages[static_cast<std::size_t>(s)].device_ids.end());
+  for (std::int32_t k = 0; k < S; ++k) {
+    if (k == s) continue;
+    for (std::int64_t d : plan.stages[static_cast<std::size_t>(k)].device_ids) {
+      if (own.count(d)) {
+        return core::unimplemented("stage_memory: sharded stage " + std::to_string(s) + " shares device " +
+                                   std::to_string(d) + " with stage " + std::to_string(k));
+      }
+    }
+  }
+  schema::BlockLayouts blocks(plan, g, batch, per_iter, op_stage, match.hint);
+  using schema::BlockLayout;
+
+  // One device's buffers and instructions for one microbatch (exec/lower.cc emits the same
+  // ones for every microbatch): an instruction allocates a buffer or touches some.
+  struct Buf {
+    std::int64_t bytes = 0;
+    bool per_iteration = false;  // held all iteration: not in the task walk
+    bool to_task_end = false;    // a task's copy of a per-iteration tensor (see below)
+  };
+  struct Instr {
+    int alloc = -1;
+    std::vector<int> touch;
+  };
+  std::vector<Buf> bufs;
+  std::vector<BlockLayout> held;  // per buffer: its layout now
+  std::vector<Instr> code;
+  using Key = std::pair<OpId, std::int32_t>;  // (tensor, microbatch 0 or -1)
+  std::map<Key, int> have;
+  std::map<std::pair<Key, std::string>, int> alt;
+  auto key_of = [&](OpId t) { return Key{t, per_iter[static_cast<std::size_t>(t)] ? -1 : 0}; };
+  bool in_task = false;
+  auto new_buffer = [&](OpId t, const BlockLayout& l, bool per_iteration) {
+    const int b = static_cast<int>(bufs.size());
+    bufs.push_back({blocks.block_bytes(t, l, s), per_iteration});
+    held.push_back(l);
+    code.push_back({b, {b}});
+    return b;
+  };
+  auto materialize = [&](const Key& key, const BlockLayout& want) {
+    const int b = have.at(key);
+    BlockLayout x = held[static_cast<std::size_t>(b)];
+    if (x == want) return b;
+    const unsigned reduce = x.partial & ~want.partial;
+    if (reduce) {  // all-reduce in place
+      code.push_back({-1, {b}});
+      x.partial &= ~reduce;
+      held[static_cast<std::size_t>(b)] = x;
+      if (x == want) return b;
+    }
+    const auto ak = std::make_pair(key, schema::block_layout_key(want));
+    if (auto it = alt.find(ak); it != alt.end()) return it->second;
+    const int nb = new_buffer(key.first, want, key.second < 0 && !in_task);
+    bufs[static_cast<std::size_t>(nb)].to_task_end = key.second < 0 && in_task;
+    code.push_back({-1, {nb, b}});  // the resharding copy
+    alt[ak] = nb;
+    return nb;
+  };
+  auto remote_consumer = [&](OpId t) {
+    for (std::int32_t to : consumer_stages[static_cast<std::size_t>(t)]) {
+      if (to != s) return true;
+    }
+    return false;
+  };
+  StageMemory m;
+  // Init: this stage's weights as their first reader reads them, then the copies sent.
+  std::vector<OpId> fwd, bwd, opt;
+  for (const ir::Op& o : g.ops()) {
+    if (op_stage[static_cast<std::size_t>(o.id)] != s) continue;
+    if (o.kind == OpKind::kParameter) {
+      const BlockLayout l = blocks.layouts_of(o, s, [](OpId) { return BlockLayout{}; }).out;
+      have[key_of(o.id)] = new_buffer(o.id, l, true);
+      m.parameter_bytes += bufs.back().bytes;
+    } else if (o.kind == OpKind::kOptimizer) {
+      opt.push_back(o.id);
+    } else {
+      (o.phase == ir::Phase::kForward ? fwd : bwd).push_back(o.id);
+    }
+  }
+  for (const ir::Op& o : g.ops()) {
+    const bool sent = o.kind == OpKind::kParameter && op_stage[static_cast<std::size_t>(o.id)] == s && remote_consumer(o.id);
+    if (!sent) continue;
+    code.push_back({-1, {materialize(key_of(o.id), blocks.def_layout(o.id, s))}});
+  }
+  const std::size_t init_end = code.size();
+  in_task = true;
+  auto current = [&](OpId t) { return held[static_cast<std::size_t>(have.at(key_of(t)))]; };
+  auto run_task = [&](const std::vector<OpId>& ops) {
+    // Remote inputs arrive at the task's start in the data-parallel layout.
+    for (OpId id : ops) {
+      for (OpId x : g.op(id).inputs) {
+        const Key key = key_of(x);
+        if (have.count(key) || op_stage[static_cast<std::size_t>(x)] == s) continue;
+        have[key] = new_buffer(x, blocks.def_layout(x, s), key.second < 0);
+        if (key.second < 0) m.received_parameter_bytes += bufs.back().bytes;
+      }
+    }
+    for (OpId id : ops) {
+      const ir::Op& o = g.op(id);
+      const schema::OpLayouts lay = blocks.layouts_of(o, s, current);
+      Instr run;
+      for (std::size_t i = 0; i < o.inputs.size(); ++i) {
+        BlockLayout want = lay.in[i];
+        if (i == 2 && o.kind == OpKind::kDot) want.partial = 0;
+        run.touch.push_back(materialize(key_of(o.inputs[i]), want));
+      }
+      const Key key = key_of(id);
+      auto it = have.find(key);
+      if (it == have.end()) {
+        it = have.emplace(key, new_buffer(id, lay.out, key.second < 0)).first;
+        if (final_grad[static_cast<std::size_t>(id)]) m.gradient_bytes += bufs.back().bytes;
+      }
+      run.touch.push_back(it->second);
+      code.push_back(run);
+      if (!per_iter[static_cast<std::size_t>(id)] && remote_consumer(id)) {
+        code.push_back({-1, {materialize(key, blocks.def_layout(id, s))}});  // the sends
+      }
+    }
+  };
+  run_task(fwd);
+  const std::size_t fwd_end = code.size();
+  run_task(bwd);
+  // Optimizer: gradients summed, then in their weight's layout (a copy, held all
+  // iteration, when the producer wrote another); states for the weight's block (1/k of it
+  // with weight-update sharding, k the devices holding the same block).
+  const auto& st = plan.stages[static_cast<std::size_t>(s)];
+  for (const ir::Op& o : g.ops()) {
+    if (!final_grad[static_cast<std::size_t>(o.id)] || op_stage[static_cast<std::size_t>(o.id)] != s) continue;
+    const auto it = have.find(key_of(o.id));
+    if (it == have.end()) continue;
+    BlockLayout x = held[static_cast<std::size_t>(it->second)];
+    x.partial = 0;
+    held[static_cast<std::size_t>(it->second)] = x;
+    OpId param = ir::kNoOp;
+    for (OpId u : opt) {
+      if (g.op(u).inputs[1] == o.id) param = g.op(u).inputs[0];
+    }
+    if (param == ir::kNoOp) continue;
+    const bool local_opt = op_stage[static_cast<std::size_t>(param)] == s;
+    const BlockLayout want = local_opt ? blocks.param_layout(param, s) : blocks.def_layout(param, s);
+    if (!(x == want)) m.gradient_bytes += blocks.block_bytes(o.id, want, s);
+  }
+  for (OpId u : opt) {
+    const ir::Op& o = g.op(u);
+    const auto pit = have.find(key_of(o.inputs[0]));
+    if (pit == have.end()) continue;  // exec/lower.cc receives it in the optimizer task
+    const BlockLayout& p = held[static_cast<std::size_t>(pit->second)];
+    std::vector<std::int64_t> off, local_shape;
+    blocks.block_of(o.inputs[0], p, s, {0, 0}, off, local_shape);
+    std::int64_t local = 1;
+    for (std::int64_t v : local_shape) local *= v;
+    unsigned used = 0;
+    for (const auto& a : p.axes) {
+      for (int ax : a) used |= 1u << ax;
+    }
+    const unsigned replicated = blocks.live_axes(s) & ~used;
+    std::int64_t k = 1;
+    for (int ax = 0; ax < 2; ++ax) {
+      if (replicated & (1u << ax)) k *= blocks.mesh_axis_size(s, ax);
+    }
+    if (st.weight_update_sharding && k > 1 && local % k == 0) local /= k;
+    const auto kind = o.function == "adam" ? ir::OptimizerKind::kAdam : ir::OptimizerKind::kSgd;
+    m.optimizer_state_bytes += local * ir::optimizer_state_bytes_per_parameter(kind, g.meta.dtype);
+  }
+  std::vector<std::size_t> last(bufs.size(), 0);
+  for (std::size_t i = 0; i < code.size(); ++i) {
+    for (int b : code[i].touch) last[static_cast<std::size_t>(b)] = i;
+  }
+  // A copy of a per-iteration tensor (a weight read in another layout) lives from the
+  // instruction that makes it in the first microbatch's task to its last reader in the
+  // last microbatch's (exec/lower.cc keys it by the weight, not the microbatch). Held all
+  // iteration here (parameter_bytes): copies made at init (for a send) and read by a task,
+  // copies made in the forward and read by the backward, and forward-only copies when a
+  // backward of this stage runs before the last forward (1F1B with more microbatches than
+  // warm-up forwards + 1). Otherwise a copy is held from where it is made to the end of the
+  // task making it: exact for the first microbatch's task; a later microbatch's task of
+  // the same kind holds it from its start (the simulator's per-task memory cannot say so).
+  const std::int64_t M = plan.num_microbatches;
+  const std::int64_t warm_up = std::min<std::int64_t>(S - s - 1, M);
+  const bool backward_before_last_forward = plan.schedule != schema::Schedule::kGpipe && M > warm_up + 1;
+  std::vector<std::size_t> made(bufs.size(), 0);
+  for (std::size_t i = 0; i < code.size(); ++i) {
+    if (code[i].alloc >= 0) made[static_cast<std::size_t>(code[i].alloc)] = i;
+  }
+  std::set<int> copies;
+  for (const auto& [k, b] : alt) copies.insert(b);
+  for (int b : copies) {
+    const auto bi = static_cast<std::size_t>(b);
+    Buf& x = bufs[bi];
+    if (x.to_task_end && made[bi] < fwd_end && (last[bi] >= fwd_end || backward_before_last_forward)) {
+      x.to_task_end = false;
+      x.per_iteration = true;
+    }
+    if (x.per_iteration && last[bi] >= init_end) m.parameter_bytes += x.bytes;
+    if (x.to_task_end) last[bi] = made[bi] < fwd_end ? fwd_end - 1 : code.size() - 1;
+  }
+  // The task walk: levels after each ALLOCATE, frees after each buffer's last instruction.
+  std::vector<std::vector<int>> frees(code.size());
+  for (std::size_t b = 0; b < bufs.size(); ++b) {
+    if (!bufs[b].per_iteration) frees[last[b]].push_back(static_cast<int>(b));
+  }
+  std::int64_t level = 0, fpeak = 0, bpeak = 0;
+  for (std::size_t i = init_end; i < code.size(); ++i) {
+    if (i == fwd_end) {
+      m.stored_bytes = level;
+      m.forward_working_bytes = fpeak - level;
+      bpeak = level;
+    }
+    const int a = code[i].alloc;
+    if (a >= 0 && !bufs[static_cast<std::size_t>(a)].per_iteration) level += bufs[static_cast<std::size_t>(a)].bytes;
+    (i < fwd_end ? fpeak : bpeak) = std::max(i < fwd_end ? fpeak : bpeak, level);
+    for (int b : frees[i]) level -= bufs[static_cast<std::size_t>(b)].bytes;
+  }
+  if (fwd_end == code.size()) {
+    m.stored_bytes = level;
+    m.forward_working_bytes = fpeak - level;
+    bpeak = level;
+  }
+  ALPASIM_CHECK(level == 0) << "sharded_stage_memory: " << level << " bytes of a microbatch outlive its backward";
+  m.backward_working_bytes = bpeak - m.stored_bytes;
+  return std::optional<StageMemory>(m);
 }
 
 }  // namespace alpasim::planner

@@ -1,10 +1,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/status.h"
 #include "ir/graph.h"
+#include "schema/plan.h"
 
 namespace alpasim::planner {
 
@@ -62,5 +64,35 @@ struct StageMemoryInput {
 /// kUnimplemented when a per-microbatch tensor is shared by two chunks of one mesh (its
 /// lifetime would span tasks of different stages, which this per-task summary cannot hold).
 core::Result<StageMemory> stage_memory(const StageMemoryInput& input);
+
+/// What sharded_stage_memory needs: a plan as written (with its per-operator shardings)
+/// and the executor's training graphs (its optimizer and recomputation) at the samples of
+/// one microbatch and at 1 and 2 samples (the batch axes, schema::classify_batch_layouts).
+struct ShardedStageMemoryInput {
+  const schema::Plan* plan = nullptr;
+  const ir::Graph* microbatch_graph = nullptr;  ///< at global batch / microbatches samples
+  const ir::Graph* one_sample_graph = nullptr;
+  const ir::Graph* two_sample_graph = nullptr;
+  int stage = 0;  ///< the plan stage
+};
+
+/// Memory of a stage the executor lowers operator by operator (a stage whose shardings are
+/// not all data parallel, schema::match_operator_shardings), per device (every device of
+/// the mesh holds blocks of the same sizes), by the executor's rules (exec/lower.cc,
+/// docs/executor.md "Sharded stages"): the layouts come from schema::BlockLayouts, the
+/// single implementation both use; every operand not held in the layout an operator reads
+/// is made so first (an in-place all-reduce of partial axes, then a resharding copy kept
+/// for later readers); a tensor sent to another mesh leaves in the data-parallel layout
+/// (another copy when needed); received tensors arrive in it; each buffer is freed after
+/// the last instruction touching it. Weights are stored as their first reader reads them,
+/// accumulated gradients as their producer writes them plus, when the optimizer reads them
+/// in another layout, a copy in the weight's layout (both held all iteration). Copies of
+/// per-iteration tensors (a weight read in another layout) count as held all iteration
+/// (parameter_bytes): exact while they are held at the peak, an upper bound otherwise.
+/// Returns nullopt when the executor lowers the stage data parallel (stage_memory then).
+/// Errors: kInvalidArgument as schema::match_operator_shardings, or when the plan's stages
+/// do not cover the graph's layers; kUnimplemented for interleaved schedules, meshes that
+/// share devices, and the batch-layout cases schema::classify_batch_layouts rejects.
+core::Result<std::optional<StageMemory>> sharded_stage_memory(const ShardedStageMemoryInput& input);
 
 }  // namespace alpasim::planner
