@@ -75,15 +75,6 @@ int run(const Options& opt) {
   }
   auto backend = apps::make_backend(opt.backend);
   if (!backend.ok()) return fail(backend.status());
-  // Sharded stages use instruction forms (resharding copies, bias dropped on partial sums,
-  // parameter blocks) that only the CPU backend implements so far.
-  const bool sharded = std::any_of(program->buffers.begin(), program->buffers.end(),
-                                   [](const exec::Buffer& b) { return !b.global_shape.empty(); });
-  if (sharded && (*backend)->name() != "cpu") {
-    return fail(core::unimplemented("backend " + (*backend)->name() +
-                                    ": stages with per-operator shardings run on the CPU backend only so far "
-                                    "(--backend cpu, or --data-parallel-default)"));
-  }
   exec::RunOptions ro;
   ro.iterations = opt.iterations;
   ro.warmup_iterations = opt.warmup;
