@@ -370,9 +370,10 @@ TEST_CASE("memory: planner::stage_memory rejects stage ranges that do not cover 
 }
 
 TEST_CASE("memory: the simulator's peak equals the executor's on the tiny Wide-ResNet (SGD, batch norm)") {
-  // 18 layers (stem, 16 bottleneck blocks, head) over two 1-GPU stages and over one 1x2
-  // data-parallel stage; the executor trains Wide-ResNet with SGD + momentum, so the search
-  // input says "sgd" too.
+  // 18 layers (stem, 16 bottleneck blocks, head) over two 1-GPU stages, over one 1x2
+  // data-parallel stage, and the search's plans (alpa on 2 and 4 GPUs; intra-op only on 2
+  // GPUs: a sharded stage); the executor trains Wide-ResNet with SGD + momentum, so the
+  // search input says "sgd" too.
   using testing::make_plan;
   using schema::Schedule;
   const ir::ModelConfig wrn = ::alpasim::testing::tiny_wide_resnet();
@@ -380,10 +381,21 @@ TEST_CASE("memory: the simulator's peak equals the executor's on the tiny Wide-R
   plans.push_back({"2 stages, 1F1B, 4 mb", make_plan(wrn, {{0, 9, 1, 1, {0}}, {9, 18, 1, 1, {1}}}, Schedule::kOneFOneB, 4, 8)});
   plans.push_back({"2 stages, GPipe, 2 mb", make_plan(wrn, {{0, 5, 1, 1, {0}}, {5, 18, 1, 1, {1}}}, Schedule::kGpipe, 2, 8)});
   plans.push_back({"1x2 data parallel, 2 mb", make_plan(wrn, {{0, 18, 1, 2, {0, 1}}}, Schedule::kOneFOneB, 2, 8)});
+  // The search's plans on 2 and 4 GPUs (sharded stages: the dense head row-parallel).
+  std::map<std::string, std::int64_t> gpus_of;
+  for (const auto& [mode, gpus] : std::vector<std::pair<std::string, std::int64_t>>{{"alpa", 2}, {"alpa", 4}, {"intra_op_only", 2}}) {
+    planner::SearchInput in = testing::small_search(wrn, mode, 8, gpus);
+    in.optimizer = "sgd";
+    auto r = planner::search(in);
+    REQUIRE_MESSAGE(r.ok(), r.status().message());
+    const std::string name = "searched " + mode + " plan on " + std::to_string(gpus) + " GPUs";
+    gpus_of[name] = gpus;
+    plans.push_back({name, r->plan});
+  }
   std::string table = "| tiny Wide-ResNet plan | device | executor peak | simulator peak |\n|---|---|---|---|\n";
   for (const auto& [name, plan] : plans) {
     CAPTURE(name);
-    planner::SearchInput in = p3_input(wrn, plan.global_batch_size, 1, 4);
+    planner::SearchInput in = p3_input(wrn, plan.global_batch_size, 1, gpus_of.count(name) ? gpus_of.at(name) : 4);
     in.optimizer = "sgd";
     auto r = planner::evaluate_plan(in, plan);
     REQUIRE_MESSAGE(r.ok(), r.status().message());
@@ -393,7 +405,12 @@ TEST_CASE("memory: the simulator's peak equals the executor's on the tiny Wide-R
     REQUIRE_MESSAGE(v.ok(), v.status().message());
     for (std::size_t d = 0; d < prog->code.size(); ++d) {
       CAPTURE(d);
-      const std::size_t mesh = plan.stages.size() == 1 ? 0 : d;
+      std::size_t mesh = 0;
+      for (std::size_t s = 0; s < prog->stage_devices.size(); ++s) {
+        for (std::int32_t x : prog->stage_devices[s]) {
+          if (static_cast<std::size_t>(x) == d) mesh = s;
+        }
+      }
       CHECK(v->peak_bytes[d] == r->prediction.peak_memory_bytes_per_stage[mesh]);
       table += "| " + name + " | " + std::to_string(d) + " | " + std::to_string(v->peak_bytes[d]) + " | " +
                std::to_string(r->prediction.peak_memory_bytes_per_stage[mesh]) + " |\n";
