@@ -1610,6 +1610,16 @@ core::Result<SearchResult> search(const SearchInput& input) {
     for (std::size_t i = 0; i < best.plan.stages.size(); ++i) {
       s.fill_shardings(*pt, &best.plan.stages[i], i < best.variants.size() ? best.variants[i] : 0);
     }
+    // The emitted plan priced as written: a candidate's multi-GPU stages carry per-layer
+    // memory sums, the plan's shardings the executor's exact walk (fill_stage_memory).
+    // Times are unchanged (same variants); this makes evaluate_plan(plan) reproduce the
+    // prediction byte for byte. A plan whose exact memory no longer fits is reported so.
+    ALPASIM_ASSIGN_OR_RETURN(Evaluated exact, s.evaluate(best.plan));
+    ALPASIM_CHECK(exact.prediction.iteration_time_s == best.prediction.iteration_time_s)
+        << "re-pricing the emitted plan changed its time: " << best.prediction.iteration_time_s
+        << " s -> " << exact.prediction.iteration_time_s << " s";
+    best.prediction = exact.prediction;
+    best.problem = std::move(exact.problem);
   }
   result.plan = best.plan;
   result.prediction = best.prediction;

@@ -116,6 +116,23 @@ TEST_CASE("the search is deterministic and its plan re-evaluates to the same pre
   CHECK(e.value().prediction.peak_memory_bytes == a.value().prediction.peak_memory_bytes);
 }
 
+TEST_CASE("a searched plan with sharded multi-GPU stages re-evaluates to the same memory") {
+  // intra_op_only: one stage on the 4 GPUs with per-operator shardings. During the search
+  // that stage's memory is a sum over layers; the emitted plan is priced by the executor's
+  // walk over its shardings, which is what evaluate_plan of the plan file sees.
+  planner::SearchInput in = tiny_input("intra_op_only");
+  auto r = planner::search(in);
+  REQUIRE(r.ok());
+  REQUIRE(r.value().plan.stages.size() == 1);
+  REQUIRE(r.value().plan.stages[0].device_ids.size() == 4);
+  REQUIRE_FALSE(r.value().plan.stages[0].shardings.empty());
+  auto e = planner::evaluate_plan(in, r.value().plan);
+  REQUIRE(e.ok());
+  CHECK(e.value().prediction.iteration_time_s == r.value().prediction.iteration_time_s);
+  CHECK(e.value().prediction.peak_memory_bytes == r.value().prediction.peak_memory_bytes);
+  CHECK(e.value().prediction.peak_memory_bytes_per_stage == r.value().prediction.peak_memory_bytes_per_stage);
+}
+
 TEST_CASE("a plan without weight-update sharding keeps whole optimizer states per replica") {
   // intra_op_only: one stage on the 4 GPUs; the search writes weight_update_sharding = true
   // (states split over the 4 devices). The same plan with the flag off keeps each replica's
