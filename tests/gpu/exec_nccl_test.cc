@@ -94,17 +94,7 @@ core::Result<exec::Program> sharded_plan() {
 /// each, priced with the shipped calibration (tests/unit/exec/search_fixtures.h's inputs).
 core::Result<exec::Program> searched_sharded_plan() {
   planner::SearchInput in;
-  ir::TransformerConfig t;
-  t.builtin = "gpt";
-  t.num_layers = 2;
-  t.hidden_size = 8;
-  t.num_heads = 2;
-  t.num_kv_heads = 2;
-  t.seq_len = 4;
-  t.vocab_size = 16;
-  t.ffn_hidden_size = 16;
-  ir::set_architecture_defaults(t);
-  in.model = {"tiny gpt", t};
+  in.model = ::alpasim::testing::tiny_gpt_hidden8();
   ALPASIM_ASSIGN_OR_RETURN(in.cluster, cluster::make_preset_cluster("aws-p3.16xlarge", 2));
   in.cluster.gpus_per_node = 2;
   ALPASIM_ASSIGN_OR_RETURN(cost_model::CalibratedParams params,

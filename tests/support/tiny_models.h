@@ -18,6 +18,22 @@ inline ir::ModelConfig tiny_wide_resnet() {
   return {"tiny wide-resnet", w};
 }
 
+/// A GPT with `layers` blocks of hidden 8 (2 heads, 4 tokens, vocabulary 16, FFN 16) for the
+/// executor's sharded-plan tests (CPU backend, and the same plans on the CUDA backend).
+inline ir::ModelConfig tiny_gpt_hidden8(std::int64_t layers = 2) {
+  ir::TransformerConfig t;
+  t.builtin = "gpt";
+  t.num_layers = layers;
+  t.hidden_size = 8;
+  t.num_heads = 2;
+  t.num_kv_heads = 2;
+  t.seq_len = 4;
+  t.vocab_size = 16;
+  t.ffn_hidden_size = 16;
+  ir::set_architecture_defaults(t);
+  return {"tiny gpt", t};
+}
+
 /// A 2-block GPT (hidden 16, 2 heads, 8 tokens, vocabulary 32, FFN 64; 4 model layers:
 /// embedding, 2 blocks, head) for the launcher, NCCL and CUDA-vs-CPU tests.
 inline ir::ModelConfig tiny_gpt_hidden16() {

@@ -56,19 +56,7 @@ inline ir::Graph build_mlp(std::int64_t batch, int hidden_layers) {
   return g;
 }
 
-inline ir::ModelConfig tiny_gpt(std::int64_t layers = 2) {
-  ir::TransformerConfig t;
-  t.builtin = "gpt";
-  t.num_layers = layers;
-  t.hidden_size = 8;
-  t.num_heads = 2;
-  t.num_kv_heads = 2;
-  t.seq_len = 4;
-  t.vocab_size = 16;
-  t.ffn_hidden_size = 16;
-  ir::set_architecture_defaults(t);
-  return {"tiny gpt", t};
-}
+inline ir::ModelConfig tiny_gpt(std::int64_t layers = 2) { return ::alpasim::testing::tiny_gpt_hidden8(layers); }
 
 using ::alpasim::testing::tiny_wide_resnet;  // tests/support/tiny_models.h
 
