@@ -1568,31 +1568,6 @@ bool is_search_mode(std::string_view mode) {
   return false;
 }
 
-// Writes the intra-op shardings into e's plan (modes that plan them) and prices the plan
-// as written: a candidate's multi-GPU stages carry per-layer memory sums, the written
-// plan's shardings the executor's exact walk (fill_stage_memory). Times are unchanged
-// (same variants); this makes evaluate_plan(plan) reproduce the prediction byte for byte,
-// and puts the searched plan and the baseline rows on the same memory footing. A plan
-// whose exact memory no longer fits is reported so (prediction.fits).
-core::Status emit_plan(Searcher& s, const std::string& mode, Evaluated* e) {
-  if (mode == "megatron" || mode == "data_parallel" || mode == "zero2" || mode == "zero3" ||
-      mode == "inter_op_only") {
-    return core::ok_status();
-  }
-  ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(e->plan.global_batch_size / e->plan.num_microbatches,
-                                               e->plan.recompute));
-  for (std::size_t i = 0; i < e->plan.stages.size(); ++i) {
-    s.fill_shardings(*pt, &e->plan.stages[i], i < e->variants.size() ? e->variants[i] : 0);
-  }
-  ALPASIM_ASSIGN_OR_RETURN(Evaluated exact, s.evaluate(e->plan));
-  ALPASIM_CHECK(exact.prediction.iteration_time_s == e->prediction.iteration_time_s)
-      << "re-pricing the emitted plan changed its time: " << e->prediction.iteration_time_s
-      << " s -> " << exact.prediction.iteration_time_s << " s";
-  e->prediction = exact.prediction;
-  e->problem = std::move(exact.problem);
-  return core::ok_status();
-}
-
 core::Result<SearchResult> search(const SearchInput& input) {
   ALPASIM_RETURN_IF_ERROR(check_input(input));
   const auto start = Clock::now();
@@ -1628,7 +1603,24 @@ core::Result<SearchResult> search(const SearchInput& input) {
   }
   if (!chosen.ok()) return chosen.status();
   Evaluated best = std::move(chosen).value();
-  ALPASIM_RETURN_IF_ERROR(emit_plan(s, input.mode, &best));
+  if (input.mode != "megatron" && input.mode != "data_parallel" && input.mode != "zero2" &&
+      input.mode != "zero3" && input.mode != "inter_op_only") {
+    ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(best.plan.global_batch_size / best.plan.num_microbatches,
+                                                 best.plan.recompute));
+    for (std::size_t i = 0; i < best.plan.stages.size(); ++i) {
+      s.fill_shardings(*pt, &best.plan.stages[i], i < best.variants.size() ? best.variants[i] : 0);
+    }
+    // The emitted plan priced as written: a candidate's multi-GPU stages carry per-layer
+    // memory sums, the plan's shardings the executor's exact walk (fill_stage_memory).
+    // Times are unchanged (same variants); this makes evaluate_plan(plan) reproduce the
+    // prediction byte for byte. A plan whose exact memory no longer fits is reported so.
+    ALPASIM_ASSIGN_OR_RETURN(Evaluated exact, s.evaluate(best.plan));
+    ALPASIM_CHECK(exact.prediction.iteration_time_s == best.prediction.iteration_time_s)
+        << "re-pricing the emitted plan changed its time: " << best.prediction.iteration_time_s
+        << " s -> " << exact.prediction.iteration_time_s << " s";
+    best.prediction = exact.prediction;
+    best.problem = std::move(exact.problem);
+  }
   result.plan = best.plan;
   result.prediction = best.prediction;
   auto resolved = sim::resolve_collectives(best.problem);
@@ -1658,9 +1650,6 @@ core::Result<SearchResult> search(const SearchInput& input) {
       std::string d;
       AlpaStats bs;
       auto e = run_mode(s, m, bs, start, &d);
-      if (e.ok()) {
-        if (auto st = emit_plan(s, m, &e.value()); !st.ok()) e = core::Result<Evaluated>(st);
-      }
       if (e.ok()) {
         row.ok = e.value().prediction.fits;
         row.prediction = e.value().prediction;

@@ -133,26 +133,6 @@ TEST_CASE("a searched plan with sharded multi-GPU stages re-evaluates to the sam
   CHECK(e.value().prediction.peak_memory_bytes_per_stage == r.value().prediction.peak_memory_bytes_per_stage);
 }
 
-TEST_CASE("baseline rows are priced as their own modes' emitted plans") {
-  // The comparison table must put the searched plan and the baselines on one footing: a
-  // baseline row's prediction equals the search of that mode alone, whose emitted plan is
-  // priced as written (intra_op_only: one sharded stage on the 4 GPUs).
-  planner::SearchInput in = tiny_input("alpa");
-  in.options.compare_baselines = true;
-  auto all = planner::search(in);
-  REQUIRE(all.ok());
-  auto alone = planner::search(tiny_input("intra_op_only"));
-  REQUIRE(alone.ok());
-  const planner::BaselineRow* row = nullptr;
-  for (const auto& b : all.value().baselines) {
-    if (b.mode == "intra_op_only") row = &b;
-  }
-  REQUIRE(row != nullptr);
-  REQUIRE(row->ok);
-  CHECK(row->prediction.iteration_time_s == alone.value().prediction.iteration_time_s);
-  CHECK(row->prediction.peak_memory_bytes == alone.value().prediction.peak_memory_bytes);
-}
-
 TEST_CASE("a plan without weight-update sharding keeps whole optimizer states per replica") {
   // intra_op_only: one stage on the 4 GPUs; the search writes weight_update_sharding = true
   // (states split over the 4 devices). The same plan with the flag off keeps each replica's
