@@ -546,7 +546,9 @@ class Searcher {
       const auto d = static_cast<std::int64_t>(st.device_ids.size());
       if (d < 1 || (d > 1 && !as_written) || mbs % d != 0) continue;
       if (d > 1 && !st.shardings.empty()) {
-        // Lowered operator by operator unless every sharding is data parallel.
+        // Lowered operator by operator unless every sharding is data parallel. Without
+        // sharded_memory_as_executor a sharded stage keeps the sums; a data-parallel one
+        // (nullopt below) still takes the data-parallel walk.
         ALPASIM_ASSIGN_OR_RETURN(Point * full, point(mbs, plan.recompute, false));
         ALPASIM_ASSIGN_OR_RETURN(Point * one, point(1, plan.recompute, false));
         ALPASIM_ASSIGN_OR_RETURN(Point * two, point(2, plan.recompute, false));
@@ -562,7 +564,7 @@ class Searcher {
           continue;  // unsupported layouts keep the sums
         }
         if (*sm) {
-          lw->chunk_memory[c] = **sm;
+          if (in_.options.sharded_memory_as_executor) lw->chunk_memory[c] = **sm;
           continue;
         }
       }

@@ -61,6 +61,14 @@ struct SearchOptions {
   /// plan so far, and equal-partition candidates whose simulation lower bound cannot
   /// (docs/search.md "Search speed"). Never a slower result; false evaluates them all.
   bool prune_points = true;
+  /// Memory of sharded stages (per-operator shardings that are not data parallel) in plans
+  /// evaluated as written: false (default) takes the intra-op solution's per-layer sums, the
+  /// need of a runtime that gathers a weight into another layout only while an operator
+  /// reads it (Alpa's); true takes alpa-exec's lowering (planner/search/stage_memory.h),
+  /// which keeps every gathered weight copy for the whole iteration: its high-water mark,
+  /// exactly, but up to 5x the sums on Wide-ResNet 13B. One-GPU and data-parallel stages
+  /// always use the executor's walk (equal to both).
+  bool sharded_memory_as_executor = false;
 };
 
 /// Everything the search needs. `cost` must be built for `cluster`.

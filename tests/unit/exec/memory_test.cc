@@ -151,8 +151,10 @@ TEST_CASE("memory: the simulator's peak per device equals the executor's high-wa
   for (const auto& [name, plan] : plans) {
     CAPTURE(name);
     const bool searched = nodes_of.count(name) > 0;
-    auto r = planner::evaluate_plan(
-        p3_input(plan.model, plan.global_batch_size, searched ? nodes_of.at(name) : 1, searched ? 2 : 4), plan);
+    planner::SearchInput in =
+        p3_input(plan.model, plan.global_batch_size, searched ? nodes_of.at(name) : 1, searched ? 2 : 4);
+    in.options.sharded_memory_as_executor = true;  // the executor's memory, not the sums
+    auto r = planner::evaluate_plan(in, plan);
     REQUIRE_MESSAGE(r.ok(), r.status().message());
     auto prog = lower_plan(plan);
     REQUIRE_MESSAGE(prog.ok(), prog.status().message());
@@ -397,6 +399,7 @@ TEST_CASE("memory: the simulator's peak equals the executor's on the tiny Wide-R
     CAPTURE(name);
     planner::SearchInput in = p3_input(wrn, plan.global_batch_size, 1, gpus_of.count(name) ? gpus_of.at(name) : 4);
     in.optimizer = "sgd";
+    in.options.sharded_memory_as_executor = true;
     auto r = planner::evaluate_plan(in, plan);
     REQUIRE_MESSAGE(r.ok(), r.status().message());
     auto prog = lower_plan(plan);

@@ -119,8 +119,10 @@ TEST_CASE("the search is deterministic and its plan re-evaluates to the same pre
 TEST_CASE("a searched plan with sharded multi-GPU stages re-evaluates to the same memory") {
   // intra_op_only: one stage on the 4 GPUs with per-operator shardings. During the search
   // that stage's memory is a sum over layers; the emitted plan is priced by the executor's
-  // walk over its shardings, which is what evaluate_plan of the plan file sees.
+  // walk over its shardings, which is what evaluate_plan of the plan file sees (with
+  // sharded_memory_as_executor; by default both keep the sums).
   planner::SearchInput in = tiny_input("intra_op_only");
+  in.options.sharded_memory_as_executor = true;
   auto r = planner::search(in);
   REQUIRE(r.ok());
   REQUIRE(r.value().plan.stages.size() == 1);
