@@ -558,6 +558,7 @@ class Searcher {
         ssi.one_sample_graph = &one->graph;
         ssi.two_sample_graph = &two->graph;
         ssi.stage = static_cast<int>(c);
+        ssi.classify_only = !in_.options.sharded_memory_as_executor;
         auto sm = sharded_stage_memory(ssi);
         if (!sm.ok()) {
           if (sm.status().code() != core::StatusCode::kUnimplemented) return sm.status();

@@ -267,6 +267,7 @@ core::Result<std::optional<StageMemory>> sharded_stage_memory(const ShardedStage
                            schema::classify_batch_layouts(g, *in.one_sample_graph, *in.two_sample_graph));
   ALPASIM_ASSIGN_OR_RETURN(schema::OperatorShardings match, schema::match_operator_shardings(plan, g, batch, op_stage));
   if (!match.sharded[static_cast<std::size_t>(s)]) return std::optional<StageMemory>{};
+  if (in.classify_only) return std::optional<StageMemory>(StageMemory{});
   if (plan.schedule == schema::Schedule::kInterleavedOneFOneB && plan.interleave > 1) {
     return core::unimplemented("stage_memory: sharded stage " + std::to_string(s) + " in an interleaved schedule");
   }

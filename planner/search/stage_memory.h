@@ -74,6 +74,10 @@ struct ShardedStageMemoryInput {
   const ir::Graph* one_sample_graph = nullptr;
   const ir::Graph* two_sample_graph = nullptr;
   int stage = 0;  ///< the plan stage
+  /// Only decide whether the executor lowers the stage operator by operator: a sharded
+  /// stage gives an all-zero StageMemory without the walk (callers that keep the planner's
+  /// sums for such stages, SearchOptions::sharded_memory_as_executor off).
+  bool classify_only = false;
 };
 
 /// Memory of a stage the executor lowers operator by operator (a stage whose shardings are
