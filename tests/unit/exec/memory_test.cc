@@ -86,6 +86,21 @@ std::vector<std::int64_t> high_water_receiving_at_task_start(const Program& p) {
   return out;
 }
 
+/// 2-D weight tiles on a 2x2 mesh, 1F1B, 2 microbatches, weight-update sharding: fc1's
+/// weight rows over axis 0 (a contracted dimension: partial sums) and columns over axis 1;
+/// fc2's the other way round.
+schema::Plan two_d_tile_plan(const ir::ModelConfig& gpt) {
+  auto spec = [](const char* text) { return *schema::ShardingSpec::parse(text); };
+  auto p = testing::make_plan(gpt, {{0, 4, 2, 2, {0, 1, 2, 3}}}, schema::Schedule::kOneFOneB, 2, 8);
+  for (int l = 0; l < 2; ++l) {
+    const std::string b = "block" + std::to_string(l) + "/";
+    p.stages[0].shardings.push_back({b + "mlp/fc1", "2d", {spec("RRS0"), spec("S0S1"), spec("S1")}, spec("RRS1")});
+    p.stages[0].shardings.push_back({b + "mlp/fc2", "2d", {spec("RRS1"), spec("S1S0"), spec("S0")}, spec("RRS0")});
+  }
+  p.stages[0].weight_update_sharding = true;
+  return p;
+}
+
 TEST_CASE("memory: the simulator's peak per device equals the executor's high-water mark for data-parallel, "
           "single-GPU (planner::stage_memory) and sharded stages (planner::sharded_stage_memory)") {
   using testing::make_plan;
@@ -131,19 +146,7 @@ TEST_CASE("memory: the simulator's peak per device equals the executor's high-wa
     REQUIRE_MESSAGE(p.ok(), p.status().message());
     plans.push_back({"Megatron, two 1x2 stages, 1F1B, 2 mb (sharded)", *p});
   }
-  {
-    // 2-D weight tiles on a 2x2 mesh (fc1's weight rows over axis 0, a contracted
-    // dimension: partial sums; columns over axis 1; fc2's the other way round).
-    auto spec = [](const char* text) { return *schema::ShardingSpec::parse(text); };
-    auto p = make_plan(gpt, {{0, 4, 2, 2, {0, 1, 2, 3}}}, Schedule::kOneFOneB, 2, 8);
-    for (int l = 0; l < 2; ++l) {
-      const std::string b = "block" + std::to_string(l) + "/";
-      p.stages[0].shardings.push_back({b + "mlp/fc1", "2d", {spec("RRS0"), spec("S0S1"), spec("S1")}, spec("RRS1")});
-      p.stages[0].shardings.push_back({b + "mlp/fc2", "2d", {spec("RRS1"), spec("S1S0"), spec("S0")}, spec("RRS0")});
-    }
-    p.stages[0].weight_update_sharding = true;
-    plans.push_back({"2-D weight tiles on 2x2, weight-update sharding, 2 mb (sharded)", p});
-  }
+  plans.push_back({"2-D weight tiles on 2x2, weight-update sharding, 2 mb (sharded)", two_d_tile_plan(gpt)});
   std::string table =
       "| plan | device | executor peak | simulator peak | executor peak, receives at their task's start | "
       "params+grads exec / sim | optimizer states exec / sim |\n"
@@ -434,22 +437,9 @@ TEST_CASE("memory: planner::sharded_stage_memory equals the first microbatch's t
   // in the weights' layouts) and optimizer states from the buffers; the first
   // microbatch's forward (bytes held after it, its peak above that) and backward (its
   // peak above its start, freeing the stored bytes) from the program's levels.
-  using testing::make_plan;
   const ir::ModelConfig gpt = testing::tiny_gpt(2);
-  auto spec = [](const char* text) { return *schema::ShardingSpec::parse(text); };
   std::vector<std::pair<std::string, schema::Plan>> plans;
-  {
-    // 2-D weight tiles on a 2x2 mesh (fc1: rows over axis 0, a contracted dimension:
-    // partial sums; columns over axis 1; fc2 the other way round), weight-update sharding.
-    auto p = make_plan(gpt, {{0, 4, 2, 2, {0, 1, 2, 3}}}, schema::Schedule::kOneFOneB, 2, 8);
-    for (int l = 0; l < 2; ++l) {
-      const std::string b = "block" + std::to_string(l) + "/";
-      p.stages[0].shardings.push_back({b + "mlp/fc1", "2d", {spec("RRS0"), spec("S0S1"), spec("S1")}, spec("RRS1")});
-      p.stages[0].shardings.push_back({b + "mlp/fc2", "2d", {spec("RRS1"), spec("S1S0"), spec("S0")}, spec("RRS0")});
-    }
-    p.stages[0].weight_update_sharding = true;
-    plans.push_back({"2-D weight tiles on 2x2, weight-update sharding, 2 mb", p});
-  }
+  plans.push_back({"2-D weight tiles on 2x2, weight-update sharding, 2 mb", two_d_tile_plan(gpt)});
   {
     auto p = schema::read_plan_file(std::string(ALPASIM_SOURCE_DIR) + "/tests/unit/exec/data/tiny_gpt_megatron_2stage.json");
     REQUIRE_MESSAGE(p.ok(), p.status().message());

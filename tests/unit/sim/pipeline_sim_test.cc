@@ -25,6 +25,17 @@ UniformPipelineSpec base(PipelineSchedule schedule, int p, int m, int v = 1) {
   return u;
 }
 
+// Per stage: static 400 MiB (parameters 100, gradients 100, optimizer states 200), 1000 MiB
+// stored per microbatch, a 10 MiB backward working set.
+UniformPipelineSpec with_memory(UniformPipelineSpec u) {
+  u.stage.parameter_bytes = core::mib(100);
+  u.stage.gradient_bytes = core::mib(100);
+  u.stage.optimizer_state_bytes = core::mib(200);
+  u.stage.stored_activation_bytes = core::mib(1000);
+  u.stage.working_activation_bytes = core::mib(10);
+  return u;
+}
+
 PipelineSimulation run(const PipelineProblem& pb) {
   auto r = simulate_pipeline(pb);
   REQUIRE(r.ok());
@@ -60,12 +71,7 @@ TEST_CASE("GPipe with unequal stages: Σ t_i + (B-1)·max t_j when backward ∝ 
 
 TEST_CASE("uniform 1F1B has GPipe's iteration time with min(p - s, B) microbatches in flight") {
   // Same bubble as GPipe (Narayanan et al. 2021 §2.2.1): (B + p - 1)(tf + tb) = 33 ms.
-  auto u = base(PipelineSchedule::kOneFOneB, 4, 8);
-  u.stage.parameter_bytes = core::mib(100);
-  u.stage.gradient_bytes = core::mib(100);
-  u.stage.optimizer_state_bytes = core::mib(200);
-  u.stage.stored_activation_bytes = core::mib(1000);
-  u.stage.working_activation_bytes = core::mib(10);
+  auto u = with_memory(base(PipelineSchedule::kOneFOneB, 4, 8));
   auto sim = run(make_uniform_problem(u));
   CHECK(iteration_ns(sim) == 33 * kMs);
   for (int s = 0; s < 4; ++s) {
@@ -475,12 +481,7 @@ TEST_CASE("a forward's working activations are held only while it runs, on top o
   // at its last warm-up forward (that forward's own included) and at every backward start.
   // The last warm-up forward adds its working set on top: peak = static 400 MiB +
   // 1000 · in_flight + max(forward working, backward working).
-  auto u = base(PipelineSchedule::kOneFOneB, 4, 8);
-  u.stage.parameter_bytes = core::mib(100);
-  u.stage.gradient_bytes = core::mib(100);
-  u.stage.optimizer_state_bytes = core::mib(200);
-  u.stage.stored_activation_bytes = core::mib(1000);
-  u.stage.working_activation_bytes = core::mib(10);
+  auto u = with_memory(base(PipelineSchedule::kOneFOneB, 4, 8));
   for (const std::int64_t fwd_working_mib : {50, 5}) {
     CAPTURE(fwd_working_mib);
     u.stage.forward_working_activation_bytes = core::mib(fwd_working_mib);
