@@ -13,9 +13,9 @@ struct Preset {
   InterNodeSpec inter;
 };
 
-// Sources: shared/reference/alpa_models.json "hardware" (p3.16xlarge: 8x V100 NVLink
+// Sources: validation/data/alpa_models.json "hardware" (p3.16xlarge: 8x V100 NVLink
 // hybrid cube-mesh, 6 NVLinks x 25 GB/s per direction, 25 Gb/s network) and
-// shared/reference/collectives.csv link-spec rows (A100: NVLink3 300 GB/s unidirectional
+// validation/data/collectives.csv link-spec rows (A100: NVLink3 300 GB/s unidirectional
 // per GPU through NVSwitch, 8x200 Gb/s HDR; H100/H200: NVLink4 450 GB/s, 8x400 Gb/s NDR).
 // Latencies are typical one-hop figures; calibrated values come from profiles.
 const std::vector<Preset>& presets() {

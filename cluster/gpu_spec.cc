@@ -17,7 +17,7 @@ core::FlopsPerSecond GpuSpec::peak(core::DType dtype) const {
 }
 
 const std::vector<GpuSpec>& gpu_specs() {
-  // Sources: NVIDIA datasheets as tabulated in shared/reference/gemm.csv (peaks) and the
+  // Sources: NVIDIA datasheets as tabulated in validation/data/gemm.csv (peaks) and the
   // V100/A100/H100/H200 product briefs (memory, HBM bandwidth). Memory is the marketed
   // capacity (GiB for V100/A100/H100; H200's 141 GB is decimal).
   static const std::vector<GpuSpec> kSpecs = {

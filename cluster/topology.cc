@@ -63,7 +63,7 @@ constexpr double kExhaustedBytesPerS = 1.0;
 
 // NVLink bundles of the 8-GPU V100 hybrid cube-mesh (DGX-1V, AWS p3.16xlarge): links per GPU
 // pair as printed by `nvidia-smi topo -m` (NV1/NV2); 0 = no NVLink (the pair uses PCIe).
-// Every row sums to 6 links (shared/reference/alpa_models.json hardware notes).
+// Every row sums to 6 links (validation/data/alpa_models.json hardware notes).
 constexpr int kCubeMesh[8][8] = {
     {0, 1, 1, 2, 2, 0, 0, 0}, {1, 0, 2, 1, 0, 2, 0, 0}, {1, 2, 0, 2, 0, 0, 1, 0},
     {2, 1, 2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 1, 1, 2}, {0, 2, 0, 0, 1, 0, 2, 1},

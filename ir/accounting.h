@@ -79,7 +79,7 @@ struct StateBytes {
 };
 StateBytes training_state_bytes(std::int64_t parameters, core::DType dtype, OptimizerKind opt);
 
-// ---- Published closed forms (../shared/reference/README.md) ----
+// ---- Published closed forms (validation/data/README.md) ----
 
 /// Megatron-LM SC'21 Eq. 2: P = 12·l·h² + 13·l·h + (V + s)·h (the paper writes it as
 /// 12lh²(1 + 13/(12h) + (V+s)/(12lh))). The GPT builder has exactly 2h more: the final

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Derives the shipped profiles from the published figures in shared/reference/.
+"""Derives the shipped profiles from the published figures in validation/data/.
 
 Usage: profiles/derive_from_reference.py [REFERENCE_DIR] [--check]
-  REFERENCE_DIR defaults to ../shared/reference; --check writes nothing and exits 1 when a
+  REFERENCE_DIR defaults to validation/data; --check writes nothing and exits 1 when a
   shipped profile differs from what the generator produces (CTest validation/profiles_in_sync).
 
 Writes profiles/<machine>/2026-08-22-derived.json for dgx-a100-80gb, hgx-h200, dgx-h100 and
@@ -28,7 +28,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ARGS = [a for a in sys.argv[1:] if a != "--check"]
 CHECK = "--check" in sys.argv[1:]
-REF = ARGS[0] if ARGS else os.path.join(HERE, "..", "..", "shared", "reference")
+REF = ARGS[0] if ARGS else os.path.join(HERE, "..", "validation", "data")
 DATE = "2026-08-22"  # date of the ml-engineering snapshot most rows come from
 
 
@@ -46,7 +46,7 @@ def cite(file, line, rows):
     r = rows[line]
     src = r.get("source", "")
     tool = r.get("tool", "") or r.get("software", "")
-    return f"shared/reference/{file} line {line}: {src}" + (f" ({tool})" if tool else "")
+    return f"validation/data/{file} line {line}: {src}" + (f" ({tool})" if tool else "")
 
 
 def provenance(machine, gpu, nccl, cublas, citation):
@@ -121,7 +121,7 @@ def a100():
     return {"schema_version": 1,
             "provenance": provenance("dgx-a100-80gb", "a100-80gb", "unknown (not stated)",
                                      "torch 2.6.0+cu126 (MAMF); cuBLAS 11.0 (chart)",
-                                     "shared/reference/collectives.csv and gemm.csv (A100 rows)"),
+                                     "validation/data/collectives.csv and gemm.csv (A100 rows)"),
             "gemm": g, "conv": [], "collectives": c, "links": links}
 
 
@@ -141,7 +141,7 @@ def h200():
     links = [link(128, "fit", "nvswitch", "p2p", 450.0, 396.40)]
     return {"schema_version": 1,
             "provenance": provenance("hgx-h200", "h200", "2.27.7", "torch 2.7.1+cu128 (MAMF)",
-                                     "shared/reference/collectives.csv and gemm.csv (H200 rows)"),
+                                     "validation/data/collectives.csv and gemm.csv (H200 rows)"),
             "gemm": g, "conv": [], "collectives": c, "links": links}
 
 
@@ -159,7 +159,7 @@ def h100():
     return {"schema_version": 1,
             "provenance": provenance("dgx-h100", "h100-sxm", "2.20.5 / unknown",
                                      "torch 2.7.0+cu126 (MAMF)",
-                                     "shared/reference/collectives.csv and gemm.csv (H100 rows)"),
+                                     "validation/data/collectives.csv and gemm.csv (H100 rows)"),
             "gemm": g, "conv": [], "collectives": c, "links": links}
 
 
@@ -167,7 +167,7 @@ def p3():
     links = [link(127, "fit", "nvlink", "p2p", 50.0, 47.9)]
     return {"schema_version": 1,
             "provenance": provenance("aws-p3.16xlarge", "v100-16gb", "unknown", "unknown",
-                                     "shared/reference/collectives.csv lines 125-127 (V100 NVLink "
+                                     "validation/data/collectives.csv lines 125-127 (V100 NVLink "
                                      "link specs and p2pBandwidthLatencyTest); gemm.csv line 31: "
                                      "no published V100 large-GEMM figure"),
             "gemm": [], "conv": [], "collectives": [], "links": links}
@@ -197,7 +197,7 @@ def main():
               + " (run the script to regenerate)")
         sys.exit(1)
     if CHECK:
-        print("shipped profiles are in sync with shared/reference")
+        print("shipped profiles are in sync with validation/data")
 
 
 if __name__ == "__main__":

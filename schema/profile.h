@@ -67,7 +67,7 @@ struct ConvEntry {
 };
 
 /// One collective measurement (nccl-tests conventions: message_bytes is the total size S;
-/// busbw = algbw · factor, README of shared/reference).
+/// busbw = algbw · factor, README of validation/data).
 struct CollectiveEntry {
   std::string collective;  ///< all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv
   std::string algorithm = "default";  ///< "default" (NCCL's choice), "ring", "tree", "nvls"

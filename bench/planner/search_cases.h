@@ -1,6 +1,6 @@
 #pragma once
 
-// The Alpa paper's evaluation cases (shared/reference/alpa_models.json, tables 6-8) as
+// The Alpa paper's evaluation cases (validation/data/alpa_models.json, tables 6-8) as
 // planner::SearchInput, for the search benchmark and the validation tables.
 
 #include <cstdint>

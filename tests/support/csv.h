@@ -6,7 +6,7 @@
 namespace alpasim::testing {
 
 /// Splits one CSV line (RFC 4180 subset: commas, double-quoted fields with "" escapes, no
-/// newlines inside fields) into its fields. Used by the tests that read shared/reference.
+/// newlines inside fields) into its fields. Used by the tests that read validation/data.
 inline std::vector<std::string> split_csv_line(const std::string& line) {
   std::vector<std::string> out;
   std::string cur;

@@ -1,4 +1,4 @@
-// Validation of the calibrated cost model against shared/reference/collectives.csv and
+// Validation of the calibrated cost model against validation/data/collectives.csv and
 // gemm.csv (docs/cost_model.md, "Validation"). Every in-scope CSV row is predicted and
 // printed with its error; rows are gated by rules fixed before the model was run:
 //   * busbw at >= 64 MiB (or a "large message" asymptote): |error| <= 10 %;
@@ -32,7 +32,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kReferenceDir = fs::path(ALPASIM_SOURCE_DIR "/../shared/reference");
+const fs::path kReferenceDir = fs::path(ALPASIM_SOURCE_DIR "/validation/data");
 const fs::path kProfilesDir = fs::path(ALPASIM_SOURCE_DIR "/profiles");
 constexpr double kBusbwTolerance = 0.10;
 constexpr double kLatencyTolerance = 0.30;
@@ -46,8 +46,8 @@ using Row = std::map<std::string, std::string>;
 std::map<int, Row> read_csv(const fs::path& path) {
   std::ifstream in(path);
   REQUIRE_MESSAGE(in.good(), "cannot read " << path.string()
-                                            << " (shared/reference must sit next to the "
-                                               "repository: ALPASIM_SOURCE_DIR/../shared)");
+                                            << " (the published figures the repository carries: "
+                                               "validation/data/README.md)");
   const auto split = alpasim::testing::split_csv_line;
   std::string line;
   std::getline(in, line);
@@ -148,7 +148,7 @@ void print(const std::vector<Outcome>& rows, const std::string& title) {
 TEST_CASE("NCCL bus bandwidth and latency against collectives.csv") {
   REQUIRE_MESSAGE(fs::exists(kReferenceDir / "collectives.csv"),
                   "missing " << (kReferenceDir / "collectives.csv").string()
-                             << ": validation needs shared/reference next to the repository");
+                             << ": validation needs validation/data next to the repository");
   const auto csv = read_csv(kReferenceDir / "collectives.csv");
   const auto roles = profile_roles();
   const Shipped& S = shipped();

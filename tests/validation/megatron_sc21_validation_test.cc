@@ -1,5 +1,5 @@
 // Validation of fixed-plan evaluation against published Megatron-LM figures
-// (../shared/reference). These rows are NEVER used to fit anything: the cost model comes
+// (validation/data). These rows are NEVER used to fit anything: the cost model comes
 // from the shipped profiles (calibrate_shipped_profiles), the plan from the paper.
 //
 // Plan choices for Megatron-LM SC'21 Table 1 (Narayanan et al. 2021), stated once here and
@@ -99,7 +99,7 @@ std::int64_t smallest_divisor_above_one(std::int64_t n) {
 // capped at the best measured efficiency): measured MAPE 9.3 %, worst row +14.0 %
 // (GPT-1008B). Nothing was tuned to these rows; docs/validation.md shows the table.
 TEST_CASE("Megatron-LM SC'21 table 1: TFLOP/s per GPU within 10% MAPE, no row worse than 20%") {
-  const auto rows = read_csv(ALPASIM_SOURCE_DIR "/../shared/reference/megatron_sc21_table1.csv");
+  const auto rows = read_csv(ALPASIM_SOURCE_DIR "/validation/data/megatron_sc21_table1.csv");
   REQUIRE(rows.size() == 10);
   double sum_abs = 0;
   double worst = 0;
@@ -153,7 +153,7 @@ TEST_CASE("Megatron-LM SC'21 table 1: TFLOP/s per GPU within 10% MAPE, no row wo
 TEST_CASE("Korthikanti 2022 table 4: one 22B layer's forward/backward within 15%") {
   // h = 6144, a = 64, s = 2048, microbatch 4, t = 8 on one DGX A100 node, a single layer.
   const auto rows =
-      read_csv(ALPASIM_SOURCE_DIR "/../shared/reference/korthikanti_2022_table4_per_layer.csv");
+      read_csv(ALPASIM_SOURCE_DIR "/validation/data/korthikanti_2022_table4_per_layer.csv");
   REQUIRE(rows.size() == 5);
   auto spec = cluster::make_preset_cluster("dgx-a100-80gb", 1);
   REQUIRE(spec.ok());

@@ -151,7 +151,7 @@ std::vector<ConvCase> conv_sweep(std::int64_t batch, core::DType dtype, bool qui
     std::int64_t layers, base, width;
     bool check;  // held-out config
   };
-  // Alpa (OSDI'22) table 8 model specs (shared/reference/alpa_models.json table8_wide_resnet):
+  // Alpa (OSDI'22) table 8 model specs (validation/data/alpa_models.json table8_wide_resnet):
   // architecture only, no result enters the profile.
   static const Wrn kConfigs[] = {
       {"250M", 50, 160, 2, false}, {"1B", 50, 320, 2, false},  {"2B", 50, 448, 2, true},

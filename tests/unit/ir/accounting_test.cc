@@ -1,5 +1,5 @@
 // Parameter, FLOP and activation accounting against the published formulas and tables
-// of ../shared/reference (validation only: nothing here is fitted to them).
+// of validation/data (validation only: nothing here is fitted to them).
 #include "ir/accounting.h"
 
 #include <doctest/doctest.h>

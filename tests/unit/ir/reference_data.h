@@ -1,6 +1,6 @@
 #pragma once
 
-// Finds and reads the published figures of ../shared/reference (beside the repository)
+// Finds and reads the published figures of validation/data (in the repository)
 // for the validation-style unit tests of ir/. Fails the test clearly when missing.
 
 #include <doctest/doctest.h>
@@ -14,12 +14,12 @@
 
 namespace alpasim::ir::testing {
 
-/// ALPASIM_SOURCE_DIR/../shared/reference/<name>; REQUIREs that it exists.
+/// ALPASIM_SOURCE_DIR/validation/data/<name>; REQUIREs that it exists.
 inline std::filesystem::path reference_file(const std::string& name) {
   const std::filesystem::path p =
-      std::filesystem::path(ALPASIM_SOURCE_DIR) / ".." / "shared" / "reference" / name;
+      std::filesystem::path(ALPASIM_SOURCE_DIR) / "validation" / "data" / name;
   INFO("reference data missing: expected " << p.string()
-       << " (the shared/ folder beside the repository; see ../shared/reference/README.md)");
+       << " (published figures carried by the repository; see validation/data/README.md)");
   REQUIRE(std::filesystem::exists(p));
   return p;
 }

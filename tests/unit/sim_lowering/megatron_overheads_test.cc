@@ -186,7 +186,7 @@ TEST_CASE("GEMM curve: capped at the best measured efficiency of the fit rows") 
   CHECK(t_small == doctest::Approx(std::max(1e9 / (0.45 * peak), t_memory)).epsilon(1e-12));
 
   // Calibrated from the shipped A100 profile: the ceiling is its best fit row, MAMF's
-  // 271.2 TFLOP/s (shared/reference/gemm.csv), so no bf16 GEMM is predicted faster.
+  // 271.2 TFLOP/s (validation/data/gemm.csv), so no bf16 GEMM is predicted faster.
   auto shipped = cost_model::calibrate_shipped_profiles(ALPASIM_SOURCE_DIR "/profiles");
   REQUIRE(shipped.ok());
   auto params = cost_model::params_for_preset(*shipped, "dgx-a100-80gb");
