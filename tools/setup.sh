@@ -10,8 +10,9 @@ build_dir="${ALPASIM_BUILD_DIR:-$root/build}"
 packages=(cmake ninja-build g++ make nlohmann-json3-dev libboost-graph-dev libglpk-dev
           libcli11-dev doctest-dev libbenchmark-dev libonnx-dev libprotobuf-dev)
 # Only for the test command (tools/test.sh sets ALPASIM_TEST_PACKAGES=1), so tools/run.sh
-# never pulls a browser: chromium for the headless test of the HTML report (tests/browser/).
-test_packages=(chromium)
+# never pulls a browser: chromium for the headless test of the HTML report (tests/browser/),
+# python3 for validation/profiles_in_sync (profiles/derive_from_reference.py --check).
+test_packages=(chromium python3)
 if [ "${ALPASIM_TEST_PACKAGES:-0}" = 1 ]; then packages+=("${test_packages[@]}"); fi
 missing=()
 for p in "${packages[@]}"; do
