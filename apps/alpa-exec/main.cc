@@ -2,7 +2,8 @@
 // A thin main: parsing, printing and files; lowering and backends live in exec/.
 //
 // Exit codes (docs/executor.md): 0 success, 1 user error or failed run (message on stderr),
-// 2 internal error, 77 no usable GPU for --backend cuda (a skip, as CTest counts it).
+// 2 internal error, 77 no GPU or no driver for --backend cuda (a skip, as CTest counts it;
+// apps/alpa-exec/exit_codes.h).
 #include <algorithm>
 #include <CLI/CLI.hpp>
 
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "apps/alpa-exec/backends.h"
+#include "apps/alpa-exec/exit_codes.h"
 #include "core/version.h"
 #include "exec/lower.h"
 #include "exec/trace.h"
@@ -21,10 +23,10 @@
 
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitUserError = 1;
-constexpr int kExitInternalError = 2;
-constexpr int kExitNoDevice = 77;
+using alpasim::apps::alpa_exec::kExitInternalError;
+using alpasim::apps::alpa_exec::kExitOk;
+using alpasim::apps::alpa_exec::kExitUserError;
+using alpasim::apps::alpa_exec::Step;
 
 struct Options {
   std::string plan;
@@ -39,10 +41,9 @@ struct Options {
   bool print_program = false;
 };
 
-int fail(const alpasim::core::Status& s) {
+int fail(const alpasim::core::Status& s, Step step = Step::kOther) {
   std::cerr << "alpa-exec: error: " << s.message() << "\n";
-  if (s.code() == alpasim::core::StatusCode::kUnavailable) return kExitNoDevice;
-  return s.code() == alpasim::core::StatusCode::kInternal ? kExitInternalError : kExitUserError;
+  return alpasim::apps::alpa_exec::exit_code_for(s.code(), step);
 }
 
 alpasim::core::Status write_file(const std::filesystem::path& path, const std::string& text) {
@@ -74,7 +75,7 @@ int run(const Options& opt) {
     prediction = *p;
   }
   auto backend = apps::make_backend(opt.backend);
-  if (!backend.ok()) return fail(backend.status());
+  if (!backend.ok()) return fail(backend.status(), Step::kCreateBackend);
   exec::RunOptions ro;
   ro.iterations = opt.iterations;
   ro.warmup_iterations = opt.warmup;

@@ -10,9 +10,41 @@ namespace {
 
 using Shape = std::vector<std::int64_t>;
 
-constexpr float kNormEps = 1e-5f;
-constexpr float kAdamLr = 1e-3f, kAdamBeta1 = 0.9f, kAdamBeta2 = 0.999f, kAdamEps = 1e-8f;
-constexpr float kSgdLr = 1e-2f, kSgdMomentum = 0.9f;
+// Every kernel is a template on the element type T: float is the backend's arithmetic;
+// double runs the same code for the finite-difference gradient checks
+// (tests/unit/exec/gradient_check_test.cc). Constants are written as floats and converted,
+// so both instantiations compute with the same values.
+template <class T> constexpr T kNormEps = static_cast<T>(1e-5f);
+template <class T> constexpr T kAdamLr = static_cast<T>(1e-3f);
+template <class T> constexpr T kAdamBeta1 = static_cast<T>(0.9f);
+template <class T> constexpr T kAdamBeta2 = static_cast<T>(0.999f);
+template <class T> constexpr T kAdamEps = static_cast<T>(1e-8f);
+template <class T> constexpr T kSgdLr = static_cast<T>(1e-2f);
+template <class T> constexpr T kSgdMomentum = static_cast<T>(0.9f);
+/// Rotary position embedding base (LLaMA, RoFormer): pair i of a head turns by
+/// position · kRotaryBase^(−2i/d) radians.
+constexpr double kRotaryBase = 10000.0;
+
+/// out[m, n] = sum_k lhs[m, k] · rhs[k, n], row-major. Blocked i-k-j loop: the inner loop
+/// streams a row of rhs and of out.
+template <class T>
+void matmul_t(const T* lhs, const T* rhs, T* out, std::int64_t m, std::int64_t n, std::int64_t k) {
+  constexpr std::int64_t kBlock = 64;
+  std::fill(out, out + m * n, T(0));
+  for (std::int64_t i0 = 0; i0 < m; i0 += kBlock) {
+    for (std::int64_t k0 = 0; k0 < k; k0 += kBlock) {
+      const std::int64_t i1 = std::min(i0 + kBlock, m), k1 = std::min(k0 + kBlock, k);
+      for (std::int64_t i = i0; i < i1; ++i) {
+        for (std::int64_t kk = k0; kk < k1; ++kk) {
+          const T a = lhs[i * k + kk];
+          const T* r = rhs + kk * n;
+          T* o = out + i * n;
+          for (std::int64_t j = 0; j < n; ++j) o[j] += a * r[j];
+        }
+      }
+    }
+  }
+}
 
 core::Status unsupported(const ir::Op& op, const std::string& why = "") {
   return core::unimplemented("op " + op.name + " (" + std::string(ir::op_kind_name(op.kind)) +
@@ -63,23 +95,61 @@ bool reduce_map(const Shape& in, const Shape& out, std::vector<std::int64_t>& ma
   return false;
 }
 
-float gelu(float x) {
-  const float k = 0.7978845608f;  // sqrt(2/pi), tanh approximation (GPT-2, Megatron)
-  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+template <class T>
+T gelu(T x) {
+  const T k = static_cast<T>(0.7978845608f);  // sqrt(2/pi), tanh approximation (GPT-2, Megatron)
+  const T c = static_cast<T>(0.044715f);
+  return T(0.5) * x * (T(1) + std::tanh(k * (x + c * x * x * x)));
 }
 
-float gelu_grad(float x) {
-  const float k = 0.7978845608f;
-  const float u = k * (x + 0.044715f * x * x * x);
-  const float t = std::tanh(u);
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * x * x);
+template <class T>
+T gelu_grad(T x) {
+  const T k = static_cast<T>(0.7978845608f);
+  const T c = static_cast<T>(0.044715f);
+  const T u = k * (x + c * x * x * x);
+  const T t = std::tanh(u);
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3) * c * x * x);
 }
 
-// ---- einsum ----
-core::Status einsum(const ir::Op& op, const std::vector<TensorView>& in, TensorView out) {
+/// SiLU (swish): x · sigmoid(x), LLaMA's SwiGLU activation.
+template <class T>
+T silu(T x) {
+  return x / (T(1) + std::exp(-x));
+}
+
+/// d silu / dx = sigmoid(x) · (1 + x · (1 − sigmoid(x))).
+template <class T>
+T silu_grad(T x) {
+  const T s = T(1) / (T(1) + std::exp(-x));
+  return s * (T(1) + x * (T(1) - s));
+}
+
+template <class T>
+using View = BasicTensorView<T>;
+
+/// True for an einsum that routes tokens by a MoE gate's output: the dispatch (forward or
+/// recomputed) and the gradient of its token operand ("grad_rhs"; ir/autodiff.cc gives it
+/// kind kMoeCombine, so the kind alone does not tell). Its lhs is the gate's combine
+/// weights, of which it uses only the pattern, as GShard's dispatch mask = (combine > 0);
+/// the graph gives the mask no gradient (ir/builders.cc), which this makes exact. The
+/// combine and its gradients use the weights.
+bool dispatches_by_mask(const ir::Graph& g, const ir::Op& op) {
+  const ir::Op& forward = op.source != ir::kNoOp ? g.op(op.source) : op;
+  return forward.kind == ir::OpKind::kMoeDispatch && !op.name.ends_with("/grad_lhs");
+}
+
+// ---- einsum (kDot, kMoeDispatch, kMoeCombine) ----
+template <class T>
+core::Status einsum(const ir::Graph& g, const ir::Op& op, const std::vector<View<T>>& in, View<T> out) {
   const ir::DotSpec& s = op.dot;
-  const TensorView& a = in[0];
-  const TensorView& b = in[1];
+  std::vector<T> mask;
+  View<T> a = in[0];
+  if (dispatches_by_mask(g, op)) {
+    mask.resize(static_cast<std::size_t>(a.size));
+    for (std::int64_t i = 0; i < a.size; ++i) mask[static_cast<std::size_t>(i)] = a.data[i] != T(0) ? T(1) : T(0);
+    a.data = mask.data();
+  }
+  const View<T>& b = in[1];
   auto strides = [](const Shape& sh) {
     Shape st(sh.size(), 1);
     for (std::size_t i = sh.size(); i-- > 1;) st[i - 1] = st[i] * sh[i];
@@ -126,7 +196,7 @@ core::Status einsum(const ir::Op& op, const std::vector<TensorView>& in, TensorV
   const auto ka = offsets(kdim, &Letter::sa), kb = offsets(kdim, &Letter::sb);
   const auto M = static_cast<std::int64_t>(ma.size()), N = static_cast<std::int64_t>(nb.size());
   const auto K = static_cast<std::int64_t>(ka.size());
-  std::vector<float> pa(static_cast<std::size_t>(M * K)), pb(static_cast<std::size_t>(K * N)),
+  std::vector<T> pa(static_cast<std::size_t>(M * K)), pb(static_cast<std::size_t>(K * N)),
       pc(static_cast<std::size_t>(M * N));
   for (std::size_t bi = 0; bi < ba.size(); ++bi) {
     for (std::int64_t m = 0; m < M; ++m) {
@@ -139,7 +209,7 @@ core::Status einsum(const ir::Op& op, const std::vector<TensorView>& in, TensorV
         pb[static_cast<std::size_t>(k * N + n)] = b.data[bb[bi] + kb[static_cast<std::size_t>(k)] + nb[static_cast<std::size_t>(n)]];
       }
     }
-    matmul(pa.data(), pb.data(), pc.data(), M, N, K);
+    matmul_t(pa.data(), pb.data(), pc.data(), M, N, K);
     for (std::int64_t m = 0; m < M; ++m) {
       for (std::int64_t n = 0; n < N; ++n) {
         out.data[bo[bi] + mo[static_cast<std::size_t>(m)] + no[static_cast<std::size_t>(n)]] = pc[static_cast<std::size_t>(m * N + n)];
@@ -154,7 +224,8 @@ core::Status einsum(const ir::Op& op, const std::vector<TensorView>& in, TensorV
 }
 
 // ---- convolution (NHWC, HWIO, SAME padding) ----
-void conv(const ir::ConvSpec& c, const float* x, const float* w, const float* dy, float* out) {
+template <class T>
+void conv(const ir::ConvSpec& c, const T* x, const T* w, const T* dy, T* out) {
   const std::int64_t ho = c.out_h(), wo = c.out_w();
   const std::int64_t pt = std::max<std::int64_t>((ho - 1) * c.stride + c.kh - c.h, 0) / 2;
   const std::int64_t pl = std::max<std::int64_t>((wo - 1) * c.stride + c.kw - c.w, 0) / 2;
@@ -193,17 +264,19 @@ void conv(const ir::ConvSpec& c, const float* x, const float* w, const float* dy
 }
 
 // ---- norms: rows of `width` elements (layer/RMS norm: last axis; batch-norm: channels) ----
+template <class T>
 struct NormStats {
-  std::vector<float> mean, inv_std;
+  std::vector<T> mean, inv_std;
 };
 
 /// Layer/RMS norm: per row; batch-norm: per channel over all rows.
-NormStats norm_stats(ir::NormType t, const float* x, std::int64_t rows, std::int64_t width) {
-  NormStats s;
+template <class T>
+NormStats<T> norm_stats(ir::NormType t, const T* x, std::int64_t rows, std::int64_t width) {
+  NormStats<T> s;
   const bool bn = t == ir::NormType::kBatchNorm;
   const std::int64_t groups = bn ? width : rows, count = bn ? rows : width;
-  s.mean.assign(static_cast<std::size_t>(groups), 0.0f);
-  s.inv_std.assign(static_cast<std::size_t>(groups), 0.0f);
+  s.mean.assign(static_cast<std::size_t>(groups), T(0));
+  s.inv_std.assign(static_cast<std::size_t>(groups), T(0));
   for (std::int64_t g = 0; g < groups; ++g) {
     double sum = 0, sq = 0;
     for (std::int64_t i = 0; i < count; ++i) {
@@ -213,14 +286,15 @@ NormStats norm_stats(ir::NormType t, const float* x, std::int64_t rows, std::int
     }
     const double mean = t == ir::NormType::kRmsNorm ? 0.0 : sum / static_cast<double>(count);
     const double var = sq / static_cast<double>(count) - mean * mean;
-    s.mean[static_cast<std::size_t>(g)] = static_cast<float>(mean);
-    s.inv_std[static_cast<std::size_t>(g)] = static_cast<float>(1.0 / std::sqrt(std::max(var, 0.0) + kNormEps));
+    s.mean[static_cast<std::size_t>(g)] = static_cast<T>(mean);
+    s.inv_std[static_cast<std::size_t>(g)] = static_cast<T>(1.0 / std::sqrt(std::max(var, 0.0) + kNormEps<double>));
   }
   return s;
 }
 
-void xhat(ir::NormType t, const float* x, std::int64_t rows, std::int64_t width, std::vector<float>& out) {
-  const NormStats s = norm_stats(t, x, rows, width);
+template <class T>
+void xhat(ir::NormType t, const T* x, std::int64_t rows, std::int64_t width, std::vector<T>& out) {
+  const NormStats<T> s = norm_stats(t, x, rows, width);
   const bool bn = t == ir::NormType::kBatchNorm;
   out.resize(static_cast<std::size_t>(rows * width));
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -234,15 +308,16 @@ void xhat(ir::NormType t, const float* x, std::int64_t rows, std::int64_t width,
 /// dx of y = xhat·gamma (+beta): per group of `count` elements,
 /// dx = inv_std · (dxh − mean(dxh) − xhat · mean(dxh · xhat)), dxh = dy · gamma
 /// (RMS norm: without the mean(dxh) term).
-void norm_grad(ir::NormType t, const float* dy, const float* x, const float* gamma, std::int64_t rows,
-               std::int64_t width, float* dx) {
-  const NormStats s = norm_stats(t, x, rows, width);
+template <class T>
+void norm_grad(ir::NormType t, const T* dy, const T* x, const T* gamma, std::int64_t rows,
+               std::int64_t width, T* dx) {
+  const NormStats<T> s = norm_stats(t, x, rows, width);
   const bool bn = t == ir::NormType::kBatchNorm;
   const std::int64_t groups = bn ? width : rows, count = bn ? rows : width;
   for (std::int64_t g = 0; g < groups; ++g) {
     auto at = [&](std::int64_t i) { return bn ? i * width + g : g * width + i; };
     double sum_d = 0, sum_dx = 0;
-    const float mean = s.mean[static_cast<std::size_t>(g)], inv = s.inv_std[static_cast<std::size_t>(g)];
+    const T mean = s.mean[static_cast<std::size_t>(g)], inv = s.inv_std[static_cast<std::size_t>(g)];
     for (std::int64_t i = 0; i < count; ++i) {
       const std::int64_t k = at(i);
       const double d = dy[k] * gamma[bn ? g : i];
@@ -255,7 +330,7 @@ void norm_grad(ir::NormType t, const float* dy, const float* x, const float* gam
       const std::int64_t k = at(i);
       const double d = dy[k] * gamma[bn ? g : i];
       const double xh = (x[k] - mean) * inv;
-      dx[k] = static_cast<float>(inv * (d - md - xh * mdx));
+      dx[k] = static_cast<T>(inv * (d - md - xh * mdx));
     }
   }
 }
@@ -269,39 +344,41 @@ bool is_causal_softmax(const ir::Graph& g, const ir::Op& op) {
   return f.name.find("attn/softmax") != std::string::npos;
 }
 
-void softmax_rows(const float* x, float* y, std::int64_t rows, std::int64_t width, std::int64_t causal_len) {
+template <class T>
+void softmax_rows(const T* x, T* y, std::int64_t rows, std::int64_t width, std::int64_t causal_len) {
   for (std::int64_t r = 0; r < rows; ++r) {
     // Causal: query position s = r mod S may see keys t <= s.
     const std::int64_t limit = causal_len > 0 ? (r % causal_len) + 1 : width;
-    const float* xr = x + r * width;
-    float* yr = y + r * width;
-    float mx = -std::numeric_limits<float>::infinity();
+    const T* xr = x + r * width;
+    T* yr = y + r * width;
+    T mx = -std::numeric_limits<T>::infinity();
     for (std::int64_t i = 0; i < limit; ++i) mx = std::max(mx, xr[i]);
     double sum = 0;
     for (std::int64_t i = 0; i < width; ++i) {
-      yr[i] = i < limit ? std::exp(xr[i] - mx) : 0.0f;
+      yr[i] = i < limit ? std::exp(xr[i] - mx) : T(0);
       sum += yr[i];
     }
-    for (std::int64_t i = 0; i < width; ++i) yr[i] = static_cast<float>(yr[i] / sum);
+    for (std::int64_t i = 0; i < width; ++i) yr[i] = static_cast<T>(yr[i] / sum);
   }
 }
 
-core::Status pool(const ir::Graph& g, const ir::Op& op, const std::vector<TensorView>& in, TensorView out) {
+template <class T>
+core::Status pool(const ir::Graph& g, const ir::Op& op, const std::vector<View<T>>& in, View<T> out) {
   const bool grad = op.function == "max_pool_grad";
   const ir::Op& f = grad ? g.op(op.source) : op;
   const Shape& xs = grad ? *in[1].shape : *in[0].shape;
-  const float* x = grad ? in[1].data : in[0].data;
+  const T* x = grad ? in[1].data : in[0].data;
   const std::int64_t N = xs[0], H = xs[1], W = xs[2], C = xs[3];
   const std::int64_t k = f.pool_window, st = f.pool_stride;
   const std::int64_t ho = (H + st - 1) / st, wo = (W + st - 1) / st;
   const std::int64_t pt = std::max<std::int64_t>((ho - 1) * st + k - H, 0) / 2;
   const std::int64_t pl = std::max<std::int64_t>((wo - 1) * st + k - W, 0) / 2;
-  if (grad) std::fill(out.data, out.data + out.size, 0.0f);
+  if (grad) std::fill(out.data, out.data + out.size, T(0));
   for (std::int64_t n = 0; n < N; ++n) {
     for (std::int64_t oy = 0; oy < ho; ++oy) {
       for (std::int64_t ox = 0; ox < wo; ++ox) {
         for (std::int64_t c = 0; c < C; ++c) {
-          float best = -std::numeric_limits<float>::infinity();
+          T best = -std::numeric_limits<T>::infinity();
           std::int64_t arg = -1;
           for (std::int64_t ky = 0; ky < k; ++ky) {
             const std::int64_t iy = oy * st + ky - pt;
@@ -329,7 +406,36 @@ core::Status pool(const ir::Graph& g, const ir::Op& op, const std::vector<Tensor
   return core::ok_status();
 }
 
-core::Status elementwise(const ir::Graph& g, const ir::Op& op, const std::vector<TensorView>& in, TensorView out) {
+/// Rotary position embedding (RoFormer; LLaMA's "rotate half" layout) of x [b, s, ..., d]:
+/// for j < d/2 the pair (x_j, x_{j+d/2}) of every head turns by s · kRotaryBase^(−2j/d)
+/// radians, s the position on axis 1. `sign` −1 turns back: the gradient, since a rotation's
+/// transpose is its inverse. The position axis must be whole (not split by a sharding).
+template <class T>
+core::Status rotary(const ir::Op& op, const View<T>& x, View<T> out, double sign) {
+  const Shape& s = *out.shape;
+  if (s.size() < 3 || s.back() % 2 != 0) return unsupported(op, "rotary needs [batch, seq, ..., even head dim]");
+  if (op.out.shape.size() != s.size() || op.out.shape[1] != s[1]) {
+    return unsupported(op, "rotary with the sequence axis split");
+  }
+  const std::int64_t d = s.back(), half = d / 2, seq = s[1], per_pos = product(s, 2, s.size());
+  for (std::int64_t row = 0; row < out.size / d; ++row) {
+    const std::int64_t pos = (row * d / per_pos) % seq;
+    const T* xr = x.data + row * d;
+    T* yr = out.data + row * d;
+    for (std::int64_t j = 0; j < half; ++j) {
+      const double angle = sign * static_cast<double>(pos) *
+                           std::pow(kRotaryBase, -2.0 * static_cast<double>(j) / static_cast<double>(d));
+      const T c = static_cast<T>(std::cos(angle)), sn = static_cast<T>(std::sin(angle));
+      const T x1 = xr[j], x2 = xr[j + half];
+      yr[j] = x1 * c - x2 * sn;
+      yr[j + half] = x2 * c + x1 * sn;
+    }
+  }
+  return core::ok_status();
+}
+
+template <class T>
+core::Status elementwise(const ir::Graph& g, const ir::Op& op, const std::vector<View<T>>& in, View<T> out) {
   const std::string& fn = op.function;
   const std::int64_t n = out.size;
   auto operand = [&](std::size_t i, std::int64_t j) {
@@ -352,22 +458,28 @@ core::Status elementwise(const ir::Graph& g, const ir::Op& op, const std::vector
   } else if (fn == "reshape" || fn == "identity" || fn == "cast") {
     std::copy(in[0].data, in[0].data + n, out.data);
   } else if (fn == "dropout_mask" || fn == "ones") {
-    std::fill(out.data, out.data + n, 1.0f);  // dropout rate 0: see docs/executor.md
+    std::fill(out.data, out.data + n, T(1));  // dropout rate 0: see docs/executor.md
   } else if (fn == "gelu") {
     for (std::int64_t j = 0; j < n; ++j) out.data[j] = gelu(in[0].data[j]);
   } else if (fn == "gelu_grad") {
     for (std::int64_t j = 0; j < n; ++j) out.data[j] = in[0].data[j] * gelu_grad(in[1].data[j]);
+  } else if (fn == "silu") {
+    for (std::int64_t j = 0; j < n; ++j) out.data[j] = silu(in[0].data[j]);
+  } else if (fn == "silu_grad") {
+    for (std::int64_t j = 0; j < n; ++j) out.data[j] = in[0].data[j] * silu_grad(in[1].data[j]);
+  } else if (fn == "rotary" || fn == "rotary_grad") {
+    return rotary(op, in[0], out, fn == "rotary" ? 1.0 : -1.0);
   } else if (fn == "relu") {
-    for (std::int64_t j = 0; j < n; ++j) out.data[j] = std::max(in[0].data[j], 0.0f);
+    for (std::int64_t j = 0; j < n; ++j) out.data[j] = std::max(in[0].data[j], T(0));
   } else if (fn == "relu_grad") {
-    for (std::int64_t j = 0; j < n; ++j) out.data[j] = in[1].data[j] > 0 ? in[0].data[j] : 0.0f;
+    for (std::int64_t j = 0; j < n; ++j) out.data[j] = in[1].data[j] > 0 ? in[0].data[j] : T(0);
   } else if (fn == "broadcast") {
     // Gradient of a reduction: spread dy back; a mean divides by the elements it averaged.
     std::vector<std::int64_t> map;
     if (!reduce_map(*out.shape, *in[0].shape, map)) return unsupported(op, "unsupported reduction shape");
-    float f = 1.0f;
+    T f = T(1);
     if (op.source != ir::kNoOp && g.op(op.source).function == "mean") {
-      f = static_cast<float>(in[0].size) / static_cast<float>(n);
+      f = static_cast<T>(in[0].size) / static_cast<T>(n);
     }
     for (std::int64_t j = 0; j < n; ++j) out.data[j] = in[0].data[map[static_cast<std::size_t>(j)]] * f;
   } else if (fn == "softmax_grad") {
@@ -376,15 +488,15 @@ core::Status elementwise(const ir::Graph& g, const ir::Op& op, const std::vector
       double dot = 0;
       for (std::int64_t i = 0; i < w; ++i) dot += in[0].data[r * w + i] * in[1].data[r * w + i];
       for (std::int64_t i = 0; i < w; ++i) {
-        out.data[r * w + i] = static_cast<float>(in[1].data[r * w + i] * (in[0].data[r * w + i] - dot));
+        out.data[r * w + i] = static_cast<T>(in[1].data[r * w + i] * (in[0].data[r * w + i] - dot));
       }
     }
   } else if (fn == "softmax_cross_entropy_grad") {
     // d/dlogits of −log softmax(logits)[label], times the per-sample dy.
     const std::int64_t v = out.shape->back();
-    softmax_rows(in[1].data, out.data, n / v, v, 0);
+    softmax_rows(in[1].data, out.data, n / v, v, std::int64_t{0});
     for (std::int64_t r = 0; r < n / v; ++r) {
-      out.data[r * v + static_cast<std::int64_t>(in[2].data[r])] -= 1.0f;
+      out.data[r * v + static_cast<std::int64_t>(in[2].data[r])] -= T(1);
       for (std::int64_t i = 0; i < v; ++i) out.data[r * v + i] *= in[0].data[r];
     }
   } else {
@@ -393,27 +505,75 @@ core::Status elementwise(const ir::Graph& g, const ir::Op& op, const std::vector
   return core::ok_status();
 }
 
-core::Status reduce(const ir::Graph& g, const ir::Op& op, const std::vector<TensorView>& in, TensorView out) {
+/// Top-k routing of a kMoeGate op (GShard, Lepikhin et al. 2021, without the random
+/// second-expert drop): probabilities [g, s, e] to combine weights [g, s, e, c]. Per group,
+/// round k = 1..top_k gives every token, in token order, its k-th most probable expert (ties:
+/// the lower expert index) at the next free slot of that expert's `c`-slot buffer; a token
+/// finding the buffer full is dropped for that expert. Weight: the expert's probability.
+/// Calls `assign(flat index of [g, s, e], slot)` for every kept (token, expert) pair.
+template <class T, class F>
+core::Status moe_route(const ir::Op& gate, const View<T>& probs, std::int64_t capacity, F&& assign) {
+  const Shape& ps = *probs.shape;
+  const std::string& fn = gate.function;
+  if (ps.size() != 3 || fn.rfind("top", 0) != 0) return unsupported(gate, "expected [groups, tokens, experts] and topK");
+  const Shape& global = gate.out.shape;
+  if (global.size() != 4 || global[1] != ps[1] || global[2] != ps[2] || global[3] != capacity) {
+    return unsupported(gate, "routing with the token, expert or capacity axis split");
+  }
+  const std::int64_t top_k = std::stoll(fn.substr(3));
+  const std::int64_t G = ps[0], S = ps[1], E = ps[2];
+  std::vector<std::int64_t> order(static_cast<std::size_t>(E));
+  std::vector<std::int64_t> ranked(static_cast<std::size_t>(S * E));
+  for (std::int64_t gi = 0; gi < G; ++gi) {
+    for (std::int64_t s = 0; s < S; ++s) {
+      const T* p = probs.data + (gi * S + s) * E;
+      for (std::int64_t e = 0; e < E; ++e) order[static_cast<std::size_t>(e)] = e;
+      std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) { return p[a] > p[b]; });
+      std::copy(order.begin(), order.end(), ranked.begin() + s * E);
+    }
+    std::vector<std::int64_t> used(static_cast<std::size_t>(E), 0);
+    for (std::int64_t k = 0; k < std::min(top_k, E); ++k) {
+      for (std::int64_t s = 0; s < S; ++s) {
+        const std::int64_t e = ranked[static_cast<std::size_t>(s * E + k)];
+        const std::int64_t slot = used[static_cast<std::size_t>(e)]++;
+        if (slot < capacity) assign((gi * S + s) * E + e, slot);
+      }
+    }
+  }
+  return core::ok_status();
+}
+
+template <class T>
+core::Status reduce(const ir::Graph& g, const ir::Op& op, const std::vector<View<T>>& in, View<T> out) {
   const std::string& fn = op.function;
-  std::fill(out.data, out.data + out.size, 0.0f);
+  std::fill(out.data, out.data + out.size, T(0));
   if (fn == "softmax_cross_entropy") {
     const std::int64_t v = in[0].shape->back(), rows = in[0].size / v;
     for (std::int64_t r = 0; r < rows; ++r) {
-      const float* x = in[0].data + r * v;
-      const float mx = *std::max_element(x, x + v);
+      const T* x = in[0].data + r * v;
+      const T mx = *std::max_element(x, x + v);
       double sum = 0;
       for (std::int64_t i = 0; i < v; ++i) sum += std::exp(x[i] - mx);
-      out.data[r] = static_cast<float>(std::log(sum) + mx - x[static_cast<std::int64_t>(in[1].data[r])]);
+      out.data[r] = static_cast<T>(std::log(sum) + mx - x[static_cast<std::int64_t>(in[1].data[r])]);
     }
     return core::ok_status();
   }
   if (fn == "norm_scale_grad") {
     const ir::NormType t = norm_of_source(g, op);
     const std::int64_t w = out.size, rows = in[1].size / w;
-    std::vector<float> xh;
+    std::vector<T> xh;
     xhat(t, in[1].data, rows, w, xh);
     for (std::int64_t j = 0; j < in[0].size; ++j) out.data[j % w] += in[0].data[j] * xh[static_cast<std::size_t>(j)];
     return core::ok_status();
+  }
+  if (fn == "moe_gate_grad") {
+    // in = {d combine [g, s, e, c], probs [g, s, e]}: the routing is a constant (a
+    // piecewise choice), so d prob = the sum of d combine over the slots it was written to.
+    if (op.source == ir::kNoOp) return unsupported(op, "no forward gate");
+    const std::int64_t c = in[0].shape->back();
+    return moe_route(g.op(op.source), in[1], c, [&](std::int64_t i, std::int64_t slot) {
+      out.data[i] += in[0].data[i * c + slot];
+    });
   }
   if (fn != "sum" && fn != "mean") return unsupported(op);
   std::vector<std::int64_t> map;
@@ -421,11 +581,12 @@ core::Status reduce(const ir::Graph& g, const ir::Op& op, const std::vector<Tens
   std::vector<double> acc(static_cast<std::size_t>(out.size), 0.0);
   for (std::int64_t j = 0; j < in[0].size; ++j) acc[static_cast<std::size_t>(map[static_cast<std::size_t>(j)])] += in[0].data[j];
   const double f = fn == "mean" ? static_cast<double>(out.size) / static_cast<double>(in[0].size) : 1.0;
-  for (std::int64_t j = 0; j < out.size; ++j) out.data[j] = static_cast<float>(acc[static_cast<std::size_t>(j)] * f);
+  for (std::int64_t j = 0; j < out.size; ++j) out.data[j] = static_cast<T>(acc[static_cast<std::size_t>(j)] * f);
   return core::ok_status();
 }
 
-void init_parameter(const ir::Op& op, TensorView out) {
+template <class T>
+void init_parameter(const ir::Op& op, View<T> out) {
   const std::uint64_t seed = name_hash(op.name);
   const Shape& s = *out.shape;
   float scale = 0.1f;  // biases and shifts: small values
@@ -436,37 +597,13 @@ void init_parameter(const ir::Op& op, TensorView out) {
   } else if (s.size() >= 2) {
     scale = 1.0f / std::sqrt(static_cast<float>(product(s, 0, s.size() - 1)));  // ~1/sqrt(fan-in)
   }
-  for (std::int64_t i = 0; i < out.size; ++i) out.data[i] = base + scale * (2.0f * unit(seed, i) - 1.0f);
+  // Computed in fp32 in both instantiations: the same initial values.
+  for (std::int64_t i = 0; i < out.size; ++i) out.data[i] = static_cast<T>(base + scale * (2.0f * unit(seed, i) - 1.0f));
 }
 
-}  // namespace
-
-bool reduction_index_map(const std::vector<std::int64_t>& in, const std::vector<std::int64_t>& out,
-                         std::vector<std::int64_t>& map) {
-  return reduce_map(in, out, map);
-}
-
-void matmul(const float* lhs, const float* rhs, float* out, std::int64_t m, std::int64_t n, std::int64_t k) {
-  // Blocked i-k-j loop: the inner loop streams a row of rhs and of out.
-  constexpr std::int64_t kBlock = 64;
-  std::fill(out, out + m * n, 0.0f);
-  for (std::int64_t i0 = 0; i0 < m; i0 += kBlock) {
-    for (std::int64_t k0 = 0; k0 < k; k0 += kBlock) {
-      const std::int64_t i1 = std::min(i0 + kBlock, m), k1 = std::min(k0 + kBlock, k);
-      for (std::int64_t i = i0; i < i1; ++i) {
-        for (std::int64_t kk = k0; kk < k1; ++kk) {
-          const float a = lhs[i * k + kk];
-          const float* r = rhs + kk * n;
-          float* o = out + i * n;
-          for (std::int64_t j = 0; j < n; ++j) o[j] += a * r[j];
-        }
-      }
-    }
-  }
-}
-
-core::Status run_cpu_kernel(const ir::Graph& g, const ir::Op& op, const std::vector<TensorView>& in,
-                            TensorView out, const KernelContext& ctx) {
+template <class T>
+core::Status run_kernel(const ir::Graph& g, const ir::Op& op, const std::vector<View<T>>& in, View<T> out,
+                        const KernelContext& ctx) {
   switch (op.kind) {
     case ir::OpKind::kParameter:
       init_parameter(op, out);
@@ -478,20 +615,22 @@ core::Status run_cpu_kernel(const ir::Graph& g, const ir::Op& op, const std::vec
       for (std::int64_t i = 0; i < out.size; ++i) {
         const float u = unit(seed, base + i);
         out.data[i] = op.out.is_index
-                          ? static_cast<float>(std::min<std::int64_t>(
+                          ? static_cast<T>(std::min<std::int64_t>(
                                 static_cast<std::int64_t>(u * static_cast<float>(ctx.index_range)),
                                 ctx.index_range - 1))
-                          : 2.0f * u - 1.0f;
+                          : static_cast<T>(2.0f * u - 1.0f);
       }
       return core::ok_status();
     }
-    case ir::OpKind::kDot: return einsum(op, in, out);
+    case ir::OpKind::kDot:
+    case ir::OpKind::kMoeDispatch:
+    case ir::OpKind::kMoeCombine: return einsum(g, op, in, out);
     case ir::OpKind::kConv2d: {
-      std::fill(out.data, out.data + out.size, 0.0f);
+      std::fill(out.data, out.data + out.size, T(0));
       const auto v = op.conv.variant;
-      if (v == ir::ConvSpec::Variant::kForward) conv(op.conv, in[0].data, in[1].data, nullptr, out.data);
-      if (v == ir::ConvSpec::Variant::kGradInput) conv(op.conv, nullptr, in[1].data, in[0].data, out.data);
-      if (v == ir::ConvSpec::Variant::kGradFilter) conv(op.conv, in[0].data, nullptr, in[1].data, out.data);
+      if (v == ir::ConvSpec::Variant::kForward) conv<T>(op.conv, in[0].data, in[1].data, nullptr, out.data);
+      if (v == ir::ConvSpec::Variant::kGradInput) conv<T>(op.conv, nullptr, in[1].data, in[0].data, out.data);
+      if (v == ir::ConvSpec::Variant::kGradFilter) conv<T>(op.conv, in[0].data, nullptr, in[1].data, out.data);
       return core::ok_status();
     }
     case ir::OpKind::kElementwise: return elementwise(g, op, in, out);
@@ -510,10 +649,10 @@ core::Status run_cpu_kernel(const ir::Graph& g, const ir::Op& op, const std::vec
         norm_grad(t, in[0].data, in[1].data, in[2].data, rows, w, out.data);
         return core::ok_status();
       }
-      std::vector<float> xh;
+      std::vector<T> xh;
       xhat(t, in[0].data, rows, w, xh);
       for (std::int64_t j = 0; j < out.size; ++j) {
-        out.data[j] = xh[static_cast<std::size_t>(j)] * in[1].data[j % w] + (in.size() > 2 ? in[2].data[j % w] : 0.0f);
+        out.data[j] = xh[static_cast<std::size_t>(j)] * in[1].data[j % w] + (in.size() > 2 ? in[2].data[j % w] : T(0));
       }
       return core::ok_status();
     }
@@ -527,7 +666,7 @@ core::Status run_cpu_kernel(const ir::Graph& g, const ir::Op& op, const std::vec
         return core::ok_status();
       }
       if (op.function == "scatter_add") {
-        std::fill(out.data, out.data + out.size, 0.0f);
+        std::fill(out.data, out.data + out.size, T(0));
         const std::int64_t w = out.shape->back();
         for (std::int64_t r = 0; r < in[1].size; ++r) {
           const auto row = static_cast<std::int64_t>(in[1].data[r]);
@@ -538,34 +677,62 @@ core::Status run_cpu_kernel(const ir::Graph& g, const ir::Op& op, const std::vec
       return unsupported(op);
     }
     case ir::OpKind::kPool: return pool(g, op, in, out);
+    case ir::OpKind::kMoeGate: {
+      std::fill(out.data, out.data + out.size, T(0));
+      return moe_route(op, in[0], out.shape->back(), [&](std::int64_t i, std::int64_t slot) {
+        out.data[i * out.shape->back() + slot] = in[0].data[i];
+      });
+    }
     case ir::OpKind::kOptimizer: {
       // in = {parameter, gradient, state}; `out` is the parameter (updated in place).
       const std::int64_t n = out.size;
-      float* st = in[2].data;
-      const float* grad = in[1].data;
+      T* st = in[2].data;
+      const T* grad = in[1].data;
       if (op.function == "adam") {
+        const T b1 = kAdamBeta1<T>, b2 = kAdamBeta2<T>;
         for (std::int64_t i = 0; i < n; ++i) {
-          float& m = st[i];
-          float& v = st[n + i];
-          m = kAdamBeta1 * m + (1 - kAdamBeta1) * grad[i];
-          v = kAdamBeta2 * v + (1 - kAdamBeta2) * grad[i] * grad[i];
+          T& m = st[i];
+          T& v = st[n + i];
+          m = b1 * m + (1 - b1) * grad[i];
+          v = b2 * v + (1 - b2) * grad[i] * grad[i];
           // Bias correction for step 1 (states start at zero every iteration).
-          const float mh = m / (1 - kAdamBeta1), vh = v / (1 - kAdamBeta2);
-          out.data[i] -= kAdamLr * mh / (std::sqrt(vh) + kAdamEps);
+          const T mh = m / (1 - b1), vh = v / (1 - b2);
+          out.data[i] -= kAdamLr<T> * mh / (std::sqrt(vh) + kAdamEps<T>);
         }
         return core::ok_status();
       }
       if (op.function == "sgd_momentum") {
         for (std::int64_t i = 0; i < n; ++i) {
-          st[i] = kSgdMomentum * st[i] + grad[i];
-          out.data[i] -= kSgdLr * st[i];
+          st[i] = kSgdMomentum<T> * st[i] + grad[i];
+          out.data[i] -= kSgdLr<T> * st[i];
         }
         return core::ok_status();
       }
       return unsupported(op);
     }
-    default: return unsupported(op);
   }
+  return unsupported(op);
+}
+
+}  // namespace
+
+bool reduction_index_map(const std::vector<std::int64_t>& in, const std::vector<std::int64_t>& out,
+                         std::vector<std::int64_t>& map) {
+  return reduce_map(in, out, map);
+}
+
+void matmul(const float* lhs, const float* rhs, float* out, std::int64_t m, std::int64_t n, std::int64_t k) {
+  matmul_t(lhs, rhs, out, m, n, k);
+}
+
+core::Status run_cpu_kernel(const ir::Graph& g, const ir::Op& op, const std::vector<TensorView>& in,
+                            TensorView out, const KernelContext& ctx) {
+  return run_kernel<float>(g, op, in, out, ctx);
+}
+
+core::Status run_cpu_kernel_f64(const ir::Graph& g, const ir::Op& op, const std::vector<TensorViewF64>& in,
+                                TensorViewF64 out, const KernelContext& ctx) {
+  return run_kernel<double>(g, op, in, out, ctx);
 }
 
 }  // namespace alpasim::exec::cpu

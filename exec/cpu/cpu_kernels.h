@@ -8,12 +8,15 @@
 
 namespace alpasim::exec::cpu {
 
-/// A dense fp32 tensor view (row-major). Index tensors hold their ids as exact floats.
-struct TensorView {
-  float* data = nullptr;
+/// A dense tensor view (row-major). Index tensors hold their ids as exact floats.
+template <class T>
+struct BasicTensorView {
+  T* data = nullptr;
   const std::vector<std::int64_t>* shape = nullptr;
   std::int64_t size = 0;  ///< elements
 };
+using TensorView = BasicTensorView<float>;      ///< the backend's fp32 tensors
+using TensorViewF64 = BasicTensorView<double>;  ///< run_cpu_kernel_f64's
 
 /// What a kernel needs beyond its operands.
 struct KernelContext {
@@ -29,10 +32,23 @@ struct KernelContext {
 /// gradient accumulation). Semantics (docs/executor.md): dropout runs with rate 0, the
 /// attention softmax is causal and unscaled, norms use eps = 1e-5, batch-norm uses the
 /// statistics of the shard it sees, Adam (lr 1e-3) and SGD with momentum 0.9 (lr 1e-2)
-/// start from zero state. Errors: kUnimplemented naming the op, kind and function.
+/// start from zero state, rotary embeddings turn pair (x_j, x_{j+d/2}) by
+/// position · 10000^(−2j/d) (position: axis 1, which must not be split), MoE gates route
+/// top-k per group in token order into `capacity` slots per expert (cpu_kernels.cc,
+/// moe_route; token, expert and capacity axes must not be split), and the MoE dispatch uses
+/// the gate's pattern (GShard's mask, combine > 0), the combine its weights.
+/// Errors: kUnimplemented naming the op, kind and function.
 core::Status run_cpu_kernel(const ir::Graph& g, const ir::Op& op,
                             const std::vector<TensorView>& inputs, TensorView out,
                             const KernelContext& ctx);
+
+/// The same kernels (the same source, a template) in double precision, for the
+/// finite-difference gradient checks (tests/unit/exec/gradient_check_test.cc): with fp64 the
+/// difference quotients resolve a gradient to ~1e-8 relative instead of fp32's ~1e-3.
+/// Parameters and inputs get the same values as in fp32.
+core::Status run_cpu_kernel_f64(const ir::Graph& g, const ir::Op& op,
+                                const std::vector<TensorViewF64>& inputs, TensorViewF64 out,
+                                const KernelContext& ctx);
 
 /// For a reduction of shape `in` to shape `out`, the flat out index of every flat in index
 /// (supported: to one element, to a suffix of `in`, NHWC -> NC); false when unsupported.

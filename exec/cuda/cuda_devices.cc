@@ -6,21 +6,31 @@
 
 namespace alpasim::exec::cuda {
 
+static_assert(cudaErrorStubLibrary == kCudaErrorStubLibrary);
+static_assert(cudaErrorInsufficientDriver == kCudaErrorInsufficientDriver);
+static_assert(cudaErrorNoDevice == kCudaErrorNoDevice);
+
 core::Result<std::vector<GpuDeviceInfo>> list_cuda_devices() {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
+  if (err != cudaSuccess || count == 0) {
     (void)cudaGetLastError();  // clear the sticky error so later calls are not poisoned
-    return core::unavailable(std::string("no usable CUDA device: ") + cudaGetErrorString(err));
+    // Versions tell "no driver" (0) from "driver older than the runtime"; a failed query
+    // leaves 0, which only weakens the message.
+    int driver = 0, runtime = 0;
+    (void)cudaDriverGetVersion(&driver);
+    (void)cudaRuntimeGetVersion(&runtime);
+    (void)cudaGetLastError();
+    return cuda_device_query_failure(static_cast<int>(err), cudaGetErrorString(err), count, driver, runtime);
   }
-  if (count == 0) return core::unavailable("no usable CUDA device: the driver reports none");
   std::vector<GpuDeviceInfo> devices;
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp prop{};
     err = cudaGetDeviceProperties(&prop, i);
     if (err != cudaSuccess) {
-      return core::unavailable("cudaGetDeviceProperties(" + std::to_string(i) +
-                               "): " + cudaGetErrorString(err));
+      // The driver counted this device: failing to describe it is a broken setup, not "no GPU".
+      return core::failed_precondition("cudaGetDeviceProperties(" + std::to_string(i) +
+                                       "): " + cudaGetErrorString(err));
     }
     devices.push_back(GpuDeviceInfo{i, prop.name, core::Bytes(static_cast<std::int64_t>(prop.totalGlobalMem)),
                                     prop.major, prop.minor, prop.multiProcessorCount});
@@ -39,7 +49,7 @@ namespace {
 
 core::Status cuda_error(const char* call, cudaError_t err) {
   (void)cudaGetLastError();
-  return core::unavailable(std::string(call) + ": " + cudaGetErrorString(err));
+  return core::internal_error(std::string(call) + ": " + cudaGetErrorString(err));
 }
 
 }  // namespace

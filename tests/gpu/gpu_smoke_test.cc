@@ -1,5 +1,5 @@
 // GPU smoke test: lists the devices and runs the self-test kernel on each.
-// Exits 77 (CTest: skipped) when there is no usable GPU, so a CPU-only machine reports
+// Exits 77 (CTest: skipped) when there is no GPU or no driver, so a CPU-only machine reports
 // a skip, never a pass.
 #include <cstdio>
 
@@ -7,9 +7,11 @@
 
 int main() {
   auto devices = alpasim::exec::cuda::list_cuda_devices();
+  // 77 (skipped) only for "no GPU / no driver"; a GPU machine whose CUDA cannot start fails.
   if (!devices.ok()) {
-    std::printf("SKIPPED: %s\n", devices.status().message().c_str());
-    return 77;
+    const bool no_gpu = devices.status().code() == alpasim::core::StatusCode::kUnavailable;
+    std::printf("%s: %s\n", no_gpu ? "SKIPPED" : "FAILED", devices.status().message().c_str());
+    return no_gpu ? 77 : 1;
   }
   int failures = 0;
   for (const auto& d : *devices) {

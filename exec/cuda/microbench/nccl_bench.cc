@@ -443,8 +443,9 @@ core::Result<std::vector<schema::CollectiveEntry>> run_nccl_mpi(
       }
     }
     if (!got) {
-      return core::unavailable(file.string() + ": rank 0 did not publish the NCCL id within 120 s "
-                                               "(is --rendezvous a folder every node sees?)");
+      // Not kUnavailable: alpa-profile would report that as "no GPU" and exit 77 (skipped).
+      return core::failed_precondition(file.string() + ": rank 0 did not publish the NCCL id within 120 s "
+                                                       "(is --rendezvous a folder every node sees?)");
     }
   }
   NcclSweepOptions opt = options;

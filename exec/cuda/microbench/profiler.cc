@@ -19,6 +19,7 @@
 #include "core/version.h"
 #include "exec/cuda/microbench/benches.h"
 #include "exec/cuda/microbench/nccl_bench.h"
+#include "exec/gpu_device_info.h"
 
 namespace alpasim::exec::microbench {
 namespace {
@@ -117,8 +118,12 @@ core::Result<ProfilerResult> run_profiler(const ProfilerOptions& o) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
-    return core::unavailable(std::string("no CUDA device: ") +
-                             (err != cudaSuccess ? cudaGetErrorString(err) : "the driver reports 0 GPUs"));
+    // kUnavailable (exit 77) only for no GPU or no driver; a driver/runtime mismatch fails.
+    int driver = 0, runtime = 0;
+    (void)cudaDriverGetVersion(&driver);
+    (void)cudaRuntimeGetVersion(&runtime);
+    (void)cudaGetLastError();
+    return cuda_device_query_failure(static_cast<int>(err), cudaGetErrorString(err), count, driver, runtime);
   }
   const std::optional<MpiRank> mpi = mpi_rank_from_environment();
   const int device = mpi ? mpi->local_rank % count : 0;

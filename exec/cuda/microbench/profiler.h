@@ -40,8 +40,8 @@ struct ProfilerResult {
 };
 
 /// Runs the selected sweeps on this machine's GPUs and writes the profile.
-/// kUnavailable "no CUDA device: <reason>" where there is no GPU or driver: the caller
-/// exits 77. Under mpirun (OMPI_COMM_WORLD_SIZE / PMI_SIZE set) every rank calls this; the
+/// kUnavailable "no usable CUDA device: <reason>" only where there is no GPU or no driver
+/// (exec/gpu_device_info.h): the caller exits 77; any other failure is an error. Under mpirun (OMPI_COMM_WORLD_SIZE / PMI_SIZE set) every rank calls this; the
 /// NCCL sweep spans all ranks and rank 0 writes the profile.
 core::Result<ProfilerResult> run_profiler(const ProfilerOptions& options);
 

@@ -12,6 +12,7 @@
 #include "exec/verify.h"
 #include "ir/builders.h"
 #include "schema/plan.h"
+#include "tests/support/numeric_compare.h"
 #include "tests/support/tiny_models.h"
 
 namespace alpasim::exec::testing {
@@ -89,18 +90,10 @@ inline schema::Plan make_plan(const ir::ModelConfig& model, const std::vector<St
   return p;
 }
 
-/// Largest |a − b| over the elements, and the largest |b| (the reference's scale).
-struct Diff {
-  double max_abs_diff = 0;
-  double max_abs_ref = 0;
-};
-inline Diff diff(const std::vector<float>& a, const std::vector<float>& b) {
-  Diff d;
-  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    d.max_abs_diff = std::max(d.max_abs_diff, std::abs(static_cast<double>(a[i]) - b[i]));
-    d.max_abs_ref = std::max(d.max_abs_ref, std::abs(static_cast<double>(b[i])));
-  }
-  return d;
-}
+// Tensor and loss comparisons: tests/support/numeric_compare.h (fails on NaN and Inf).
+using ::alpasim::testing::compare_scalar;
+using ::alpasim::testing::compare_values;
+using ::alpasim::testing::Comparison;
+using ::alpasim::testing::Tolerance;
 
 }  // namespace alpasim::exec::testing

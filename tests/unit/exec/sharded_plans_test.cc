@@ -36,21 +36,20 @@ using testing::unsharded_reference;
 /// shifts every score of a row equally, which the softmax ignores) gets a ±lr update whose
 /// sign is the rounding's, in the reference as in the sharded run.
 void compare(const ExecutionResult& got, const ExecutionResult& ref, bool weights = false, double rel_tol = kRelTol) {
-  CHECK(got.loss == doctest::Approx(ref.loss).epsilon(kRelTol));
+  const testing::Comparison loss = testing::compare_scalar(got.loss, ref.loss, {kRelTol, kRelTol});
+  CHECK_MESSAGE(loss.ok, "loss: " << loss.message);
   REQUIRE(got.gradients.size() == ref.gradients.size());
   for (const auto& [name, g] : got.gradients) {
     REQUIRE(ref.gradients.count(name));
     REQUIRE(g.size() == ref.gradients.at(name).size());
-    const testing::Diff d = testing::diff(g, ref.gradients.at(name));
-    INFO("gradient of " << name << ": max |diff| " << d.max_abs_diff << ", max |ref| " << d.max_abs_ref);
-    CHECK(d.max_abs_diff <= rel_tol * d.max_abs_ref + kAbsTol);
+    const testing::Comparison c = testing::compare_values(g, ref.gradients.at(name), {rel_tol, kAbsTol});
+    CHECK_MESSAGE(c.ok, "gradient of " << name << ": " << c.message);
   }
   for (const auto& [name, w] : got.parameters) {
     if (!weights) break;
     REQUIRE(ref.parameters.count(name));
-    const testing::Diff d = testing::diff(w, ref.parameters.at(name));
-    INFO("updated parameter " << name);
-    CHECK(d.max_abs_diff <= rel_tol * d.max_abs_ref + kAbsTol);
+    const testing::Comparison c = testing::compare_values(w, ref.parameters.at(name), {rel_tol, kAbsTol});
+    CHECK_MESSAGE(c.ok, "updated parameter " << name << ": " << c.message);
   }
 }
 

@@ -1,0 +1,407 @@
+// Gradients of the CPU backend's kernels against central finite differences of its forward
+// kernels, in double precision (run_cpu_kernel_f64: the same kernel source as the fp32
+// backend, a template). The backward graph comes from ir::derive_training_graph, so a wrong
+// rule in ir/autodiff or in exec/cpu/cpu_kernels fails here; the sharded-vs-unsharded and
+// CUDA-vs-CPU tests compare the kernels only with themselves.
+//
+// Check: for each parameter, the analytic gradient (the training graph's backward ops) and
+// (L(p + h·e_i) − L(p − h·e_i)) / 2h at up to kMaxElements elements i, for h = 1e-6 and
+// h/8 (the nearer one counts, see check_gradients). h = 1e-6 (values are
+// O(0.1-1)): truncation error ~h²·|L'''| ≈ 1e-12 and rounding ~1e-16·|L|/h ≈ 1e-10, so
+// 1e-6 · max|gradient| + 1e-8 leaves a margin of ~100 while a wrong sign, factor or
+// transpose moves a gradient by O(1) relative. Piecewise ops (relu, max-pool, MoE routing)
+// are checked where no kink lies within h of the tiny inputs (deterministic values).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "exec/cpu/cpu_kernels.h"
+#include "ir/autodiff.h"
+#include "ir/builders.h"
+#include "tests/support/numeric_compare.h"
+#include "tests/support/tiny_models.h"
+
+namespace alpasim::exec {
+namespace {
+
+using ir::Graph;
+using ir::OpId;
+using ir::OpKind;
+
+constexpr double kStep = 1e-6;
+constexpr ::alpasim::testing::Tolerance kTol{1e-6, 1e-8};
+constexpr std::size_t kMaxElements = 6;
+
+/// Replaces the kernel of ops whose function it names (the "broken rule" test); returns
+/// false to use the backend's kernel.
+using KernelOverride = std::function<bool(const ir::Op&, const std::vector<cpu::TensorViewF64>&, cpu::TensorViewF64)>;
+
+/// Runs a training graph (forward and backward ops; not the optimizer) in fp64 with the CPU
+/// kernels. Parameters and inputs come from the kernels' own deterministic initialisation,
+/// except parameter values set in `params`.
+class Interpreter {
+ public:
+  explicit Interpreter(Graph g) : g_(std::move(g)) {
+    index_range_.assign(g_.size(), 0);
+    for (const ir::Op& o : g_.ops()) {  // as exec/lower.cc sets KernelContext::index_range
+      if (o.kind == OpKind::kEmbedding && o.function == "gather") {
+        index_range_[static_cast<std::size_t>(o.inputs[1])] = g_.op(o.inputs[0]).out.shape[0];
+      }
+      if (o.function == "softmax_cross_entropy") {
+        index_range_[static_cast<std::size_t>(o.inputs[1])] = g_.op(o.inputs[0]).out.shape.back();
+      }
+    }
+    values_.resize(g_.size());
+    run(false);  // initial parameter values
+    for (OpId p : g_.parameters()) params_[p] = values_[static_cast<std::size_t>(p)];
+  }
+
+  const Graph& graph() const { return g_; }
+  std::map<OpId, std::vector<double>>& params() { return params_; }
+  void set_override(KernelOverride o) { override_ = std::move(o); }
+
+  /// Evaluates the forward ops (and the backward ops when `backward`); returns the loss.
+  double run(bool backward) {
+    for (const ir::Op& o : g_.ops()) {
+      if (o.kind == OpKind::kOptimizer) continue;
+      if (!backward && o.phase != ir::Phase::kForward) continue;
+      auto& out = values_[static_cast<std::size_t>(o.id)];
+      out.assign(static_cast<std::size_t>(o.out.num_elements()), 0.0);
+      if (o.kind == OpKind::kParameter && params_.count(o.id)) {
+        out = params_.at(o.id);
+        continue;
+      }
+      std::vector<cpu::TensorViewF64> in;
+      for (OpId i : o.inputs) {
+        auto& v = values_[static_cast<std::size_t>(i)];
+        in.push_back({v.data(), &g_.op(i).out.shape, static_cast<std::int64_t>(v.size())});
+      }
+      const cpu::TensorViewF64 view{out.data(), &o.out.shape, static_cast<std::int64_t>(out.size())};
+      if (override_ && override_(o, in, view)) continue;
+      cpu::KernelContext ctx;
+      ctx.index_range = index_range_[static_cast<std::size_t>(o.id)];
+      const core::Status st = cpu::run_cpu_kernel_f64(g_, o, in, view, ctx);
+      REQUIRE_MESSAGE(st.ok(), st.message());
+    }
+    return values_[static_cast<std::size_t>(g_.meta.loss)][0];
+  }
+
+  /// Parameter -> its gradient after run(true) (the optimizer op's second input).
+  std::map<OpId, std::vector<double>> gradients() const {
+    std::map<OpId, std::vector<double>> out;
+    for (const ir::Op& o : g_.ops()) {
+      if (o.kind == OpKind::kOptimizer) out[o.inputs[0]] = values_[static_cast<std::size_t>(o.inputs[1])];
+    }
+    return out;
+  }
+
+ private:
+  Graph g_;
+  std::vector<std::int64_t> index_range_;
+  std::vector<std::vector<double>> values_;
+  std::map<OpId, std::vector<double>> params_;
+  KernelOverride override_;
+};
+
+struct CheckResult {
+  int parameters = 0;     ///< parameters checked
+  int mismatches = 0;     ///< of them, gradients that differ from the finite differences
+  std::string first_failure;
+};
+
+/// The analytic gradients of every parameter against central differences of the loss.
+CheckResult check_gradients(const Graph& forward, const KernelOverride& override_rule = nullptr) {
+  ir::TrainingOptions t;
+  Interpreter it(ir::derive_training_graph(forward, t));
+  if (override_rule) it.set_override(override_rule);
+  const double loss = it.run(true);
+  REQUIRE(std::isfinite(loss));
+  const auto grads = it.gradients();
+  // The quotients' rounding noise is ~ (the loss's rounding error) / h, the same for every
+  // parameter of a model: the absolute part of the tolerance scales with the model's
+  // largest gradient, so tensors with tiny gradients (Wide-ResNet's, behind batch-norms of 2
+  // samples) are held to the noise floor, not below it.
+  double max_grad = 0;
+  for (const auto& [p, g] : grads) {
+    for (double v : g) max_grad = std::max(max_grad, std::abs(v));
+  }
+  const ::alpasim::testing::Tolerance tol{kTol.rel, std::max(kTol.abs, kTol.rel * max_grad)};
+  CheckResult r;
+  for (OpId p : it.graph().parameters()) {
+    REQUIRE_MESSAGE(grads.count(p), it.graph().op(p).name << " has no gradient");
+    const std::vector<double>& g = grads.at(p);
+    std::vector<double>& w = it.params().at(p);
+    REQUIRE(g.size() == w.size());
+    // Evenly spaced elements, first and last included.
+    const std::size_t n = std::min(kMaxElements, w.size());
+    std::vector<double> analytic, numeric;
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::size_t i = n == 1 ? 0 : k * (w.size() - 1) / (n - 1);
+      const double saved = w[i];
+      auto central = [&](double h) {
+        w[i] = saved + h;
+        const double up = it.run(false);
+        w[i] = saved - h;
+        const double down = it.run(false);
+        w[i] = saved;
+        return (up - down) / (2 * h);
+      };
+      // Two steps; the one nearer the analytic value counts: a kink (relu, max-pool) within
+      // reach of the larger step spoils only that quotient, while a wrong rule is off for both.
+      const double d1 = central(kStep), d2 = central(kStep / 8);
+      analytic.push_back(g[i]);
+      numeric.push_back(std::abs(d1 - g[i]) <= std::abs(d2 - g[i]) ? d1 : d2);
+    }
+    ++r.parameters;
+    const auto c = ::alpasim::testing::compare_values(analytic, numeric, tol);
+    if (!c.ok) {
+      ++r.mismatches;
+      if (r.first_failure.empty()) r.first_failure = it.graph().op(p).name + ": " + c.message;
+    }
+  }
+  return r;
+}
+
+void expect_gradients_match(const Graph& forward) {
+  const CheckResult r = check_gradients(forward);
+  CHECK(r.parameters > 0);
+  CHECK_MESSAGE(r.mismatches == 0, r.first_failure);
+  MESSAGE(forward.meta.model_name << ": " << r.parameters << " parameters checked");
+}
+
+// ---- tiny graphs, one operator kind each ----
+
+/// A graph under construction: parameters are the operands (so they get gradients), and
+/// the loss is sum(y · probe) with a fixed random probe of y's shape, so dL/dy is a
+/// non-uniform tensor (a transposed or permuted gradient does not cancel out).
+struct Tiny {
+  Graph g;
+  explicit Tiny(const std::string& name) {
+    g.meta.model_name = name;
+    g.meta.dtype = core::DType::kFp32;
+    g.layers.push_back({"layer", "block"});
+  }
+  OpId param(const std::string& name, std::vector<std::int64_t> shape) { return g.add_parameter(name, std::move(shape), 0); }
+  Graph finish(OpId y) {
+    const auto& shape = g.op(y).out.shape;
+    const OpId probe = g.add_input("probe", shape, false, 0);
+    const OpId prod = g.add_elementwise("probe_mul", "mul", {y, probe}, 1, 0);
+    g.meta.loss = g.add_reduce("loss", "sum", {prod}, {1}, 1, 0);
+    return std::move(g);
+  }
+};
+
+TEST_CASE("gradient check: dot with bias, and einsums with batch and two contracting dims") {
+  {
+    Tiny t("dot");
+    OpId x = t.param("x", {3, 4});
+    OpId y = t.g.add_dot("dot", "bh,hf->bf", x, t.param("w", {4, 5}), 0, t.param("bias", {5}));
+    expect_gradients_match(t.finish(y));
+  }
+  {
+    Tiny t("einsum");
+    OpId a = t.param("a", {2, 3, 2, 4});
+    OpId y = t.g.add_dot("einsum", "bskd,kdh->bsh", a, t.param("w", {2, 4, 3}), 0);
+    expect_gradients_match(t.finish(y));
+  }
+  {
+    Tiny t("batched einsum");
+    OpId q = t.param("q", {2, 3, 2, 4});
+    OpId y = t.g.add_dot("scores", "bskd,btkd->bkst", q, t.param("k", {2, 3, 2, 4}), 0);
+    expect_gradients_match(t.finish(y));
+  }
+}
+
+TEST_CASE("gradient check: convolutions (3x3 stride 1, 3x3 stride 2, 1x1)") {
+  for (const auto& [k, stride] : std::vector<std::pair<std::int64_t, std::int64_t>>{{3, 1}, {3, 2}, {1, 1}}) {
+    Tiny t("conv k" + std::to_string(k) + " s" + std::to_string(stride));
+    OpId x = t.param("x", {2, 5, 5, 3});
+    OpId y = t.g.add_conv2d("conv", x, t.param("filter", {k, k, 3, 2}), stride, 0);
+    expect_gradients_match(t.finish(y));
+  }
+}
+
+TEST_CASE("gradient check: layer norm, RMS norm, batch norm") {
+  {
+    Tiny t("layer norm");
+    OpId x = t.param("x", {3, 6});
+    expect_gradients_match(t.finish(t.g.add_norm("ln", ir::NormType::kLayerNorm, x, t.param("ln_scale", {6}), t.param("ln_bias", {6}), 0)));
+  }
+  {
+    Tiny t("rms norm");
+    OpId x = t.param("x", {3, 6});
+    expect_gradients_match(t.finish(t.g.add_norm("rms", ir::NormType::kRmsNorm, x, t.param("rms_scale", {6}), ir::kNoOp, 0)));
+  }
+  {
+    Tiny t("batch norm");
+    OpId x = t.param("x", {2, 3, 3, 4});
+    expect_gradients_match(t.finish(t.g.add_norm("bn", ir::NormType::kBatchNorm, x, t.param("bn_scale", {4}), t.param("bn_bias", {4}), 0)));
+  }
+}
+
+TEST_CASE("gradient check: softmax, causal attention core, GELU, ReLU, max-pool, reshape") {
+  {
+    Tiny t("softmax");
+    expect_gradients_match(t.finish(t.g.add_softmax("softmax", t.param("x", {3, 5}), 0)));
+  }
+  {
+    // scores -> causal softmax (the name makes it causal: cpu_kernels.cc) -> context.
+    Tiny t("attention");
+    OpId q = t.param("q", {2, 4, 2, 3});
+    OpId k = t.param("k", {2, 4, 2, 3});
+    OpId v = t.param("v", {2, 4, 2, 3});
+    OpId s = t.g.add_dot("attn/scores", "bskd,btkd->bkst", q, k, 0);
+    OpId p = t.g.add_softmax("attn/softmax", s, 0);
+    expect_gradients_match(t.finish(t.g.add_dot("attn/context", "bkst,btkd->bskd", p, v, 0)));
+  }
+  {
+    Tiny t("gelu");
+    expect_gradients_match(t.finish(t.g.add_elementwise("gelu", "gelu", {t.param("x", {4, 5})}, 8, 0)));
+  }
+  {
+    Tiny t("relu");
+    expect_gradients_match(t.finish(t.g.add_elementwise("relu", "relu", {t.param("x", {4, 5})}, 1, 0)));
+  }
+  {
+    Tiny t("max-pool");
+    expect_gradients_match(t.finish(t.g.add_max_pool("pool", t.param("x", {2, 4, 4, 2}), 3, 2, 0)));
+  }
+  {
+    Tiny t("reshape, add with broadcast");
+    OpId r = t.g.add_elementwise("reshape", "reshape", {t.param("x", {2, 6})}, 0, 0, {2, 3, 2});
+    expect_gradients_match(t.finish(t.g.add_elementwise("add", "add", {r, t.param("b", {3, 2})}, 1, 0)));
+  }
+}
+
+TEST_CASE("gradient check: embedding (gather / scatter-add) and the cross-entropy loss") {
+  Graph g;
+  g.meta.model_name = "embedding + loss";
+  g.meta.dtype = core::DType::kFp32;
+  g.layers.push_back({"layer", "block"});
+  OpId ids = g.add_input("ids", {2, 3}, true, 0);
+  OpId emb = g.add_embedding("embed", g.add_parameter("table", {5, 4}, 0), ids, 0);
+  OpId logits = g.add_dot("logits", "bsh,hv->bsv", emb, g.add_parameter("head", {4, 7}, 0), 0);
+  OpId flat = g.add_elementwise("flatten", "reshape", {logits}, 0, 0, {6, 7});
+  OpId labels = g.add_input("labels", {6}, true, 0);
+  OpId ce = g.add_reduce("cross_entropy", "softmax_cross_entropy", {flat, labels}, {6}, 5, 0);
+  g.mutable_op(ce).no_grad_inputs = 1u << 1;
+  g.meta.loss = g.add_reduce("loss", "mean", {ce}, {1}, 1, 0);
+  expect_gradients_match(g);
+}
+
+TEST_CASE("gradient check: rotary embedding and SwiGLU (LLaMA)") {
+  {
+    Tiny t("rotary");
+    expect_gradients_match(t.finish(t.g.add_elementwise("rotary", "rotary", {t.param("q", {2, 4, 2, 6})}, 3, 0)));
+  }
+  {
+    Tiny t("swiglu");
+    OpId x = t.param("x", {3, 4});
+    OpId gate = t.g.add_dot("gate", "bh,hf->bf", x, t.param("w_gate", {4, 5}), 0);
+    OpId up = t.g.add_dot("up", "bh,hf->bf", x, t.param("w_up", {4, 5}), 0);
+    OpId act = t.g.add_elementwise("silu", "silu", {gate}, 4, 0);
+    expect_gradients_match(t.finish(t.g.add_elementwise("swiglu", "mul", {act, up}, 1, 0)));
+  }
+}
+
+TEST_CASE("gradient check: MoE router softmax, top-2 gate, dispatch and combine") {
+  // 1 group of 6 tokens, 3 experts, capacity 3 (so the second choices overflow).
+  Tiny t("moe");
+  OpId x = t.param("x", {1, 6, 4});
+  OpId logits = t.g.add_dot("router", "xyh,he->xye", x, t.param("router_weight", {4, 3}), 0);
+  OpId probs = t.g.add_softmax("router_softmax", logits, 0);
+  OpId combine = t.g.add_moe_gate("gate", probs, 2, 3, 0);
+  OpId dispatched = t.g.add_einsum("dispatch", OpKind::kMoeDispatch, "xyec,xyh->exch", combine, x, ir::kNoOp, 0);
+  t.g.mutable_op(dispatched).no_grad_inputs = 1u << 0;  // GShard's dispatch mask, as ir/builders.cc
+  OpId expert = t.g.add_dot("expert", "exch,ehf->excf", dispatched, t.param("expert_weight", {3, 4, 4}), 0);
+  OpId out = t.g.add_einsum("combine", OpKind::kMoeCombine, "xyec,excf->xyf", combine, expert, ir::kNoOp, 0);
+  expect_gradients_match(t.finish(out));
+}
+
+// ---- the checker catches a wrong backward rule ----
+
+/// gelu_grad as cpu_kernels.cc computes it, with the sign of the second term flipped when
+/// `broken`: dy · (0.5 (1 + t) ± 0.5 x (1 − t²) k (1 + 3c x²)).
+KernelOverride gelu_grad_rule(bool broken) {
+  return [broken](const ir::Op& op, const std::vector<cpu::TensorViewF64>& in, cpu::TensorViewF64 out) {
+    if (op.function != "gelu_grad") return false;
+    const double k = static_cast<double>(0.7978845608f), c = static_cast<double>(0.044715f);
+    for (std::int64_t j = 0; j < out.size; ++j) {
+      const double x = in[1].data[j];
+      const double t = std::tanh(k * (x + c * x * x * x));
+      const double second = 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x);
+      out.data[j] = in[0].data[j] * (0.5 * (1 + t) + (broken ? -second : second));
+    }
+    return true;
+  };
+}
+
+TEST_CASE("gradient check: a backward rule with a flipped sign is caught") {
+  Tiny t("gelu mlp");
+  OpId x = t.param("x", {3, 4});
+  OpId h = t.g.add_dot("fc", "bh,hf->bf", x, t.param("w", {4, 5}), 0);
+  const Graph g = t.finish(t.g.add_elementwise("gelu", "gelu", {h}, 8, 0));
+  // The copy of the rule as written passes (so the failure below is the sign's) ...
+  const CheckResult copy = check_gradients(g, gelu_grad_rule(false));
+  CHECK(copy.parameters == 2);
+  CHECK_MESSAGE(copy.mismatches == 0, copy.first_failure);
+  // ... and with the sign flipped every parameter behind the GELU is wrong.
+  const CheckResult broken = check_gradients(g, gelu_grad_rule(true));
+  CHECK(broken.parameters == 2);
+  CHECK(broken.mismatches == 2);
+  MESSAGE("flipped sign: " << broken.first_failure);
+}
+
+// ---- whole tiny models of each family ----
+
+Graph tiny_model(ir::TransformerConfig t, const std::string& name) {
+  ir::BuildOptions o;
+  o.microbatch_size = 2;
+  o.dtype = core::DType::kFp32;
+  return ir::build_transformer(t, o, name);
+}
+
+ir::TransformerConfig tiny_transformer(const std::string& builtin) {
+  ir::TransformerConfig t;
+  t.builtin = builtin;
+  t.num_layers = 2;
+  t.hidden_size = 8;
+  t.num_heads = 2;
+  t.num_kv_heads = builtin == "llama" ? 1 : 2;  // LLaMA: grouped-query attention
+  t.seq_len = 4;
+  t.vocab_size = 11;
+  t.ffn_hidden_size = 12;
+  if (builtin == "moe" || builtin == "mixtral") {
+    t.num_experts = 3;
+    t.top_k = 2;
+    t.moe_layer_interval = builtin == "moe" ? 2 : 1;
+    t.expert_group_size = 4;
+    t.capacity_factor = 1.0;
+  }
+  ir::set_architecture_defaults(t);
+  return t;
+}
+
+TEST_CASE("gradient check: whole tiny models (GPT, LLaMA, GShard MoE, Mixtral)") {
+  for (const std::string builtin : {"gpt", "llama", "moe", "mixtral"}) {
+    CAPTURE(builtin);
+    expect_gradients_match(tiny_model(tiny_transformer(builtin), "tiny " + builtin));
+  }
+}
+
+TEST_CASE("gradient check: whole tiny Wide-ResNet") {
+  ir::BuildOptions o;
+  o.microbatch_size = 2;
+  o.dtype = core::DType::kFp32;
+  auto g = ir::build_forward_graph(::alpasim::testing::tiny_wide_resnet(), o);
+  REQUIRE_MESSAGE(g.ok(), g.status().message());
+  expect_gradients_match(*g);
+}
+
+}  // namespace
+}  // namespace alpasim::exec
