@@ -27,6 +27,10 @@ namespace alpasim::core {
 /// How a failed CHECK ends the process. The default aborts (core dump, sanitizer trace);
 /// the command-line tools exit with their documented "internal error" code instead.
 void set_check_failure_exit_code(int exit_code);
+/// Called with the failure's one-line text ("file:line: CHECK failed: cond: message") after
+/// it is printed on stderr and before the process ends, e.g. to print a machine-readable
+/// error on stdout. Must not fail a CHECK itself. nullptr (the default): nothing.
+void set_check_failure_hook(void (*hook)(const char* text));
 }  // namespace alpasim::core
 
 /// Guards an invariant: a false `cond` is a bug in alpa-sim, never bad user input.

@@ -123,7 +123,7 @@ core::Result<RunReport> run_scenario(const Scenario& scenario, const RunSettings
     ALPASIM_ASSIGN_OR_RETURN(run, evaluate_plan_file(scenario, cost_model));
     j["status"] = "evaluated";
   } else {
-    ALPASIM_ASSIGN_OR_RETURN(run, run_search(scenario, cost_model));
+    ALPASIM_ASSIGN_OR_RETURN(run, run_search(scenario, cost_model, settings.progress));
     j["status"] = "planned";
   }
   report.text += search_text(run, settings.include_timing);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -25,6 +26,9 @@ struct RunSettings {
   /// depends only on the scenario, so without them the same scenario gives byte-identical
   /// output.
   bool include_timing = true;
+  /// Called as a search enters each phase (a point, a baseline), for a progress display
+  /// (planner::SearchOptions::progress). Empty: none.
+  std::function<void(const std::string& phase)> progress;
 };
 
 /// Runs the main job on a scenario: summarise the model, then plan (search modes) or

@@ -42,6 +42,10 @@ struct SearchConfig {
   std::optional<std::filesystem::path> plan_file;  ///< mode "fixed": a plan file (docs/plan.md)
   std::string plan_file_as_written;
   double time_limit_s = 0;  ///< wall-clock budget of the whole search
+  /// Mode "alpa": also plan every baseline and print the comparison table (the baselines
+  /// take most of a search's time on large clusters); off with "baselines": false or
+  /// `alpa-sim --no-baselines`.
+  bool compare_baselines = true;
 };
 
 /// The scenario's "profile" block: which calibration data the cost model uses.

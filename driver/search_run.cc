@@ -77,14 +77,17 @@ planner::SearchInput search_input(const Scenario& scenario, const cost_model::Co
   in.num_microbatches = scenario.training.num_microbatches;
   in.mode = scenario.search.mode == "fixed" ? "alpa" : scenario.search.mode;
   in.options.time_limit_s = scenario.search.time_limit_s;
+  in.options.compare_baselines = scenario.search.compare_baselines;
   // Intra-op solves run in parallel; the search's result does not depend on the count.
   in.options.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return in;
 }
 
-core::Result<SearchRun> run_search(const Scenario& scenario, const cost_model::CostModel& cost) {
-  ALPASIM_ASSIGN_OR_RETURN(planner::SearchResult result,
-                           planner::search(search_input(scenario, cost)));
+core::Result<SearchRun> run_search(const Scenario& scenario, const cost_model::CostModel& cost,
+                                   std::function<void(const std::string&)> progress) {
+  planner::SearchInput in = search_input(scenario, cost);
+  in.options.progress = std::move(progress);
+  ALPASIM_ASSIGN_OR_RETURN(planner::SearchResult result, planner::search(in));
   return simulate(std::move(result));
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "core/json_reader.h"
@@ -23,7 +24,9 @@ planner::SearchInput search_input(const Scenario& scenario, const cost_model::Co
 
 /// Runs the scenario's search mode ("alpa" or a baseline mode). kResourceExhausted when no
 /// plan fits, naming the smallest memory per device any considered plan needs.
-core::Result<SearchRun> run_search(const Scenario& scenario, const cost_model::CostModel& cost);
+/// `progress`, when set, is called as the search enters each phase (SearchOptions::progress).
+core::Result<SearchRun> run_search(const Scenario& scenario, const cost_model::CostModel& cost,
+                                   std::function<void(const std::string&)> progress = {});
 
 /// Evaluates the scenario's search.plan file exactly as the search scores plans, so a plan
 /// written by `alpa-sim --out` comes back with the same prediction.

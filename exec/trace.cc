@@ -156,19 +156,32 @@ core::Result<Prediction> read_prediction(const std::filesystem::path& path) {
   ALPASIM_ASSIGN_OR_RETURN(core::JsonDocument doc, core::read_json_file(path));
   const std::string file = path.string();
   Prediction pr;
-  const auto& root = doc.root;
+  // alpa-sim's summary.json / --json carries the simulator report under "prediction".
+  const bool is_summary = doc.root.is_object() && doc.root.contains("prediction");
+  const std::string at = is_summary ? "/prediction" : "";
+  const auto& root = is_summary ? doc.root["prediction"] : doc.root;
   if (!root.is_object() || !root.contains("iteration_time_s") || !root["iteration_time_s"].is_number()) {
-    return core::invalid_argument(file + ": /iteration_time_s: expected a number (a simulator report), got " +
-                                  (root.is_object() && root.contains("iteration_time_s")
-                                       ? core::describe_json_value(root["iteration_time_s"])
-                                       : std::string("nothing")));
+    return core::invalid_argument(
+        file + ": " + at + "/iteration_time_s: expected a number (a simulator report, or " +
+        "alpa-sim's summary.json or --json output), got " +
+        (root.is_object() && root.contains("iteration_time_s")
+             ? core::describe_json_value(root["iteration_time_s"])
+             : std::string("nothing")));
+  }
+  if (is_summary) {
+    const core::Json* gpu = &doc.root;
+    for (const char* key : {"scenario", "cluster", "gpu"}) {
+      gpu = gpu->is_object() && gpu->contains(key) ? &(*gpu)[key] : nullptr;
+      if (gpu == nullptr) break;
+    }
+    if (gpu != nullptr && gpu->is_string()) pr.gpu = gpu->get<std::string>();
   }
   pr.iteration_s = root["iteration_time_s"].get<double>();
   if (root.contains("devices") && root["devices"].is_array()) {
     for (std::size_t i = 0; i < root["devices"].size(); ++i) {
       const auto& d = root["devices"][i];
       if (!d.is_object() || !d.contains("compute_busy_s") || !d["compute_busy_s"].is_number()) {
-        return core::invalid_argument(file + ": /devices/" + std::to_string(i) +
+        return core::invalid_argument(file + ": " + at + "/devices/" + std::to_string(i) +
                                       "/compute_busy_s: expected a number, got " +
                                       (d.is_object() && d.contains("compute_busy_s")
                                            ? core::describe_json_value(d["compute_busy_s"])
@@ -190,10 +203,17 @@ std::string summary_to_text(const Program& p, const MeasuredSummary& s,
   auto ms = [](double sec) { return core::format_fixed(sec * 1e3, 3); };
   os << "end to end: " << ms(s.iteration_mean_s) << " ms per iteration (mean; min " << ms(s.iteration_min_s)
      << " ms)";
-  if (pr) os << ", predicted " << ms(pr->iteration_s) << " ms, error " << core::format_fixed(pct(s.iteration_mean_s, pr->iteration_s), 1) << " %";
+  const std::string predicted_for = pr && !pr->gpu.empty() ? " for " + pr->gpu : "";
+  if (pr && pr->times_comparable) {
+    os << ", predicted " << ms(pr->iteration_s) << " ms" << predicted_for << ", error "
+       << core::format_fixed(pct(s.iteration_mean_s, pr->iteration_s), 1) << " %";
+  } else if (pr) {
+    os << "; predicted " << ms(pr->iteration_s) << " ms" << predicted_for
+       << " (not compared: measured on another kind of device; memory is compared)";
+  }
   os << "\n\nper stage (compute = time in RUN instructions, slowest device of the mesh):\n";
   os << "  stage  devices  compute_ms  peak_memory";
-  if (pr) os << "  predicted_ms  error_%  predicted_memory";
+  if (pr) os << (pr->times_comparable ? "  predicted_ms  error_%  predicted_memory" : "  predicted_ms  predicted_memory");
   os << "\n";
   for (std::size_t st = 0; st < s.stage_compute_s.size(); ++st) {
     std::int64_t peak = 0;
@@ -201,9 +221,9 @@ std::string summary_to_text(const Program& p, const MeasuredSummary& s,
     os << "  " << st << "      " << p.stage_devices[st].size() << "        " << ms(s.stage_compute_s[st])
        << "      " << core::format_bytes(peak);
     if (pr && st < pr->stage_compute_s.size()) {
-      os << "  " << ms(pr->stage_compute_s[st]) << "  "
-         << core::format_fixed(pct(s.stage_compute_s[st], pr->stage_compute_s[st]), 1) << "  "
-         << (pr->stage_peak_bytes[st] >= 0 ? core::format_bytes(pr->stage_peak_bytes[st]) : std::string("-"));
+      os << "  " << ms(pr->stage_compute_s[st]) << "  ";
+      if (pr->times_comparable) os << core::format_fixed(pct(s.stage_compute_s[st], pr->stage_compute_s[st]), 1) << "  ";
+      os << (pr->stage_peak_bytes[st] >= 0 ? core::format_bytes(pr->stage_peak_bytes[st]) : std::string("-"));
     }
     os << "\n";
   }
@@ -227,7 +247,9 @@ core::Json summary_to_json(const Program& p, const MeasuredSummary& s,
   j["iteration_min_s"] = s.iteration_min_s;
   if (pr) {
     j["predicted_iteration_s"] = pr->iteration_s;
-    j["iteration_error_pct"] = pct(s.iteration_mean_s, pr->iteration_s);
+    j["predicted_gpu"] = pr->gpu.empty() ? core::Json(nullptr) : core::Json(pr->gpu);
+    j["times_compared"] = pr->times_comparable;
+    if (pr->times_comparable) j["iteration_error_pct"] = pct(s.iteration_mean_s, pr->iteration_s);
   }
   core::Json stages = core::Json::array();
   for (std::size_t st = 0; st < s.stage_compute_s.size(); ++st) {
@@ -240,7 +262,7 @@ core::Json summary_to_json(const Program& p, const MeasuredSummary& s,
     sj["peak_memory_bytes"] = peak;
     if (pr && st < pr->stage_compute_s.size()) {
       sj["predicted_compute_s"] = pr->stage_compute_s[st];
-      sj["compute_error_pct"] = pct(s.stage_compute_s[st], pr->stage_compute_s[st]);
+      if (pr->times_comparable) sj["compute_error_pct"] = pct(s.stage_compute_s[st], pr->stage_compute_s[st]);
       sj["predicted_peak_memory_bytes"] = pr->stage_peak_bytes[st];
     }
     stages.push_back(sj);

@@ -43,8 +43,17 @@ struct Prediction {
   double iteration_s = 0;
   std::vector<double> stage_compute_s;
   std::vector<std::int64_t> stage_peak_bytes;
+  /// The GPU kind the prediction is for (alpa-sim's `scenario.cluster.gpu`); "" if the file
+  /// does not say (a bare simulator report).
+  std::string gpu;
+  /// False when the measurement ran on another kind of device than the prediction's (the CPU
+  /// backend against a GPU prediction): times are then shown side by side, with no error %.
+  /// Memory is in bytes on either, so it is always compared.
+  bool times_comparable = true;
 };
-/// Reads the keys above from a report JSON file; other keys are ignored (the report has many).
+/// Reads the keys above from a simulator report (`iteration_time_s`, `devices` at the root)
+/// or from alpa-sim's own output (`summary.json` of `--out`, or `--json`: the report under
+/// `prediction`, the GPU under `scenario.cluster.gpu`); other keys are ignored.
 core::Result<Prediction> read_prediction(const std::filesystem::path& path);
 
 /// The table alpa-exec prints: per stage, per instruction kind, end to end; with a

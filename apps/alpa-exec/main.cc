@@ -73,6 +73,8 @@ int run(const Options& opt) {
     auto p = exec::read_prediction(opt.predicted);
     if (!p.ok()) return fail(p.status());
     prediction = *p;
+    // A prediction prices GPUs; the CPU backend's times are not a measurement of one.
+    prediction->times_comparable = opt.backend != "cpu";
   }
   auto backend = apps::make_backend(opt.backend);
   if (!backend.ok()) return fail(backend.status(), Step::kCreateBackend);
@@ -111,8 +113,8 @@ int run(const Options& opt) {
               << " microbatches, backend " << result->backend << ", loss " << result->loss << "\n\n"
               << exec::summary_to_text(*program, summary, stats->peak_bytes, prediction);
     if (!prediction) {
-      std::cout << "\n(no prediction: pass --predicted REPORT.json, the simulator's report for this plan, "
-                   "to print the error in percent)\n";
+      std::cout << "\n(no prediction: pass --predicted SUMMARY.json, alpa-sim's output for this plan, "
+                   "to print predicted vs measured)\n";
     }
   }
   std::cout.flush();
@@ -134,7 +136,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--out", opt.out_dir, "Write trace.json and measured.json here");
   app.add_option("--predicted", opt.predicted,
-                 "The simulator's report JSON for this plan: print predicted vs measured and the error");
+                 "alpa-sim's summary.json (or --json output, or a simulator report) for this plan: "
+                 "print predicted vs measured (the error in percent only on a GPU backend)");
   app.add_flag("--json", opt.json, "Print one JSON object on stdout");
   app.add_flag("--data-parallel-default", opt.data_parallel_default,
                "Replace the plan's per-operator shardings by data parallelism (default: run each operator on its shards)");

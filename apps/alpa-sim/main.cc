@@ -5,17 +5,22 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include <unistd.h>
 
 #include "core/json_reader.h"
 #include "core/status.h"
+#include "core/text.h"
 #include "core/version.h"
 #include "driver/calibrate.h"
 #include "driver/capacity.h"
@@ -36,6 +41,7 @@ struct Options {
   std::string out_dir;
   std::string profile;  ///< --profile FILE: overrides the scenario's "profile"
   bool no_timing = false;  ///< --no-timing: omit wall-clock measurements (byte-identical output)
+  bool no_baselines = false;  ///< --no-baselines: the scenario's search.baselines = false
 };
 
 struct CalibrateOptions {
@@ -46,10 +52,56 @@ struct CalibrateOptions {
   std::string prior;
 };
 
+// Set once from the command line (before parsing, so a command-line error is JSON too):
+// with --json, every failure also prints {"error": {...}} on stdout, so a script reading
+// stdout always gets one JSON object.
+bool g_json_errors = false;
+
+bool is_json_pointer(std::string_view s) {
+  return !s.empty() && s.front() == '/' && s.find(' ') == std::string_view::npos;
+}
+
+// A message reads "<file>: <JSON pointer>: <what>" (ARCHITECTURE.md, errors); either prefix
+// may be missing. A file is a token without spaces that names a path (has '/' or '.').
+alpasim::core::Json error_json(std::string_view message, int exit_code) {
+  using alpasim::core::Json;
+  Json error = {{"message", std::string(message)}, {"file", nullptr}, {"pointer", nullptr},
+                {"exit_code", exit_code}};
+  std::string_view rest = message;
+  auto take_prefix = [&rest]() -> std::string_view {
+    const std::size_t at = rest.find(": ");
+    if (at == std::string_view::npos) return {};
+    const std::string_view head = rest.substr(0, at);
+    return head.find(' ') == std::string_view::npos ? head : std::string_view{};
+  };
+  std::string_view head = take_prefix();
+  if (head.empty()) return Json{{"error", std::move(error)}};
+  rest.remove_prefix(head.size() + 2);
+  const std::string_view second = take_prefix();
+  // "<file>: <pointer>: ..." when a pointer follows; otherwise the one prefix is a file when
+  // it names one (an absolute file path also starts with '/', like a pointer).
+  const bool head_is_file =
+      is_json_pointer(second) || !is_json_pointer(head) || head.ends_with(".json") ||
+      std::filesystem::exists(std::filesystem::path(std::string(head)));
+  if (head_is_file && head.find_first_of("/.") != std::string_view::npos) {
+    error["file"] = std::string(head);
+    if (is_json_pointer(second)) error["pointer"] = std::string(second);
+  } else if (is_json_pointer(head)) {
+    error["pointer"] = std::string(head);
+  }
+  return Json{{"error", std::move(error)}};
+}
+
+int fail(std::string_view message, int exit_code) {
+  if (g_json_errors) std::cout << alpasim::core::dump_json(error_json(message, exit_code)) << std::flush;
+  return exit_code;
+}
+
 int report_error(const alpasim::core::Status& status) {
   std::cerr << "alpa-sim: error: " << status.message() << "\n";
-  return status.code() == alpasim::core::StatusCode::kInternal ? kExitInternalError
-                                                               : kExitUserError;
+  return fail(status.message(), status.code() == alpasim::core::StatusCode::kInternal
+                                    ? kExitInternalError
+                                    : kExitUserError);
 }
 
 int run(const Options& opt) {
@@ -60,9 +112,23 @@ int run(const Options& opt) {
   if (!opt.profile.empty()) {
     if (auto st = driver::use_profile_file(*scenario, opt.profile); !st.ok()) return report_error(st);
   }
+  if (opt.no_baselines) scenario->search.compare_baselines = false;
   driver::RunSettings settings;
   settings.include_timing = !opt.no_timing;
+  // Progress only where a person watches (never in pipes, files or CI logs): one line,
+  // rewritten in place, with the seconds since the run started; cleared before the result.
+  const bool show_progress = !opt.quiet && isatty(STDERR_FILENO) == 1;
+  const auto started = std::chrono::steady_clock::now();
+  if (show_progress) {
+    settings.progress = [started](const std::string& phase) {
+      const double elapsed_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      std::cerr << "\r\033[Kalpa-sim: searching: " << phase << " ("
+                << alpasim::core::format_fixed(elapsed_s, 1) << " s)" << std::flush;
+    };
+  }
   core::Result<driver::RunReport> report = driver::run_scenario(*scenario, settings);
+  if (show_progress) std::cerr << "\r\033[K" << std::flush;
   if (!report.ok()) return report_error(report.status());
   if (!opt.out_dir.empty()) {
     if (auto st = driver::write_run_outputs(*report, *scenario, opt.out_dir); !st.ok()) {
@@ -86,6 +152,9 @@ void add_run_options(CLI::App& app, Options& opt) {
   app.add_flag("--no-timing", opt.no_timing,
                "Omit wall-clock measurements (search.wall_time_s), so the same scenario gives "
                "byte-identical output");
+  app.add_flag("--no-baselines", opt.no_baselines,
+               "Search only: skip the baselines and their comparison table (as \"baselines\": "
+               "false in the scenario's search block)");
   app.add_option("--out", opt.out_dir, "Write output files (summary, scenario, plan, trace) here");
   app.add_option("--profile", opt.profile,
                  "Use this profile file (alpa-profile's output) instead of the scenario's \"profile\"");
@@ -101,7 +170,11 @@ struct StudyOptions {  ///< `alpa-sim sweep` and `alpa-sim capacity`
 };
 
 void add_study_options(CLI::App& cmd, StudyOptions& o, bool sweep) {
-  cmd.add_option("scenario", o.scenario, "Scenario file with a what_if / capacity block")->required();
+  cmd.add_option("scenario", o.scenario,
+                 sweep ? "Scenario with a \"what_if\" block: the points to plan (docs/whatif.md)"
+                       : "Scenario with a \"capacity\" block: the job, the deadline and the "
+                         "cluster kinds to compare (docs/capacity.md)")
+      ->required();
   cmd.add_option("--out", o.out_dir, "Write <name>.csv, .json, .html and .md into this folder");
   cmd.add_option("--report", o.report, "Write the self-contained HTML report here");
   cmd.add_option("--markdown", o.markdown, "Write the Markdown report here");
@@ -167,6 +240,18 @@ int calibrate(const CalibrateOptions& opt) {
 
 int main(int argc, char** argv) {
   alpasim::core::set_check_failure_exit_code(kExitInternalError);
+  for (int i = 1; i < argc; ++i) g_json_errors |= std::string_view(argv[i]) == "--json";
+  alpasim::core::set_check_failure_hook(
+      [](const char* text) { fail(std::string("internal error: ") + text, kExitInternalError); });
+  // `alpa-sim help [COMMAND]` reads as `alpa-sim [COMMAND] --help`, not as a scenario file.
+  std::vector<char*> args(argv, argv + argc);
+  std::string help_flag = "--help";
+  if (argc >= 2 && std::string_view(argv[1]) == "help") {
+    args.erase(args.begin() + 1);
+    args.push_back(help_flag.data());
+  }
+  argc = static_cast<int>(args.size());
+  argv = args.data();
   try {
     CLI::App app{"alpa-sim: plans how to train a large model on a GPU cluster, predicts how "
                  "fast it runs and how much memory each GPU needs.\n"
@@ -205,7 +290,7 @@ int main(int argc, char** argv) {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
       int code = app.exit(e);  // prints help/version on stdout, errors on stderr
-      return code == 0 ? kExitOk : kExitUserError;
+      return code == 0 ? kExitOk : fail(e.what(), kExitUserError);
     }
     if (cal_cmd->parsed()) return calibrate(cal_opt);
     if (sweep_cmd->parsed()) return study(sweep_opt, true);
@@ -213,6 +298,6 @@ int main(int argc, char** argv) {
     return run(run_cmd->parsed() ? run_opt : opt);
   } catch (const std::exception& e) {
     std::cerr << "alpa-sim: internal error: " << e.what() << "\n";
-    return kExitInternalError;
+    return fail(std::string("internal error: ") + e.what(), kExitInternalError);
   }
 }

@@ -1047,6 +1047,11 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
         continue;
       }
       ++stats.points;
+      if (in.options.progress) {
+        in.options.progress("point " + std::to_string(stats.points) + ": microbatch " +
+                            std::to_string(mbs) + ", recompute " +
+                            std::string(schema::recompute_name(rc)));
+      }
       stats.explored.insert({mbs, static_cast<int>(rc)});
       ALPASIM_RETURN_IF_ERROR(s.ensure_costs(*pt, meshes));
       const auto tp2 = Clock::now();
@@ -1646,8 +1651,13 @@ core::Result<SearchResult> search(const SearchInput& input) {
   fill_explanation(s, best, &result);
   result.candidates_simulated = stats.simulated;
   if (input.mode == "alpa" && input.options.compare_baselines) {
+    const std::size_t num_baselines = search_mode_names().size() - 1;  // all but "alpa"
     for (const std::string& m : search_mode_names()) {
       if (m == "alpa") continue;
+      if (input.options.progress) {
+        input.options.progress("baseline " + std::to_string(result.baselines.size() + 1) +
+                               " of " + std::to_string(num_baselines) + ": " + m);
+      }
       BaselineRow row;
       row.mode = m;
       std::string d;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -69,6 +70,11 @@ struct SearchOptions {
   /// exactly, but up to 5x the sums on Wide-ResNet 13B. One-GPU and data-parallel stages
   /// always use the executor's walk (equal to both).
   bool sharded_memory_as_executor = false;
+  /// Called (on the calling thread) as the search starts each phase: a (microbatch size,
+  /// recompute) point, or a baseline, with a one-line description of it
+  /// ("point 3: microbatch 4, recompute none", "baseline 2 of 8: megatron"). For progress
+  /// display only: it sees nothing the result depends on. Empty: not called.
+  std::function<void(const std::string& phase)> progress;
 };
 
 /// Everything the search needs. `cost` must be built for `cluster`.

@@ -4,6 +4,7 @@
 #                    @WORK@ = a scratch folder for this case)
 #   EXPECT_EXIT      the exit code
 #   EXPECT_STDERR    (optional) the exact stderr text, "" for none
+#   EXPECT_STDOUT    (optional) the exact stdout text (@WORK@ replaced as in ARGS)
 #   EXPECT_STDOUT_REGEX (optional) a regex stdout must match
 #   EXPECT_STDOUT_EMPTY (optional) TRUE when stdout must be empty
 #   EXPECT_FILES     (optional) files (relative to @WORK@) that must exist after the run
@@ -38,6 +39,13 @@ endif()
 if(DEFINED EXPECT_STDOUT_REGEX AND NOT out MATCHES "${EXPECT_STDOUT_REGEX}")
   message(SEND_ERROR "stdout does not match [${EXPECT_STDOUT_REGEX}]:\n${out}")
   set(failed TRUE)
+endif()
+if(DEFINED EXPECT_STDOUT)
+  string(REPLACE "@WORK@" "${work}" EXPECT_STDOUT "${EXPECT_STDOUT}")
+  if(NOT out STREQUAL "${EXPECT_STDOUT}")
+    message(SEND_ERROR "stdout: expected\n[${EXPECT_STDOUT}]\ngot\n[${out}]")
+    set(failed TRUE)
+  endif()
 endif()
 if(EXPECT_STDOUT_EMPTY AND NOT out STREQUAL "")
   message(SEND_ERROR "stdout: expected nothing, got\n${out}")

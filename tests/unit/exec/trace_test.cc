@@ -65,7 +65,9 @@ TEST_CASE("a simulator report gives predicted columns and the error in percent")
   auto bad = read_prediction(dir / "bad.json");
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message() ==
-        (dir / "bad.json").string() + ": /iteration_time_s: expected a number (a simulator report), got nothing");
+        (dir / "bad.json").string() +
+            ": /iteration_time_s: expected a number (a simulator report, or alpa-sim's summary.json "
+            "or --json output), got nothing");
 
   // Measured 0.75 s against 0.5 s predicted: +50 %; stage 0 measured 0.2 s against 0.25: -20 %.
   Program p;
@@ -80,6 +82,53 @@ TEST_CASE("a simulator report gives predicted columns and the error in percent")
   CHECK(j["stages"][0]["predicted_peak_memory_bytes"].get<std::int64_t>() == 1000);
   const std::string text = summary_to_text(p, s, {4096}, *pr);
   CHECK(text.find("predicted 500.000 ms, error 50.0 %") != std::string::npos);
+}
+
+TEST_CASE("alpa-sim's summary.json is a prediction; against the CPU backend no error percent") {
+  const std::filesystem::path dir = std::filesystem::path(ALPASIM_BINARY_DIR) / "tests" / "exec_trace_test";
+  std::filesystem::create_directories(dir);
+  {
+    // The shape of alpa-sim --json / --out summary.json (tests/golden/*.json).
+    std::ofstream(dir / "summary.json") << R"({"status": "planned",
+      "scenario": {"cluster": {"gpu": "v100-16gb", "nodes": 1}},
+      "prediction": {"iteration_time_s": 2.0, "num_gpus": 1,
+        "devices": [{"stage": 0, "compute_busy_s": 1.5, "peak_memory_bytes": 2048}]}})";
+    std::ofstream(dir / "summary_bad.json") << R"({"prediction": {"devices": []}})";
+  }
+  auto pr = read_prediction(dir / "summary.json");
+  REQUIRE(pr.ok());
+  CHECK(pr->iteration_s == 2.0);
+  CHECK(pr->gpu == "v100-16gb");
+  CHECK(pr->stage_compute_s == std::vector<double>{1.5});
+  CHECK(pr->stage_peak_bytes == std::vector<std::int64_t>{2048});
+  auto bad = read_prediction(dir / "summary_bad.json");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() ==
+        (dir / "summary_bad.json").string() +
+            ": /prediction/iteration_time_s: expected a number (a simulator report, or alpa-sim's "
+            "summary.json or --json output), got nothing");
+
+  Program p;
+  p.stage_devices = {{0}};
+  MeasuredSummary s;
+  s.iteration_mean_s = 3.0;
+  s.stage_compute_s = {1.0};
+  // On a GPU backend: compared, error in percent.
+  CHECK(summary_to_text(p, s, {4096}, *pr).find("predicted 2000.000 ms for v100-16gb, error 50.0 %") !=
+        std::string::npos);
+  // On the CPU backend: side by side, no percentage anywhere, memory still compared.
+  pr->times_comparable = false;
+  const core::Json j = summary_to_json(p, s, {4096}, *pr);
+  CHECK_FALSE(j.contains("iteration_error_pct"));
+  CHECK_FALSE(j["stages"][0].contains("compute_error_pct"));
+  CHECK(j["times_compared"] == false);
+  CHECK(j["predicted_gpu"] == "v100-16gb");
+  CHECK(j["stages"][0]["predicted_peak_memory_bytes"].get<std::int64_t>() == 2048);
+  const std::string text = summary_to_text(p, s, {4096}, *pr);
+  CHECK(text.find("; predicted 2000.000 ms for v100-16gb (not compared: measured on another kind of "
+                  "device; memory is compared)") != std::string::npos);
+  CHECK(text.find("error") == std::string::npos);
+  CHECK(text.find("%") == std::string::npos);
 }
 
 }  // namespace
