@@ -17,7 +17,7 @@ std::int64_t parameter_count(const Graph& graph) {
 PhaseFlops phase_flops(const Graph& graph) {
   PhaseFlops f;
   for (const Op& o : graph.ops()) {
-    const std::int64_t mm = o.is_matmul() ? o.flops : 0;
+    const std::int64_t mm = o.is_model_matmul() ? o.flops : 0;
     switch (o.phase) {
       case Phase::kForward:
         f.matmul_forward += mm;
@@ -80,7 +80,7 @@ std::vector<LayerStats> layer_stats(const Graph& g) {
   for (std::size_t i = 0; i < n; ++i) out[i].activation_bytes = kept[i];
   for (const Op& o : g.ops()) {
     LayerStats& l = out[static_cast<std::size_t>(o.layer)];
-    const std::int64_t mm = o.is_matmul() ? o.flops : 0;
+    const std::int64_t mm = o.is_model_matmul() ? o.flops : 0;
     const std::int64_t bytes = o.bytes_read + o.bytes_written;
     switch (o.phase) {
       case Phase::kForward:

@@ -14,9 +14,10 @@ namespace alpasim::ir {
 std::int64_t parameter_count(const Graph& graph);
 
 /// FLOPs of one execution of each phase of a graph (one microbatch for forward,
-/// recompute and backward; one update for the optimizer). `matmul_*` count dots,
-/// convolutions and MoE dispatch/combine only, the quantity Megatron's and Korthikanti's
-/// formulas count; `total_*` add every other op. Exact integers.
+/// recompute and backward; one update for the optimizer). `matmul_*` count dots and
+/// convolutions only (Op::is_model_matmul), the quantity Megatron's and Korthikanti's
+/// formulas count; `total_*` add every other op (MoE dispatch/combine included). Exact
+/// integers.
 struct PhaseFlops {
   std::int64_t matmul_forward = 0;
   std::int64_t matmul_recompute = 0;

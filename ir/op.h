@@ -148,6 +148,13 @@ struct Op {
     return kind == OpKind::kDot || kind == OpKind::kConv2d || kind == OpKind::kMoeDispatch ||
            kind == OpKind::kMoeCombine;
   }
+  /// The matmuls whose FLOPs are model FLOPs (Korthikanti et al.: the model's math, the
+  /// basis of MFU): dots and convolutions. MoE dispatch/combine are excluded: they are
+  /// one-hot einsums that implement routing (a gather/scatter; Megatron-Core permutes
+  /// tokens instead), and their FLOPs grow with the square of the token group, which is the
+  /// microbatch when expert_group_size is 0, so counting them made "model FLOPs" depend on
+  /// the plan's microbatch size. They stay in PhaseFlops::total_* and in the op's time.
+  bool is_model_matmul() const { return kind == OpKind::kDot || kind == OpKind::kConv2d; }
   bool is_einsum() const {
     return kind == OpKind::kDot || kind == OpKind::kMoeDispatch || kind == OpKind::kMoeCombine;
   }

@@ -327,16 +327,16 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       case Phase::kForward:
         L.gemm_forward_s += t.gemm;
         L.memory_bound_forward_s += t.memory_bound;
-        if (op.is_matmul()) L.costs.forward_flops += t.flops;
+        if (op.is_model_matmul()) L.costs.forward_flops += t.flops;
         break;
       case Phase::kRecompute:
         L.recompute_s += t.gemm + t.memory_bound;
-        if (op.is_matmul()) L.recompute_flops += t.flops;
+        if (op.is_model_matmul()) L.recompute_flops += t.flops;
         break;
       case Phase::kBackward:
         L.gemm_backward_s += t.gemm;
         L.memory_bound_backward_s += t.memory_bound;
-        if (op.is_matmul()) L.costs.backward_flops += t.flops;
+        if (op.is_model_matmul()) L.costs.backward_flops += t.flops;
         break;
       case Phase::kOptimizer:
         break;

@@ -8,6 +8,7 @@
 #include "cluster/cluster_spec.h"
 #include "cost_model/calibration.h"
 #include "cost_model/cost_model.h"
+#include "ir/accounting.h"
 #include "ir/autodiff.h"
 #include "ir/builders.h"
 #include "planner/adapters/ir_adapter.h"
@@ -172,6 +173,47 @@ TEST_CASE("the searched plan is never slower than the baselines scored the same 
                  b.mode == "intra_op_only" || b.mode == "dp_ep")) {
       CHECK(r.value().prediction.iteration_time_s <= b.prediction.iteration_time_s);
     }
+  }
+}
+
+TEST_CASE("MoE: model TFLOP/s x iteration time x GPUs = the model's FLOPs in every mode") {
+  // Issue 15 #8: with expert_group_size 0 a token group is the whole microbatch, and the
+  // dispatch/combine einsums grow with its square. Counted as model FLOPs they made the
+  // prediction's TFLOP/s (the plan's microbatch) disagree with the model's FLOPs (Mixtral
+  // 8x7B dp_ep on 64 H100: 523.4 TFLOP/s vs 192.5 from FLOPs / (time x GPUs)).
+  ir::TransformerConfig t;
+  t.builtin = "mixtral";
+  t.num_layers = 2;
+  t.hidden_size = 256;
+  t.num_heads = 4;
+  t.num_kv_heads = 4;
+  t.seq_len = 128;
+  t.vocab_size = 1024;
+  t.ffn_hidden_size = 512;
+  t.num_experts = 4;
+  t.top_k = 2;
+  t.moe_layer_interval = 1;
+  t.expert_group_size = 0;
+  t.capacity_factor = 1.0;  // capacity = tokens·2/4, exact at every microbatch size
+  ir::set_architecture_defaults(t);
+  planner::SearchInput base = tiny_input("alpa");
+  base.model = ir::ModelConfig{"tiny Mixtral", t};
+  // The model's FLOPs, from the graph of one sample (what the model summary counts).
+  ir::BuildOptions bo;
+  bo.microbatch_size = 1;
+  const ir::Graph g =
+      ir::derive_training_graph(ir::build_forward_graph(base.model, bo).value(), {});
+  const double flops = ir::flops_per_iteration(g, base.global_batch_size).model.value();
+  REQUIRE(flops > 0);
+  for (const std::string& mode : planner::search_mode_names()) {
+    CAPTURE(mode);
+    planner::SearchInput in = base;
+    in.mode = mode;
+    auto r = planner::search(in);
+    REQUIRE(r.ok());
+    const auto& p = r.value().prediction;
+    const double implied = p.model_tflops_per_gpu * 1e12 * p.iteration_time_s * 4;
+    CHECK(implied == doctest::Approx(flops).epsilon(1e-9));
   }
 }
 
