@@ -1,5 +1,6 @@
 #include "cluster/cluster_spec.h"
 
+#include "core/limits.h"
 #include "core/text.h"
 
 namespace alpasim::cluster {
@@ -71,7 +72,7 @@ core::Result<IntraNodeSpec> parse_intra(core::JsonObject obj) {
 core::Result<InterNodeSpec> parse_inter(core::JsonObject obj) {
   InterNodeSpec s;
   ALPASIM_ASSIGN_OR_RETURN(s.fabric, obj.get_enum("fabric", inter_fabrics()));
-  ALPASIM_ASSIGN_OR_RETURN(s.nics_per_node, obj.get_positive_int("nics_per_node"));
+  ALPASIM_ASSIGN_OR_RETURN(s.nics_per_node, obj.get_count("nics_per_node", core::limits::kMaxGpusPerNode));
   ALPASIM_ASSIGN_OR_RETURN(s.nic_bandwidth_gbit_per_s,
                            obj.get_positive_number("nic_bandwidth_gbit_per_s"));
   ALPASIM_ASSIGN_OR_RETURN(s.latency_us, obj.get_number_in_or("latency_us", 0, 1e6,
@@ -108,7 +109,7 @@ core::Result<ClusterSpec> parse_cluster_spec(const core::JsonValue& value) {
   ClusterSpec spec;
   if (auto preset = obj.optional("preset")) {
     ALPASIM_ASSIGN_OR_RETURN(std::string name, preset->as_enum(cluster_preset_names()));
-    ALPASIM_ASSIGN_OR_RETURN(std::int64_t nodes, obj.get_positive_int("nodes"));
+    ALPASIM_ASSIGN_OR_RETURN(std::int64_t nodes, obj.get_count("nodes", core::limits::kMaxNodes));
     spec = make_preset_cluster(name, nodes).value();
     if (auto gpn = obj.optional("gpus_per_node")) {
       ALPASIM_ASSIGN_OR_RETURN(spec.gpus_per_node,
@@ -126,8 +127,9 @@ core::Result<ClusterSpec> parse_cluster_spec(const core::JsonValue& value) {
     return spec;
   }
   // Explicit description.
-  ALPASIM_ASSIGN_OR_RETURN(spec.nodes, obj.get_positive_int("nodes"));
-  ALPASIM_ASSIGN_OR_RETURN(spec.gpus_per_node, obj.get_positive_int("gpus_per_node"));
+  ALPASIM_ASSIGN_OR_RETURN(spec.nodes, obj.get_count("nodes", core::limits::kMaxNodes));
+  ALPASIM_ASSIGN_OR_RETURN(spec.gpus_per_node,
+                           obj.get_count("gpus_per_node", core::limits::kMaxGpusPerNode));
   ALPASIM_ASSIGN_OR_RETURN(core::JsonValue gpu_value, obj.required("gpu", "a GPU kind name"));
   ALPASIM_ASSIGN_OR_RETURN(std::string gpu_name, gpu_value.as_enum(gpu_spec_names()));
   spec.gpu = *find_gpu_spec(gpu_name);

@@ -6,6 +6,10 @@
 #include <fstream>
 #include <sstream>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "core/text.h"
 
 namespace alpasim::core {
@@ -87,6 +91,29 @@ std::string parse_error_detail(const std::string& what) {
   return bracket == std::string::npos ? what : what.substr(bracket + 2);
 }
 
+// A SAX handler that accepts everything and records where the parser gave up (the byte
+// just past the offending token, 1-based, as Json::parse_error::byte counts it).
+struct ErrorPosition {
+  std::optional<std::size_t> byte;
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(Json::number_integer_t) { return true; }
+  bool number_unsigned(Json::number_unsigned_t) { return true; }
+  bool number_float(Json::number_float_t, const Json::string_t&) { return true; }
+  bool string(Json::string_t&) { return true; }
+  bool binary(Json::binary_t&) { return true; }
+  bool start_object(std::size_t) { return true; }
+  bool key(Json::string_t&) { return true; }
+  bool end_object() { return true; }
+  bool start_array(std::size_t) { return true; }
+  bool end_array() { return true; }
+  bool parse_error(std::size_t position, const std::string& token, const Json::exception&) {
+    // Point at the token's first character.
+    byte = position >= token.size() ? position - token.size() + 1 : position;
+    return false;
+  }
+};
+
 std::string pointer_for_display(const std::string& pointer) { return pointer.empty() ? "/" : pointer; }
 
 }  // namespace
@@ -103,6 +130,13 @@ Result<JsonDocument> parse_json_text(std::string_view text, std::string file) {
   } catch (const Json::parse_error& e) {
     return invalid_argument(doc.file + ":" + text_position(text, e.byte) +
                             ": invalid JSON: " + parse_error_detail(e.what()));
+  } catch (const Json::exception& e) {
+    // nlohmann throws out_of_range.406 ("number overflow parsing '1e400'") without a
+    // position; a second, SAX-only pass over the text recovers it.
+    ErrorPosition where;
+    Json::sax_parse(text.begin(), text.end(), &where);
+    const std::string at = where.byte ? ":" + text_position(text, *where.byte) : "";
+    return invalid_argument(doc.file + at + ": invalid JSON: " + parse_error_detail(e.what()));
   }
   if (const auto& dup = finder.duplicate()) {
     return invalid_argument(doc.file + ": " + pointer_for_display(dup->first) +
@@ -112,17 +146,49 @@ Result<JsonDocument> parse_json_text(std::string_view text, std::string file) {
 }
 
 Result<JsonDocument> read_json_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    int err = errno;
-    std::string reason = err != 0 ? std::strerror(err) : "unreadable";
-    if (std::filesystem::is_directory(path)) reason = "is a directory";
-    return (err == ENOENT ? not_found : invalid_argument)(path.string() +
-                                                          ": cannot open file: " + reason);
+  const std::string name = path.string();
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is rejected below.
+  const int fd = ::open(name.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    return (err == ENOENT ? not_found : invalid_argument)(name + ": cannot open file: " +
+                                                          std::strerror(err));
   }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  return parse_json_text(contents.str(), path.string());
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    return invalid_argument(name + ": cannot open file: " + std::strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode)) return invalid_argument(name + ": cannot open file: is a directory");
+  if (!S_ISREG(st.st_mode)) {
+    const char* kind = S_ISFIFO(st.st_mode)                        ? "a FIFO"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                       : S_ISSOCK(st.st_mode)                       ? "a socket"
+                                                                    : "not a regular file";
+    return invalid_argument(name + ": cannot read file: expected a regular file, got " + kind);
+  }
+  const auto too_large = [&] {
+    return invalid_argument(name + ": cannot read file: larger than the limit of " +
+                            std::to_string(kMaxJsonFileBytes) + " bytes");
+  };
+  if (st.st_size > kMaxJsonFileBytes) return too_large();
+  // Read at most one byte past the cap: a file can grow after fstat, or report size 0.
+  std::string contents;
+  char buffer[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return invalid_argument(name + ": cannot read file: " + std::strerror(errno));
+    }
+    if (n == 0) break;
+    contents.append(buffer, static_cast<std::size_t>(n));
+    if (static_cast<std::int64_t>(contents.size()) > kMaxJsonFileBytes) return too_large();
+  }
+  return parse_json_text(contents, name);
 }
 
 std::string json_pointer_token(std::string_view key) {
@@ -193,6 +259,10 @@ Result<std::int64_t> JsonValue::as_positive_int() const {
 
 Result<std::int64_t> JsonValue::as_non_negative_int() const {
   return as_int(0, kMaxCount, "a non-negative integer");
+}
+
+Result<std::int64_t> JsonValue::as_count(std::int64_t max) const {
+  return as_int(1, max, "a positive integer at most " + std::to_string(max));
 }
 
 Result<double> JsonValue::as_number(double min, double max, std::string_view what) const {
@@ -274,6 +344,18 @@ Result<std::int64_t> JsonObject::get_positive_int_or(std::string_view key, std::
 Result<std::int64_t> JsonObject::get_non_negative_int_or(std::string_view key,
                                                          std::int64_t fallback) {
   if (auto v = optional(key)) return v->as_non_negative_int();
+  return fallback;
+}
+
+Result<std::int64_t> JsonObject::get_count(std::string_view key, std::int64_t max) {
+  ALPASIM_ASSIGN_OR_RETURN(JsonValue v,
+                           required(key, "a positive integer at most " + std::to_string(max)));
+  return v.as_count(max);
+}
+
+Result<std::int64_t> JsonObject::get_count_or(std::string_view key, std::int64_t max,
+                                              std::int64_t fallback) {
+  if (auto v = optional(key)) return v->as_count(max);
   return fallback;
 }
 

@@ -26,8 +26,15 @@ struct JsonDocument {
   Json root;
 };
 
+/// The largest JSON file read_json_file accepts: 256 MiB (plans and graphs of the largest
+/// models are a few MiB); bigger files, and anything that is not a regular file
+/// (directories, FIFOs, devices), are refused before anything large is read.
+inline constexpr std::int64_t kMaxJsonFileBytes = std::int64_t{1} << 28;
+
 /// Reads and parses `path`. Errors (all kInvalidArgument or kNotFound):
 ///   `x.json: cannot open file: No such file or directory`
+///   `x.json: cannot open file: is a directory`
+///   `x.json: cannot read file: expected a regular file, got a FIFO`
 ///   `x.json:3:17: invalid JSON: syntax error while parsing object - unexpected '}'; ...`
 ///   `x.json: /training: duplicate key "dtype"`
 Result<JsonDocument> read_json_file(const std::filesystem::path& path);
@@ -74,6 +81,8 @@ class JsonValue {
   Result<std::int64_t> as_int(std::int64_t min, std::int64_t max, std::string_view what) const;
   Result<std::int64_t> as_positive_int() const;      ///< [1, 2^62]
   Result<std::int64_t> as_non_negative_int() const;  ///< [0, 2^62]
+  /// An integer in [1, max]: "expected a positive integer at most <max>, got ...".
+  Result<std::int64_t> as_count(std::int64_t max) const;
   /// A finite number in [min, max] (integers are accepted).
   Result<double> as_number(double min, double max, std::string_view what) const;
   Result<double> as_positive_number() const;  ///< (0, inf), finite
@@ -119,6 +128,9 @@ class JsonObject {
   Result<std::int64_t> get_positive_int(std::string_view key);
   Result<std::int64_t> get_positive_int_or(std::string_view key, std::int64_t fallback);
   Result<std::int64_t> get_non_negative_int_or(std::string_view key, std::int64_t fallback);
+  /// A required / optional integer in [1, max] (JsonValue::as_count).
+  Result<std::int64_t> get_count(std::string_view key, std::int64_t max);
+  Result<std::int64_t> get_count_or(std::string_view key, std::int64_t max, std::int64_t fallback);
   Result<std::int64_t> get_int_in(std::string_view key, std::int64_t min, std::int64_t max,
                                   std::string_view what);
   Result<double> get_positive_number(std::string_view key);

@@ -1,9 +1,12 @@
 #include "driver/run.h"
 
+#include <algorithm>
 #include <fstream>
+#include <vector>
 #include <optional>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/text.h"
 #include "core/version.h"
 #include "driver/evaluate.h"
@@ -140,25 +143,46 @@ core::Status write_run_outputs(const RunReport& report, const Scenario& scenario
   if (ec) {
     return core::invalid_argument(dir.string() + ": cannot create output folder: " + ec.message());
   }
-  auto write = [&](const std::string& name, const std::string& contents) -> core::Status {
-    std::ofstream out(dir / name, std::ios::binary);
-    out << contents;
-    out.close();
-    if (!out) return core::invalid_argument((dir / name).string() + ": cannot write file");
-    return core::Status();
-  };
-  ALPASIM_RETURN_IF_ERROR(write("summary.json", core::dump_json(report.json)));
-  ALPASIM_RETURN_IF_ERROR(write("summary.txt", report.text));
-  ALPASIM_RETURN_IF_ERROR(write("scenario.json", core::dump_json(scenario_to_json(scenario))));
-  if (report.plan) {
-    ALPASIM_RETURN_IF_ERROR(write("plan.json", core::dump_json(schema::plan_to_json(*report.plan))));
+  // The set this command writes; summary.json goes last and says how the run ended, so a
+  // folder with a summary.json holds a whole set (or a summary with "status": "failed").
+  const std::vector<std::string> set = {"summary.txt", "scenario.json", "plan.json", "trace.json",
+                                        "summary.json"};
+  for (const std::string& name : set) {
+    if (std::filesystem::equivalent(dir / name, scenario.file, ec)) {
+      return core::invalid_argument((dir / name).string() +
+                                    ": refusing to overwrite the input scenario; choose another "
+                                    "--out folder");
+    }
   }
+  // A summary.json from an earlier run must not stand beside this run's files.
+  std::filesystem::remove(dir / "summary.json", ec);
+  std::vector<std::pair<std::string, std::string>> files = {
+      {"summary.txt", report.text},
+      {"scenario.json", core::dump_json(scenario_to_json(scenario))}};
+  if (report.plan) files.emplace_back("plan.json", core::dump_json(schema::plan_to_json(*report.plan)));
   if (report.simulation) {
-    ALPASIM_RETURN_IF_ERROR(sim::write_chrome_trace((dir / "trace.json").string(),
-                                                    report.simulation->graph,
-                                                    report.simulation->timeline));
+    files.emplace_back("trace.json", sim::chrome_trace_json(report.simulation->graph,
+                                                            report.simulation->timeline));
   }
-  return core::Status();
+  core::Status status;
+  for (const auto& [name, contents] : files) {
+    status = core::write_file_atomically(dir / name, contents);
+    if (!status.ok()) break;
+  }
+  if (status.ok()) {
+    // Stale members of the set from an earlier run (e.g. its plan.json) are removed.
+    for (const std::string& name : set) {
+      const bool written = name == "summary.json" ||
+                           std::any_of(files.begin(), files.end(),
+                                       [&](const auto& f) { return f.first == name; });
+      if (!written) std::filesystem::remove(dir / name, ec);
+    }
+    return core::write_file_atomically(dir / "summary.json", core::dump_json(report.json));
+  }
+  // Best effort: mark the folder's set as failed; the first error is the one reported.
+  core::Json failed = {{"status", "failed"}, {"error", status.message()}};
+  (void)core::write_file_atomically(dir / "summary.json", core::dump_json(failed));
+  return status;
 }
 
 }  // namespace alpasim::driver

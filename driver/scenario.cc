@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/limits.h"
 #include "core/text.h"
 #include "driver/capacity.h"
 #include "driver/sweep.h"
@@ -15,6 +16,7 @@ using core::Json;
 using core::JsonObject;
 using core::JsonValue;
 using core::Result;
+namespace L = core::limits;
 
 // "fixed" (evaluate the given plan) and the planner's modes: "alpa" and the baselines.
 const std::vector<std::string>& search_modes() {
@@ -37,14 +39,14 @@ const std::vector<std::string>& training_dtypes() {
 
 Result<TrainingConfig> parse_training(JsonObject obj) {
   TrainingConfig t;
-  ALPASIM_ASSIGN_OR_RETURN(t.global_batch_size, obj.get_positive_int("global_batch_size"));
+  ALPASIM_ASSIGN_OR_RETURN(t.global_batch_size, obj.get_count("global_batch_size", L::kMaxGlobalBatchSize));
   ALPASIM_ASSIGN_OR_RETURN(std::string dtype, obj.get_enum("dtype", training_dtypes()));
   t.dtype = *core::parse_dtype(dtype);
   ALPASIM_ASSIGN_OR_RETURN(t.optimizer, obj.get_enum_or("optimizer", optimizers(), "adam"));
   if (auto mb = obj.optional("microbatches")) {
     if (!(mb->is_string() && mb->raw() == "auto")) {
       if (!mb->is_integer()) return mb->type_error("a positive integer or \"auto\"");
-      ALPASIM_ASSIGN_OR_RETURN(std::int64_t n, mb->as_positive_int());
+      ALPASIM_ASSIGN_OR_RETURN(std::int64_t n, mb->as_count(L::kMaxGlobalBatchSize));
       if (t.global_batch_size % n != 0) {
         return mb->error("expected a divisor of global_batch_size " +
                          std::to_string(t.global_batch_size) + ", got " + std::to_string(n));
@@ -58,11 +60,11 @@ Result<TrainingConfig> parse_training(JsonObject obj) {
 
 Result<MegatronPlanConfig> parse_megatron(JsonObject obj) {
   MegatronPlanConfig m;
-  ALPASIM_ASSIGN_OR_RETURN(m.tp, obj.get_positive_int("tp"));
-  ALPASIM_ASSIGN_OR_RETURN(m.pp, obj.get_positive_int("pp"));
-  ALPASIM_ASSIGN_OR_RETURN(m.dp, obj.get_positive_int("dp"));
-  ALPASIM_ASSIGN_OR_RETURN(m.microbatch_size, obj.get_positive_int("microbatch_size"));
-  ALPASIM_ASSIGN_OR_RETURN(m.interleave, obj.get_positive_int_or("interleave", 1));
+  ALPASIM_ASSIGN_OR_RETURN(m.tp, obj.get_count("tp", L::kMaxGpus));
+  ALPASIM_ASSIGN_OR_RETURN(m.pp, obj.get_count("pp", L::kMaxGpus));
+  ALPASIM_ASSIGN_OR_RETURN(m.dp, obj.get_count("dp", L::kMaxGpus));
+  ALPASIM_ASSIGN_OR_RETURN(m.microbatch_size, obj.get_count("microbatch_size", L::kMaxGlobalBatchSize));
+  ALPASIM_ASSIGN_OR_RETURN(m.interleave, obj.get_count_or("interleave", L::kMaxInterleave, 1));
   ALPASIM_ASSIGN_OR_RETURN(std::string recompute,
                            obj.get_enum("recompute", schema::recompute_names()));
   m.recompute = schema::parse_recompute(recompute);
@@ -141,6 +143,10 @@ core::Status check_consistency(const Scenario& s, const JsonValue& root) {
   const MegatronPlanConfig& m = *s.search.megatron;
   const JsonValue where = root.child("search", root.raw()["search"]).child("megatron",
       root.raw()["search"]["megatron"]);
+  // Every factor is bounded at parse time (tp, pp, dp <= 2^20, microbatch_size and
+  // microbatches <= 2^22, interleave <= 2^10), so these products stay below 2^63 and
+  // none of them is 0 (microbatches·dp·microbatch_size is formed only once dp·microbatch_size
+  // is known to divide global_batch_size).
   const std::int64_t gpus = m.tp * m.pp * m.dp;
   if (gpus != s.cluster.num_gpus()) {
     return where.error("tp·pp·dp = " + std::to_string(m.tp) + "·" + std::to_string(m.pp) + "·" +
@@ -176,6 +182,52 @@ core::Status check_consistency(const Scenario& s, const JsonValue& root) {
       return where.error("num_heads " + std::to_string(t->num_heads) +
                          " is not a multiple of tp " + std::to_string(m.tp));
     }
+  }
+  return core::Status();
+}
+
+// A fixed plan file must have been made for this scenario: the same model, GPU kind and
+// count, global batch and dtype (issue 18: a 16-sample plan in a 64-sample scenario was
+// evaluated for 16 and reported as 64). The error names the first key that differs.
+core::Status check_plan_matches(const Scenario& s, const JsonValue& plan_value) {
+  ALPASIM_ASSIGN_OR_RETURN(schema::Plan plan, schema::read_plan_file(*s.search.plan_file));
+  auto differs = [&](const std::string& what, const std::string& in_scenario,
+                     const std::string& in_plan) {
+    return plan_value.error("the plan was made for " + what + " " + in_plan +
+                            ", the scenario has " + in_scenario);
+  };
+  Json scenario_model = ir::model_config_to_json(s.model);
+  Json plan_model = ir::model_config_to_json(plan.model);
+  scenario_model.erase("name");  // a display name only
+  plan_model.erase("name");
+  if (scenario_model != plan_model) {
+    for (const auto& [key, value] : scenario_model.items()) {
+      auto it = plan_model.find(key);
+      if (it == plan_model.end() || *it != value) {
+        return differs("model." + key, value.dump(), it == plan_model.end() ? "(none)" : it->dump());
+      }
+    }
+    for (const auto& [key, value] : plan_model.items()) {
+      if (!scenario_model.contains(key)) return differs("model." + key, "(none)", value.dump());
+    }
+  }
+  if (plan.cluster.gpu.name != s.cluster.gpu.name) {
+    return differs("cluster GPU", s.cluster.gpu.name, plan.cluster.gpu.name);
+  }
+  if (plan.cluster.num_gpus() != s.cluster.num_gpus() ||
+      plan.cluster.gpus_per_node != s.cluster.gpus_per_node) {
+    auto shape = [](const cluster::ClusterSpec& c) {
+      return std::to_string(c.nodes) + " x " + std::to_string(c.gpus_per_node) + " GPUs";
+    };
+    return differs("cluster", shape(s.cluster), shape(plan.cluster));
+  }
+  if (plan.global_batch_size != s.training.global_batch_size) {
+    return differs("global_batch_size", std::to_string(s.training.global_batch_size),
+                   std::to_string(plan.global_batch_size));
+  }
+  if (plan.dtype != s.training.dtype) {
+    return differs("dtype", std::string(core::dtype_name(s.training.dtype)),
+                   std::string(core::dtype_name(plan.dtype)));
   }
   return core::Status();
 }
@@ -225,7 +277,17 @@ Result<Scenario> parse_document(const core::JsonDocument& doc,
     ALPASIM_RETURN_IF_ERROR(parse_capacity(*block).status());
   }
   ALPASIM_RETURN_IF_ERROR(obj.finish());
+  if (std::string problem = ir::model_size_problem(s.model, s.training.global_batch_size);
+      !problem.empty()) {
+    return model.error(problem + " (global_batch_size " +
+                       std::to_string(s.training.global_batch_size) + ")");
+  }
   ALPASIM_RETURN_IF_ERROR(check_consistency(s, root));
+  if (s.search.plan_file) {
+    const Json& search = root.raw()["search"];
+    ALPASIM_RETURN_IF_ERROR(check_plan_matches(
+        s, root.child("search", search).child("plan", search["plan"])));
+  }
   if (s.name.empty()) s.name = s.model.name;
   return s;
 }

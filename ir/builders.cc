@@ -290,6 +290,11 @@ core::Result<Graph> build_forward_graph(const ModelConfig& config, const BuildOp
   const auto& f = std::get<ModelFileConfig>(config.spec);
   if (f.format == "hf_config") {
     ALPASIM_ASSIGN_OR_RETURN(TransformerConfig t, read_hf_config(f.path, f.path_as_written));
+    // The same size limits as a builtin model (core/limits.h), for this microbatch.
+    if (std::string problem = model_size_problem(ModelConfig{config.name, t}, options.microbatch_size);
+        !problem.empty()) {
+      return core::invalid_argument(f.path_as_written + ": " + problem);
+    }
     return build_transformer(t, options, config.name);
   }
   if (f.format == "graph_json") return read_graph_json(f.path, f.path_as_written, options);

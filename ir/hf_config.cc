@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/limits.h"
 #include "core/text.h"
 
 namespace alpasim::ir {
@@ -48,28 +49,28 @@ Result<TransformerConfig> parse_hf_config(const JsonValue& root, std::int64_t se
   if (type == "gpt2") {
     c.builtin = "gpt";
     set_architecture_defaults(c);
-    ALPASIM_ASSIGN_OR_RETURN(c.num_layers, obj.get_positive_int("n_layer"));
-    ALPASIM_ASSIGN_OR_RETURN(c.hidden_size, obj.get_positive_int("n_embd"));
-    ALPASIM_ASSIGN_OR_RETURN(c.num_heads, obj.get_positive_int("n_head"));
-    ALPASIM_ASSIGN_OR_RETURN(c.seq_len, obj.get_positive_int("n_positions"));
-    ALPASIM_ASSIGN_OR_RETURN(c.vocab_size, obj.get_positive_int("vocab_size"));
+    ALPASIM_ASSIGN_OR_RETURN(c.num_layers, obj.get_count("n_layer", core::limits::kMaxLayers));
+    ALPASIM_ASSIGN_OR_RETURN(c.hidden_size, obj.get_count("n_embd", core::limits::kMaxHiddenSize));
+    ALPASIM_ASSIGN_OR_RETURN(c.num_heads, obj.get_count("n_head", core::limits::kMaxHeads));
+    ALPASIM_ASSIGN_OR_RETURN(c.seq_len, obj.get_count("n_positions", core::limits::kMaxSeqLen));
+    ALPASIM_ASSIGN_OR_RETURN(c.vocab_size, obj.get_count("vocab_size", core::limits::kMaxVocabSize));
     c.ffn_hidden_size = 4 * c.hidden_size;
     if (auto inner = obj.optional("n_inner"); inner && !inner->raw().is_null()) {
-      ALPASIM_ASSIGN_OR_RETURN(c.ffn_hidden_size, inner->as_positive_int());
+      ALPASIM_ASSIGN_OR_RETURN(c.ffn_hidden_size, inner->as_count(core::limits::kMaxFfnHiddenSize));
     }
     ALPASIM_ASSIGN_OR_RETURN(c.tied_embeddings, get_bool(obj, "tie_word_embeddings", true));
     c.num_kv_heads = c.num_heads;
   } else {
     c.builtin = type == "mixtral" ? "mixtral" : "llama";
     set_architecture_defaults(c);
-    ALPASIM_ASSIGN_OR_RETURN(c.num_layers, obj.get_positive_int("num_hidden_layers"));
-    ALPASIM_ASSIGN_OR_RETURN(c.hidden_size, obj.get_positive_int("hidden_size"));
-    ALPASIM_ASSIGN_OR_RETURN(c.num_heads, obj.get_positive_int("num_attention_heads"));
+    ALPASIM_ASSIGN_OR_RETURN(c.num_layers, obj.get_count("num_hidden_layers", core::limits::kMaxLayers));
+    ALPASIM_ASSIGN_OR_RETURN(c.hidden_size, obj.get_count("hidden_size", core::limits::kMaxHiddenSize));
+    ALPASIM_ASSIGN_OR_RETURN(c.num_heads, obj.get_count("num_attention_heads", core::limits::kMaxHeads));
     ALPASIM_ASSIGN_OR_RETURN(c.num_kv_heads,
-                             obj.get_positive_int_or("num_key_value_heads", c.num_heads));
-    ALPASIM_ASSIGN_OR_RETURN(c.ffn_hidden_size, obj.get_positive_int("intermediate_size"));
-    ALPASIM_ASSIGN_OR_RETURN(c.vocab_size, obj.get_positive_int("vocab_size"));
-    ALPASIM_ASSIGN_OR_RETURN(c.seq_len, obj.get_positive_int("max_position_embeddings"));
+                             obj.get_count_or("num_key_value_heads", core::limits::kMaxHeads, c.num_heads));
+    ALPASIM_ASSIGN_OR_RETURN(c.ffn_hidden_size, obj.get_count("intermediate_size", core::limits::kMaxFfnHiddenSize));
+    ALPASIM_ASSIGN_OR_RETURN(c.vocab_size, obj.get_count("vocab_size", core::limits::kMaxVocabSize));
+    ALPASIM_ASSIGN_OR_RETURN(c.seq_len, obj.get_count("max_position_embeddings", core::limits::kMaxSeqLen));
     ALPASIM_ASSIGN_OR_RETURN(c.tied_embeddings, get_bool(obj, "tie_word_embeddings", false));
     ALPASIM_ASSIGN_OR_RETURN(c.qkv_bias, get_bool(obj, "attention_bias", type == "qwen2"));
     if (auto mlp_bias = obj.optional("mlp_bias")) {
@@ -77,7 +78,7 @@ Result<TransformerConfig> parse_hf_config(const JsonValue& root, std::int64_t se
       if (b) return mlp_bias->error("expected false (biases on MLP linears are not supported)");
     }
     if (auto head_dim = obj.optional("head_dim"); head_dim && !head_dim->raw().is_null()) {
-      ALPASIM_ASSIGN_OR_RETURN(std::int64_t d, head_dim->as_positive_int());
+      ALPASIM_ASSIGN_OR_RETURN(std::int64_t d, head_dim->as_count(core::limits::kMaxHiddenSize));
       if (c.hidden_size % c.num_heads != 0 || d != c.hidden_size / c.num_heads) {
         return head_dim->error("expected hidden_size / num_attention_heads = " +
                                std::to_string(c.hidden_size / c.num_heads) + ", got " +
@@ -85,8 +86,8 @@ Result<TransformerConfig> parse_hf_config(const JsonValue& root, std::int64_t se
       }
     }
     if (type == "mixtral") {
-      ALPASIM_ASSIGN_OR_RETURN(c.num_experts, obj.get_positive_int("num_local_experts"));
-      ALPASIM_ASSIGN_OR_RETURN(c.top_k, obj.get_positive_int_or("num_experts_per_tok", 2));
+      ALPASIM_ASSIGN_OR_RETURN(c.num_experts, obj.get_count("num_local_experts", core::limits::kMaxExperts));
+      ALPASIM_ASSIGN_OR_RETURN(c.top_k, obj.get_count_or("num_experts_per_tok", core::limits::kMaxExperts, 2));
       c.moe_layer_interval = 1;
       c.expert_group_size = 0;
       c.capacity_factor = 1.0;

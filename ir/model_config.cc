@@ -1,5 +1,9 @@
 #include "ir/model_config.h"
 
+#include <algorithm>
+#include <cstdio>
+
+#include "core/limits.h"
 #include "core/text.h"
 
 namespace alpasim::ir {
@@ -7,6 +11,15 @@ namespace {
 
 using core::JsonObject;
 using core::Result;
+namespace L = core::limits;
+
+// 0 (the whole batch) or a group size up to kMaxExpertGroupSize tokens.
+Result<std::int64_t> expert_group_size(JsonObject& obj) {
+  auto v = obj.optional("expert_group_size");
+  if (!v) return 0;
+  return v->as_int(0, L::kMaxExpertGroupSize,
+                   "an integer in [0, " + std::to_string(L::kMaxExpertGroupSize) + "]");
+}
 
 const std::vector<std::string>& file_formats() {
   static const std::vector<std::string> k = {"graph_json", "hf_config", "onnx"};
@@ -18,19 +31,19 @@ Result<TransformerConfig> parse_transformer(JsonObject& obj, const std::string& 
   c.builtin = builtin;
   const bool llama_like = builtin == "llama" || builtin == "mixtral";
   const bool moe = builtin == "moe" || builtin == "mixtral";
-  ALPASIM_ASSIGN_OR_RETURN(c.num_layers, obj.get_positive_int("num_layers"));
-  ALPASIM_ASSIGN_OR_RETURN(c.hidden_size, obj.get_positive_int("hidden_size"));
-  ALPASIM_ASSIGN_OR_RETURN(c.num_heads, obj.get_positive_int("num_heads"));
-  ALPASIM_ASSIGN_OR_RETURN(c.seq_len, obj.get_positive_int("seq_len"));
-  ALPASIM_ASSIGN_OR_RETURN(c.vocab_size, obj.get_positive_int("vocab_size"));
+  ALPASIM_ASSIGN_OR_RETURN(c.num_layers, obj.get_count("num_layers", L::kMaxLayers));
+  ALPASIM_ASSIGN_OR_RETURN(c.hidden_size, obj.get_count("hidden_size", L::kMaxHiddenSize));
+  ALPASIM_ASSIGN_OR_RETURN(c.num_heads, obj.get_count("num_heads", L::kMaxHeads));
+  ALPASIM_ASSIGN_OR_RETURN(c.seq_len, obj.get_count("seq_len", L::kMaxSeqLen));
+  ALPASIM_ASSIGN_OR_RETURN(c.vocab_size, obj.get_count("vocab_size", L::kMaxVocabSize));
   if (llama_like) {
     // LLaMA-style models have no conventional FFN width (e.g. 11008 for 7B): require it.
-    ALPASIM_ASSIGN_OR_RETURN(c.ffn_hidden_size, obj.get_positive_int("ffn_hidden_size"));
+    ALPASIM_ASSIGN_OR_RETURN(c.ffn_hidden_size, obj.get_count("ffn_hidden_size", L::kMaxFfnHiddenSize));
   } else {
     ALPASIM_ASSIGN_OR_RETURN(c.ffn_hidden_size,
-                             obj.get_positive_int_or("ffn_hidden_size", 4 * c.hidden_size));
+                             obj.get_count_or("ffn_hidden_size", L::kMaxFfnHiddenSize, 4 * c.hidden_size));
   }
-  ALPASIM_ASSIGN_OR_RETURN(c.num_kv_heads, obj.get_positive_int_or("num_kv_heads", c.num_heads));
+  ALPASIM_ASSIGN_OR_RETURN(c.num_kv_heads, obj.get_count_or("num_kv_heads", L::kMaxHeads, c.num_heads));
   if (c.hidden_size % c.num_heads != 0) {
     return obj.value().child("num_heads", obj.value().raw()["num_heads"])
         .error("expected a divisor of hidden_size " + std::to_string(c.hidden_size) + ", got " +
@@ -42,11 +55,11 @@ Result<TransformerConfig> parse_transformer(JsonObject& obj, const std::string& 
                std::to_string(c.num_kv_heads));
   }
   if (moe) {
-    ALPASIM_ASSIGN_OR_RETURN(c.num_experts, obj.get_positive_int("num_experts"));
-    ALPASIM_ASSIGN_OR_RETURN(c.top_k, obj.get_positive_int_or("top_k", 2));
+    ALPASIM_ASSIGN_OR_RETURN(c.num_experts, obj.get_count("num_experts", L::kMaxExperts));
+    ALPASIM_ASSIGN_OR_RETURN(c.top_k, obj.get_count_or("top_k", L::kMaxExperts, 2));
     ALPASIM_ASSIGN_OR_RETURN(c.moe_layer_interval,
-                             obj.get_positive_int_or("moe_layer_interval", builtin == "moe" ? 2 : 1));
-    ALPASIM_ASSIGN_OR_RETURN(c.expert_group_size, obj.get_non_negative_int_or("expert_group_size", 0));
+                             obj.get_count_or("moe_layer_interval", L::kMaxLayers, builtin == "moe" ? 2 : 1));
+    ALPASIM_ASSIGN_OR_RETURN(c.expert_group_size, expert_group_size(obj));
     ALPASIM_ASSIGN_OR_RETURN(c.capacity_factor,
                              obj.get_number_in_or("capacity_factor", 0.1, 64,
                                                   "a capacity factor in [0.1, 64]",
@@ -66,10 +79,10 @@ Result<WideResNetConfig> parse_wide_resnet(JsonObject& obj) {
   ALPASIM_ASSIGN_OR_RETURN(core::JsonValue layers, obj.required("num_layers", "50 or 101"));
   ALPASIM_ASSIGN_OR_RETURN(c.num_layers, layers.as_int(50, 101, "50 or 101"));
   if (c.num_layers != 50 && c.num_layers != 101) return layers.type_error("50 or 101");
-  ALPASIM_ASSIGN_OR_RETURN(c.base_channels, obj.get_positive_int("base_channels"));
-  ALPASIM_ASSIGN_OR_RETURN(c.width_factor, obj.get_positive_int("width_factor"));
-  ALPASIM_ASSIGN_OR_RETURN(c.image_size, obj.get_positive_int_or("image_size", 224));
-  ALPASIM_ASSIGN_OR_RETURN(c.num_classes, obj.get_positive_int_or("num_classes", 1024));
+  ALPASIM_ASSIGN_OR_RETURN(c.base_channels, obj.get_count("base_channels", L::kMaxChannels));
+  ALPASIM_ASSIGN_OR_RETURN(c.width_factor, obj.get_count("width_factor", L::kMaxWidthFactor));
+  ALPASIM_ASSIGN_OR_RETURN(c.image_size, obj.get_count_or("image_size", L::kMaxImageSize, 224));
+  ALPASIM_ASSIGN_OR_RETURN(c.num_classes, obj.get_count_or("num_classes", L::kMaxClasses, 1024));
   return c;
 }
 
@@ -94,6 +107,57 @@ void set_architecture_defaults(TransformerConfig& config) {
   config.dense_bias = gpt_like;
   config.learned_positions = gpt_like;
   config.dropout = gpt_like;
+}
+
+std::string model_size_problem(const ModelConfig& config, std::int64_t global_batch_size) {
+  const auto sci = [](double x) {  // "1.10e+12": locale-independent, 3 significant digits
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%.2e", x);
+    return std::string(buffer);
+  };
+  using F = long double;  // exact enough for an estimate, and cannot overflow here
+  const F b = static_cast<F>(global_batch_size);
+  F largest_tensor = 0;
+  F iteration_flops = 0;
+  if (const auto* t = std::get_if<TransformerConfig>(&config.spec)) {
+    const F h = static_cast<F>(t->hidden_size), s = static_cast<F>(t->seq_len);
+    const F tokens = b * s;
+    // MoE: each token reaches top_k experts, each padded by the capacity factor.
+    const F experts_per_token =
+        t->num_experts > 0 ? static_cast<F>(t->top_k) * static_cast<F>(t->capacity_factor) : 1;
+    const F ffn = static_cast<F>(t->ffn_hidden_size) * std::max<F>(1, experts_per_token);
+    const F ffn_matrices = t->builtin == "llama" || t->builtin == "mixtral" ? 3 : 2;  // SwiGLU
+    largest_tensor = std::max({tokens * std::max({3 * h, ffn, static_cast<F>(t->vocab_size)}),
+                               b * static_cast<F>(t->num_heads) * s * s});
+    // Forward 2 FLOPs per weight per token (+ attention scores and values, 4·s·h per
+    // token); backward twice the forward.
+    const F weights_per_token = static_cast<F>(t->num_layers) * (4 * h * h + ffn_matrices * h * ffn) +
+                                static_cast<F>(t->vocab_size) * h;
+    iteration_flops = 3 * (2 * tokens * weights_per_token +
+                           4 * static_cast<F>(t->num_layers) * tokens * s * h);
+  } else if (const auto* w = std::get_if<WideResNetConfig>(&config.spec)) {
+    // The widest activation: the first stage's bottleneck output (4·width·base channels)
+    // at a quarter of the image side. (FLOPs are bounded by the per-key limits: base
+    // channels, width factor and image size.)
+    const F side = static_cast<F>(w->image_size);
+    const F channels = 4 * static_cast<F>(w->base_channels) * static_cast<F>(w->width_factor);
+    largest_tensor = std::max(b * side * side / 16 * channels, b * static_cast<F>(w->num_classes));
+  } else {
+    return "";
+  }
+  if (largest_tensor > static_cast<F>(core::limits::kMaxTensorElements)) {
+    return "the largest tensor of a training step (the whole global batch as one microbatch) "
+           "would have " + sci(static_cast<double>(largest_tensor)) +
+           " elements, at most 2^40 (" + sci(static_cast<double>(
+               core::limits::kMaxTensorElements)) + ") are supported";
+  }
+  if (iteration_flops > static_cast<F>(core::limits::kMaxIterationFlops)) {
+    return "one training iteration would take about " +
+           sci(static_cast<double>(iteration_flops)) + " FLOPs, at most 2^62 (" +
+           sci(static_cast<double>(core::limits::kMaxIterationFlops)) +
+           ") are supported";
+  }
+  return "";
 }
 
 const std::vector<std::string>& builtin_model_names() {

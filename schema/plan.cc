@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "core/limits.h"
 #include "core/text.h"
 
 namespace alpasim::schema {
@@ -12,6 +13,13 @@ using core::Json;
 using core::JsonObject;
 using core::JsonValue;
 using core::Result;
+
+// Layer indices count the model's layers plus prologue and epilogue; graph_json models may
+// number layers freely, so the bound is wider than core::limits::kMaxLayers.
+constexpr std::int64_t kMaxLayerIndex = std::int64_t{1} << 20;
+const std::string kLayerIndexWhat = "a layer index in [0, " + std::to_string(kMaxLayerIndex) + "]";
+const std::string kDeviceIdWhat =
+    "a device id in [0, " + std::to_string(core::limits::kMaxGpus - 1) + "]";
 
 Result<ShardingSpec> parse_spec(const JsonValue& v) {
   ALPASIM_ASSIGN_OR_RETURN(std::string text, v.as_string());
@@ -42,8 +50,8 @@ Result<std::pair<std::int64_t, std::int64_t>> parse_pair(JsonObject& obj, std::s
   ALPASIM_ASSIGN_OR_RETURN(JsonValue v, obj.required(key, what));
   ALPASIM_ASSIGN_OR_RETURN(std::vector<JsonValue> items, v.as_array());
   if (items.size() != 2) return v.type_error(what);
-  ALPASIM_ASSIGN_OR_RETURN(std::int64_t a, items[0].as_positive_int());
-  ALPASIM_ASSIGN_OR_RETURN(std::int64_t b, items[1].as_positive_int());
+  ALPASIM_ASSIGN_OR_RETURN(std::int64_t a, items[0].as_count(core::limits::kMaxGpus));
+  ALPASIM_ASSIGN_OR_RETURN(std::int64_t b, items[1].as_count(core::limits::kMaxGpus));
   return std::make_pair(a, b);
 }
 
@@ -53,8 +61,8 @@ Result<PlanStage> parse_stage(const JsonValue& v) {
   ALPASIM_ASSIGN_OR_RETURN(JsonValue layers, obj.required("layers", "[begin, end)"));
   ALPASIM_ASSIGN_OR_RETURN(std::vector<JsonValue> range, layers.as_array());
   if (range.size() != 2) return layers.type_error("[begin, end) as two integers");
-  ALPASIM_ASSIGN_OR_RETURN(st.layer_begin, range[0].as_non_negative_int());
-  ALPASIM_ASSIGN_OR_RETURN(st.layer_end, range[1].as_positive_int());
+  ALPASIM_ASSIGN_OR_RETURN(st.layer_begin, range[0].as_int(0, kMaxLayerIndex, kLayerIndexWhat));
+  ALPASIM_ASSIGN_OR_RETURN(st.layer_end, range[1].as_int(1, kMaxLayerIndex, kLayerIndexWhat));
   if (st.layer_end <= st.layer_begin) {
     return layers.error("expected begin < end, got [" + std::to_string(st.layer_begin) + ", " +
                         std::to_string(st.layer_end) + ")");
@@ -68,7 +76,7 @@ Result<PlanStage> parse_stage(const JsonValue& v) {
   ALPASIM_ASSIGN_OR_RETURN(JsonValue ids, obj.required("device_ids", "an array of device ids"));
   ALPASIM_ASSIGN_OR_RETURN(std::vector<JsonValue> id_items, ids.as_array());
   for (const auto& item : id_items) {
-    ALPASIM_ASSIGN_OR_RETURN(std::int64_t id, item.as_non_negative_int());
+    ALPASIM_ASSIGN_OR_RETURN(std::int64_t id, item.as_int(0, core::limits::kMaxGpus - 1, kDeviceIdWhat));
     st.device_ids.push_back(id);
   }
   if (auto shardings = obj.optional("shardings")) {
@@ -125,11 +133,14 @@ Result<Plan> parse_plan(const JsonValue& value, const std::filesystem::path& bas
   ALPASIM_ASSIGN_OR_RETURN(plan.cluster, cluster::parse_cluster_spec(cluster));
   ALPASIM_ASSIGN_OR_RETURN(std::string dtype, obj.get_enum("dtype", core::dtype_names()));
   plan.dtype = *core::parse_dtype(dtype);
-  ALPASIM_ASSIGN_OR_RETURN(plan.global_batch_size, obj.get_positive_int("global_batch_size"));
-  ALPASIM_ASSIGN_OR_RETURN(plan.num_microbatches, obj.get_positive_int("num_microbatches"));
+  ALPASIM_ASSIGN_OR_RETURN(plan.global_batch_size,
+                           obj.get_count("global_batch_size", core::limits::kMaxGlobalBatchSize));
+  ALPASIM_ASSIGN_OR_RETURN(plan.num_microbatches,
+                           obj.get_count("num_microbatches", core::limits::kMaxGlobalBatchSize));
   ALPASIM_ASSIGN_OR_RETURN(std::string schedule, obj.get_enum("schedule", schedule_names()));
   plan.schedule = enum_from_name<Schedule>(schedule, schedule_names());
-  ALPASIM_ASSIGN_OR_RETURN(plan.interleave, obj.get_positive_int_or("interleave", 1));
+  ALPASIM_ASSIGN_OR_RETURN(plan.interleave,
+                           obj.get_count_or("interleave", core::limits::kMaxInterleave, 1));
   ALPASIM_ASSIGN_OR_RETURN(std::string recompute, obj.get_enum("recompute", recompute_names()));
   plan.recompute = parse_recompute(recompute);
   ALPASIM_ASSIGN_OR_RETURN(JsonValue stages, obj.required("stages", "an array of stages"));
@@ -140,6 +151,11 @@ Result<Plan> parse_plan(const JsonValue& value, const std::filesystem::path& bas
     plan.stages.push_back(std::move(st));
   }
   ALPASIM_RETURN_IF_ERROR(obj.finish());
+  if (std::string problem = ir::model_size_problem(plan.model, plan.global_batch_size);
+      !problem.empty()) {
+    return model.error(problem + " (global_batch_size " + std::to_string(plan.global_batch_size) +
+                       ")");
+  }
   ALPASIM_RETURN_IF_ERROR(validate_plan(plan, value));
   return plan;
 }
@@ -184,6 +200,20 @@ core::Status validate_plan(const Plan& plan, const JsonValue& where) {
       return stage_error(i, "submesh [" + std::to_string(st.submesh_nodes) + ", " +
                                 std::to_string(st.submesh_gpus_per_node) +
                                 "] is larger than the cluster");
+    }
+    // With interleaving, stage i runs on the mesh of stage i - num_meshes (the executor's
+    // lowering and the simulator both assume it): the same devices in the same order.
+    if (static_cast<std::int64_t>(i) >= num_meshes) {
+      const PlanStage& first = stages[i - static_cast<std::size_t>(num_meshes)];
+      if (st.device_ids != first.device_ids || st.logical_rows != first.logical_rows ||
+          st.logical_cols != first.logical_cols) {
+        return stage_error(i, "with interleave " + std::to_string(plan.interleave) +
+                                  ", expected the devices and logical mesh of stage " +
+                                  std::to_string(i - static_cast<std::size_t>(num_meshes)) +
+                                  " (model chunk " +
+                                  std::to_string(static_cast<std::int64_t>(i) / num_meshes) +
+                                  " of the same mesh)");
+      }
     }
     std::set<std::int64_t> seen;
     for (std::int64_t id : st.device_ids) {

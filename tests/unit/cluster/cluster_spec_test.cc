@@ -39,7 +39,7 @@ TEST_CASE("bad clusters give exact errors") {
         "\"dgx-a100-80gb\", \"dgx-h100\", or \"hgx-h200\", got \"dgx-a100\"; did you mean "
         "\"dgx-a100-40gb\"?");
   CHECK(parse_text(R"({"preset": "dgx-h100", "nodes": -1})").status().message() ==
-        "c.json: /nodes: expected a positive integer, got -1");
+        "c.json: /nodes: expected a positive integer at most 16384, got -1");
   CHECK(parse_text(R"({"preset": "dgx-h100", "nodes": 2, "gpus_per_node": 4})").status().message() ==
         "c.json: /gpus_per_node: a partial node (gpus_per_node < 8) needs \"nodes\": 1");
   CHECK(parse_text(R"({"preset": "dgx-h100", "nodes": 1, "gpus_per_node": 9})").status().message() ==

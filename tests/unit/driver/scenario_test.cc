@@ -39,13 +39,13 @@ TEST_CASE("the issue's fixed spellings parse") {
 
 TEST_CASE("scenario errors name the file, the JSON path, what was expected and found") {
   CHECK(error_of(kBase, "\"nodes\": 192", "\"nodes\": -4") ==
-        "s.json: /cluster/nodes: expected a positive integer, got -4");
+        "s.json: /cluster/nodes: expected a positive integer at most 16384, got -4");
   CHECK(error_of(kBase, "\"global_batch_size\": 1536", "\"global_batch\": 1536") ==
         "s.json: /training/global_batch_size: missing required key (expected a positive integer)");
   CHECK(error_of(kBase, "\"optimizer\": \"adam\"", "\"optimizer\": \"adam\", \"dtpye\": 1") ==
         "s.json: /training/dtpye: unknown key; did you mean \"dtype\"?");
   CHECK(error_of(kBase, "\"tp\": 8", "\"tp\": \"8\"") ==
-        "s.json: /search/megatron/tp: expected a positive integer, got the string \"8\"");
+        "s.json: /search/megatron/tp: expected a positive integer at most 1048576, got the string \"8\"");
   CHECK(error_of(kBase, "\"dp\": 16", "\"dp\": 8") ==
         "s.json: /search/megatron: tp·pp·dp = 8·12·8 = 768 GPUs, but the cluster has 1536");
   CHECK(error_of(kBase, "\"recompute\": \"full\"", "\"recompute\": \"ful\"") ==
