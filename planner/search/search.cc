@@ -50,6 +50,13 @@ struct LayerCost {
   // Optimizer states without weight-update sharding: split only as the parameters are
   // (replicated over the mesh axes a parameter is replicated over), >= opt_b.
   std::int64_t opt_replicated_b = 0;
+  // Parameters of another layer this layer reads (GPT's tied word embedding, read by the
+  // head): per device, as this layer's sharding holds them. A stage that does not own them
+  // keeps a copy with its gradient and optimizer state, and the owner and the copy
+  // all-reduce the gradient once per iteration (Megatron, megatron/training.py; as
+  // sim/lowering prices it). tied_owner: the owning layer, -1 when none.
+  int tied_owner = -1;
+  std::int64_t tied_param_b = 0, tied_opt_b = 0, tied_opt_replicated_b = 0;
   double fwd_flops = 0, bwd_flops = 0, rc_flops = 0;  // per GPU
   double total_s() const { return fwd_s + bwd_s + rc_s; }
 };
@@ -357,6 +364,43 @@ class Searcher {
         if (m > 0 || v > 1) pb.meshes[static_cast<std::size_t>(m)].send_prev = route(m, prev);
       }
     }
+    // Tied weights read by a chunk on a mesh that does not own them (GPT's word embedding
+    // on the head's mesh): that mesh holds a copy, its gradient and optimizer state
+    // (counted on its first chunk that reads it), and after the backward each device
+    // all-reduces the copy's gradient with its peer on the owner's mesh, as Megatron does
+    // and sim/lowering prices it (megatron/training.py, "All-reduce word_embeddings' grad
+    // across first and last stages"): once per iteration, on both chunks.
+    std::vector<std::int64_t> tied_b(static_cast<std::size_t>(chunks), 0);
+    std::vector<std::int64_t> tied_os(static_cast<std::size_t>(chunks), 0);
+    std::vector<double> tied_ar_s(static_cast<std::size_t>(chunks), 0);
+    {
+      std::set<std::pair<int, int>> counted;  // (mesh, owner layer)
+      for (int c = 0; c < chunks; ++c) {
+        for (const LayerCost& l : lw.chunk_layers[static_cast<std::size_t>(c)]) {
+          if (l.tied_owner < 0 || l.tied_param_b <= 0) continue;
+          int oc = -1;
+          for (int k = 0; k < chunks && k < static_cast<int>(plan.stages.size()); ++k) {
+            const auto& sk = plan.stages[static_cast<std::size_t>(k)];
+            if (sk.layer_begin <= l.tied_owner && l.tied_owner < sk.layer_end) oc = k;
+          }
+          if (oc < 0 || oc % p == c % p || !counted.insert({c % p, l.tied_owner}).second) continue;
+          tied_b[static_cast<std::size_t>(c)] += l.tied_param_b;
+          tied_os[static_cast<std::size_t>(c)] += l.tied_opt_b;
+          const auto& reader = lw.mesh_devices[static_cast<std::size_t>(c % p)];
+          const auto& owner = lw.mesh_devices[static_cast<std::size_t>(oc % p)];
+          std::vector<std::vector<std::int64_t>> pairs;
+          for (std::size_t i = 0; i < std::min(reader.size(), owner.size()); ++i) {
+            pairs.push_back({owner[i], reader[i]});
+          }
+          if (pairs.empty()) continue;
+          ALPASIM_ASSIGN_OR_RETURN(std::vector<cluster::GroupInfo> gi, cost_.concurrent_groups(pairs));
+          const double ar = cost_.collective(cost_model::Collective::kAllReduce,
+                                             core::bytes(l.tied_param_b), gi.front()).time.value();
+          tied_ar_s[static_cast<std::size_t>(c)] += ar;
+          tied_ar_s[static_cast<std::size_t>(oc)] += ar;
+        }
+      }
+    }
     for (int c = 0; c < chunks; ++c) {
       const auto& layers = lw.chunk_layers[static_cast<std::size_t>(c)];
       sim::StageCosts st;
@@ -368,6 +412,9 @@ class Searcher {
         act += l.act_b; work = std::max(work, l.work_b); par += l.param_b; grad += l.grad_b;
         os += l.opt_b;
       }
+      par += tied_b[static_cast<std::size_t>(c)];
+      grad += tied_b[static_cast<std::size_t>(c)];
+      os += tied_os[static_cast<std::size_t>(c)];
       st.forward_s = core::seconds(fwd);
       st.backward_s = core::seconds(bwd);
       st.recompute_s = core::seconds(rc);
@@ -425,6 +472,13 @@ class Searcher {
         // Gradient collectives inside the stage mesh (the intra-op pass's weight-update
         // sharding) run once per iteration, after the last backward: not overlapped.
         st.optimizer_step_s = core::seconds(opt + gs);
+      }
+      if (const double ar = tied_ar_s[static_cast<std::size_t>(c)]; ar > 0) {
+        if (st.grad_sync_s) {
+          *st.grad_sync_s += core::seconds(ar);
+        } else {
+          st.optimizer_step_s += core::seconds(ar);
+        }
       }
       pb.stages.push_back(st);
     }
@@ -513,6 +567,7 @@ class Searcher {
           }
           lc.opt_b = lc.opt_replicated_b;
         }
+        if (!st.weight_update_sharding) lc.tied_opt_b = lc.tied_opt_replicated_b;
         layers.push_back(lc);
       }
       lw.chunk_layers.push_back(std::move(layers));
@@ -669,7 +724,7 @@ class Searcher {
     std::map<intra_op::MeshAxes, std::int64_t> sync_bytes;
     for (std::size_t v = 0; v < g.nodes.size() && v < ops.size(); ++v) {
       const ir::Op& op = p.graph.op(ops[v]);
-      if (op.layer != rep) continue;  // an input from another layer
+      if (op.layer != rep && op.kind != ir::OpKind::kParameter) continue;  // another layer's
       std::int64_t shards = devices;
       intra_op::MeshAxes used = intra_op::kBothAxes;
       if (v < plan.shardings.size()) {
@@ -679,6 +734,13 @@ class Searcher {
                (spec.uses_mesh_axis(1) ? intra_op::kAxis1 : 0u);
       }
       const std::int64_t bytes = op.out.bytes() / shards;
+      if (op.layer != rep) {  // a weight of another layer read here (tied embedding)
+        c.tied_owner = op.layer;
+        c.tied_param_b += bytes;
+        c.tied_opt_b += op.out.num_elements() * state_per_param / devices;
+        c.tied_opt_replicated_b += op.out.num_elements() * state_per_param / shards;
+        continue;
+      }
       if (op.grad_role == ir::GradRole::kWeightGrad || op.phase == ir::Phase::kOptimizer) continue;
       if (op.kind == ir::OpKind::kParameter) {
         c.param_b += bytes;
@@ -1074,6 +1136,10 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
           // Per clustered layer sums.
           std::vector<double> t(static_cast<std::size_t>(L), 0), st(static_cast<std::size_t>(L), 0),
               act(static_cast<std::size_t>(L), 0), work(static_cast<std::size_t>(L), 0);
+          // Tied weights a clustered layer reads from another one (owner: its cluster):
+          // a stage without the owner holds a copy, its gradient and optimizer state.
+          std::vector<double> tied(static_cast<std::size_t>(L), 0);
+          std::vector<int> tied_owner(static_cast<std::size_t>(L), -1);
           for (int g = 0; g < L; ++g) {
             for (int l = starts[static_cast<std::size_t>(g)]; l < starts[static_cast<std::size_t>(g + 1)]; ++l) {
               const LayerCost& c = s.layer_cost(*pt, l, subs[j], logical[j][q], var);
@@ -1081,6 +1147,15 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
               st[static_cast<std::size_t>(g)] += static_cast<double>(c.param_b + c.grad_b + c.opt_b);
               act[static_cast<std::size_t>(g)] += static_cast<double>(c.act_b);
               work[static_cast<std::size_t>(g)] = std::max(work[static_cast<std::size_t>(g)], static_cast<double>(c.work_b));
+              if (c.tied_owner >= 0) {
+                tied[static_cast<std::size_t>(g)] += static_cast<double>(2 * c.tied_param_b + c.tied_opt_b);
+                for (int h = 0; h < L; ++h) {
+                  if (starts[static_cast<std::size_t>(h)] <= c.tied_owner &&
+                      c.tied_owner < starts[static_cast<std::size_t>(h + 1)]) {
+                    tied_owner[static_cast<std::size_t>(g)] = h;
+                  }
+                }
+              }
             }
           }
           for (int k = 0; k < L; ++k) {
@@ -1088,6 +1163,10 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
             for (int i = k + 1; i <= L; ++i) {
               tt += t[static_cast<std::size_t>(i - 1)];
               ss += st[static_cast<std::size_t>(i - 1)];
+              if (tied_owner[static_cast<std::size_t>(i - 1)] >= 0 &&
+                  tied_owner[static_cast<std::size_t>(i - 1)] < k) {
+                ss += tied[static_cast<std::size_t>(i - 1)];
+              }
               aa += act[static_cast<std::size_t>(i - 1)];
               ww = std::max(ww, work[static_cast<std::size_t>(i - 1)]);
               for (int sfe = 1; sfe <= L; ++sfe) {
@@ -1385,6 +1464,22 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
                   lc.fwd_comm_s += ag;
                   lc.bwd_s += ag;
                   lc.bwd_comm_s += ag;
+                }
+                if (st.kind == "epilogue") {
+                  // The head reads the tied word embedding (vocab-parallel: 1/tp per GPU):
+                  // a stage without it keeps a copy (problem_of decides), as sim/lowering.
+                  for (const ir::Op& op : pt->graph.ops()) {
+                    if (op.kind != ir::OpKind::kParameter || op.layer == l) continue;
+                    bool read = false;
+                    for (ir::OpId u : pt->graph.consumers(op.id)) read = read || pt->graph.op(u).layer == l;
+                    if (!read) continue;
+                    const std::int64_t elems = op.out.num_elements() / tp;
+                    lc.tied_owner = op.layer;
+                    lc.tied_param_b += (f.zero >= 3 ? elems / dp : elems) * wb;
+                    const std::int64_t tied_state =
+                        elems * ir::optimizer_state_bytes_per_parameter(s.optimizer(), in.dtype);
+                    lc.tied_opt_b += f.zero >= 1 ? tied_state / dp : tied_state;
+                  }
                 }
                 lc.act_b = st.activation_bytes / tp;
                 if (rc == schema::Recompute::kFull) {

@@ -217,6 +217,67 @@ TEST_CASE("MoE: model TFLOP/s x iteration time x GPUs = the model's FLOPs in eve
   }
 }
 
+TEST_CASE("the last pipeline stage holds the tied word embedding and all-reduces its gradient") {
+  // Issue 15 #3: the head reads the word-embedding table of layer 0. As in sim/lowering
+  // (Megatron), a stage without layer 0 keeps a copy: parameters, gradient and optimizer
+  // state, and its gradient is all-reduced with the first stage once per iteration.
+  planner::SearchInput in = tiny_input("inter_op_only");  // tp 1, pp > 1
+  auto r = planner::search(in);
+  REQUIRE(r.ok());
+  const auto& plan = r.value().plan;
+  const auto& pb = r.value().problem;
+  REQUIRE(plan.stages.size() >= 2);
+  REQUIRE(plan.stages.front().layer_begin == 0);
+  REQUIRE(plan.stages.back().layer_begin > 0);
+  ir::BuildOptions bo;
+  bo.microbatch_size = 1;
+  const ir::Graph g = ir::derive_training_graph(ir::build_forward_graph(in.model, bo).value(), {});
+  const auto stats = ir::layer_stats(g);
+  std::int64_t table = 0;  // elements of the layer-0 parameters the head reads
+  const auto head = static_cast<std::int32_t>(stats.size() - 1);
+  for (const ir::Op& op : g.ops()) {
+    if (op.kind != ir::OpKind::kParameter || op.layer != 0) continue;
+    for (ir::OpId u : g.consumers(op.id)) {
+      if (g.op(u).layer == head) {
+        table += op.out.num_elements();
+        break;
+      }
+    }
+  }
+  REQUIRE(table == 1024 * 256);
+  std::int64_t own = 0;
+  for (auto l = plan.stages.back().layer_begin; l < plan.stages.back().layer_end; ++l) {
+    own += stats[static_cast<std::size_t>(l)].parameters;
+  }
+  const std::int64_t wb = 2;  // fp16
+  const auto& last = pb.stages.back();
+  CHECK(last.parameter_bytes.value() == (own + table) * wb);
+  CHECK(last.gradient_bytes.value() == (own + table) * wb);
+  // Adam, fp16: fp32 master + two moments = 12 bytes per parameter.
+  CHECK(last.optimizer_state_bytes.value() == (own + table) * 12);
+  // The gradient all-reduce of the copy (each device with its peer on the first stage)
+  // adds to the data-parallel gradient sync of the first and the last stage.
+  const auto& first_ids = plan.stages.front().device_ids;
+  const auto& last_ids = plan.stages.back().device_ids;
+  std::vector<std::vector<std::int64_t>> pairs;
+  for (std::size_t i = 0; i < first_ids.size(); ++i) pairs.push_back({first_ids[i], last_ids[i]});
+  const auto pair_info = in.cost->concurrent_groups(pairs).value().front();
+  const double tied_s =
+      in.cost->collective(cost_model::Collective::kAllReduce, core::bytes(table * wb), pair_info).time.value();
+  REQUIRE(tied_s > 0);
+  if (first_ids.size() > 1) {  // dp > 1: the sync is the stage's grad_sync_s
+    for (std::size_t j : {std::size_t{0}, pb.stages.size() - 1}) {
+      const auto& st = pb.stages[j];
+      const std::vector<std::vector<std::int64_t>> dp_group = {plan.stages[j].device_ids};
+      const auto dp_info = in.cost->concurrent_groups(dp_group).value().front();
+      const double own_s =
+          in.cost->collective(cost_model::Collective::kAllReduce, st.grad_sync_bytes, dp_info).time.value();
+      REQUIRE(st.grad_sync_s.has_value());
+      CHECK(st.grad_sync_s->value() == doctest::Approx(own_s + tied_s).epsilon(1e-12));
+    }
+  }
+}
+
 TEST_CASE("an impossible memory budget names the memory it would need") {
   planner::SearchInput in = tiny_input("alpa");
   in.options.memory_limit = core::bytes(1 << 20);  // 1 MiB per GPU
