@@ -15,6 +15,7 @@
 
 #include "apps/alpa-exec/backends.h"
 #include "apps/alpa-exec/exit_codes.h"
+#include "core/check.h"
 #include "core/version.h"
 #include "exec/lower.h"
 #include "exec/trace.h"
@@ -124,6 +125,8 @@ int run(const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A failed CHECK is an internal error (exit 2), as in alpa-sim, not an abort (134).
+  alpasim::core::set_check_failure_exit_code(kExitInternalError);
   Options opt;
   CLI::App app{"alpa-exec: run a plan on real devices and measure it"};
   app.add_option("plan", opt.plan, "Plan file (docs/plan.md)")->required();
