@@ -44,6 +44,17 @@ struct ExecutionResult {
   std::vector<double> iteration_s;
   /// Per instruction of the last measured iteration, device by device in program order.
   std::vector<InstrTiming> timings;
+  /// CPU backend only (empty elsewhere), per device in Program::devices order, over the whole
+  /// run: the high-water mark its counting allocator measured (exec/cpu/counting_allocator.h).
+  /// `measured_peak_host_bytes`: heap bytes of the program's buffers as stored (fp32).
+  /// `measured_peak_plan_bytes`: the same allocations counted at the plan dtype's element
+  /// size, comparable with verify_program's static peak_bytes and the simulator's peak.
+  /// `measured_peak_workspace_bytes`: kernel scratch outside the program's buffers
+  /// (accumulation targets, a sharded parameter's whole tensor while it is initialised);
+  /// a GPU backend would hold its own workspace, so it is reported apart.
+  std::vector<std::int64_t> measured_peak_host_bytes;
+  std::vector<std::int64_t> measured_peak_plan_bytes;
+  std::vector<std::int64_t> measured_peak_workspace_bytes;
 };
 
 /// A way to run programs (STYLE.md 9.6: plain C++; the CUDA backend implements it in

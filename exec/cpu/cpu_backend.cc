@@ -9,6 +9,8 @@
 #include <thread>
 #include <tuple>
 
+#include "core/check.h"
+#include "exec/cpu/counting_allocator.h"
 #include "exec/cpu/cpu_kernels.h"
 
 namespace alpasim::exec::cpu {
@@ -239,7 +241,16 @@ class CpuBackend final : public Backend {
           " MiB); it runs small models (use --backend cuda, or a smaller model or batch)");
     }
     Communicator comm(options.timeout_s);
-    std::vector<std::vector<float>> data(p.buffers.size());
+    // Every buffer's storage counts against its device: host bytes as stored (fp32) and
+    // the same elements at the plan dtype; kernel scratch against the device's workspace.
+    std::vector<MemoryCounter> host_mem(n), plan_mem(n), workspace_mem(n);
+    std::vector<CountedFloats> data;
+    data.reserve(p.buffers.size());
+    for (const Buffer& b : p.buffers) {
+      const auto d = static_cast<std::size_t>(b.device);
+      ALPASIM_CHECK(d < n);
+      data.emplace_back(CountingAllocator<float>(&host_mem[d], &plan_mem[d], b.bytes, b.elements));
+    }
     std::vector<core::Status> status(n);
     ExecutionResult result;
     result.backend = name();
@@ -292,25 +303,25 @@ class CpuBackend final : public Backend {
             p.gradient_of[static_cast<std::size_t>(b.tensor)]).name;
         if (!grad_from.count(pname) || grad_from[pname] > b.id) {
           grad_from[pname] = b.id;
-          result.gradients[pname] = v;
+          result.gradients[pname].assign(v.begin(), v.end());
         }
       } else if (b.role == BufferRole::kParameter) {
         if (!param_from.count(name) || param_from[name] > b.id) {
           param_from[name] = b.id;
-          result.parameters[name] = v;
+          result.parameters[name].assign(v.begin(), v.end());
         }
       }
     };
 
     auto device_main = [&](std::size_t dev) {
-      std::vector<float> scratch;
+      CountedFloats scratch{CountingAllocator<float>(&workspace_mem[dev])};
       for (int iter = 0; iter < total; ++iter) {
         sync.arrive_and_wait();
         const bool measured = iter >= options.warmup_iterations;
         const bool last = iter == total - 1;
         if (status[dev].ok()) {
           status[dev] = run_device(p, dev, iter, comm, data, scratch, iter == 0 ? record : Recorder(),
-                                   last && measured ? &timings[dev] : nullptr, start);
+                                   last && measured ? &timings[dev] : nullptr, start, workspace_mem[dev]);
           if (!status[dev].ok()) comm.abort();
         }
         sync.arrive_and_wait();
@@ -333,6 +344,13 @@ class CpuBackend final : public Backend {
       result.iteration_s.push_back(iter_s[i]);
     }
     for (auto& t : timings) result.timings.insert(result.timings.end(), t.begin(), t.end());
+    for (std::size_t d = 0; d < n; ++d) {
+      // Every iteration frees what it allocates (verify_program), so nothing may be left.
+      ALPASIM_CHECK(host_mem[d].current() == 0);
+      result.measured_peak_host_bytes.push_back(host_mem[d].peak());
+      result.measured_peak_plan_bytes.push_back(plan_mem[d].peak());
+      result.measured_peak_workspace_bytes.push_back(workspace_mem[d].peak());
+    }
     return result;
   }
 
@@ -340,9 +358,9 @@ class CpuBackend final : public Backend {
   using Recorder = std::function<void(std::size_t, const Buffer&)>;
 
   static core::Status run_device(const Program& p, std::size_t dev, int iter, Communicator& comm,
-                                 std::vector<std::vector<float>>& data, std::vector<float>& scratch,
+                                 std::vector<CountedFloats>& data, CountedFloats& scratch,
                                  const Recorder& record, std::vector<InstrTiming>* timings,
-                                 Clock::time_point start) {
+                                 Clock::time_point start, MemoryCounter& workspace) {
     const auto& code = p.code[dev];
     const auto d = static_cast<std::int32_t>(dev);
     for (std::size_t i = 0; i < code.size(); ++i) {
@@ -386,7 +404,7 @@ class CpuBackend final : public Backend {
             target = scratch.data();
           }
           if (in.drop_bias && !views.empty()) views.pop_back();
-          std::vector<float> whole;
+          CountedFloats whole{CountingAllocator<float>(&workspace)};
           if (op.kind == ir::OpKind::kParameter && !ob.global_shape.empty() && ob.global_shape != ob.shape) {
             // A block of a sharded parameter: the values are a function of the global index.
             std::int64_t total = 1;

@@ -8,6 +8,7 @@
 
 #include "cost_model/calibration.h"
 #include "cost_model/cost_model.h"
+#include "exec/cpu/cpu_backend.h"
 #include "exec/verify.h"
 #include "planner/search/search.h"
 #include "planner/search/stage_memory.h"
@@ -21,6 +22,31 @@ namespace alpasim::exec {
 namespace {
 
 using testing::p3_input;
+
+/// The high-water mark the CPU backend measured while running `p` (its counting allocator,
+/// exec/cpu/counting_allocator.h), per device at the plan dtype. One warm-up and one
+/// measured iteration, so memory kept from the first iteration would raise the mark. Also
+/// checks the host-side count: fp32 storage of the same allocations, i.e. the ALLOCATE/FREE
+/// walk at 4 bytes per element.
+std::vector<std::int64_t> measured_peak_on_cpu(const Program& p) {
+  RunOptions o;
+  o.warmup_iterations = 1;
+  o.iterations = 1;
+  auto r = cpu::make_cpu_backend()->run(p, o);
+  REQUIRE_MESSAGE(r.ok(), r.status().message());
+  REQUIRE(r->measured_peak_plan_bytes.size() == p.code.size());
+  REQUIRE(r->measured_peak_host_bytes.size() == p.code.size());
+  for (std::size_t d = 0; d < p.code.size(); ++d) {
+    std::int64_t now = 0, peak = 0;
+    for (const Instruction& in : p.code[d]) {
+      const std::int64_t b = p.buffers[static_cast<std::size_t>(in.buffer)].elements * 4;
+      if (in.kind == InstrKind::kAllocate) peak = std::max(peak, now += b);
+      if (in.kind == InstrKind::kFree) now -= b;
+    }
+    CHECK(r->measured_peak_host_bytes[d] == peak);
+  }
+  return r->measured_peak_plan_bytes;
+}
 
 /// Per device: the executor's parameters (its own, not received copies), gradients and
 /// optimizer states.
@@ -148,9 +174,9 @@ TEST_CASE("memory: the simulator's peak per device equals the executor's high-wa
   }
   plans.push_back({"2-D weight tiles on 2x2, weight-update sharding, 2 mb (sharded)", two_d_tile_plan(gpt)});
   std::string table =
-      "| plan | device | executor peak | simulator peak | executor peak, receives at their task's start | "
-      "params+grads exec / sim | optimizer states exec / sim |\n"
-      "|---|---|---|---|---|---|---|\n";
+      "| plan | device | executor peak (static) | executor peak (measured, CPU backend) | simulator peak | "
+      "executor peak, receives at their task's start | params+grads exec / sim | optimizer states exec / sim |\n"
+      "|---|---|---|---|---|---|---|---|\n";
   for (const auto& [name, plan] : plans) {
     CAPTURE(name);
     const bool searched = nodes_of.count(name) > 0;
@@ -163,6 +189,7 @@ TEST_CASE("memory: the simulator's peak per device equals the executor's high-wa
     REQUIRE_MESSAGE(prog.ok(), prog.status().message());
     auto v = verify_program(*prog);
     REQUIRE_MESSAGE(v.ok(), v.status().message());
+    const auto measured = measured_peak_on_cpu(*prog);
     const auto comp = components(*prog);
     const auto at_task_start = high_water_receiving_at_task_start(*prog);
     const auto& pb = r->problem;
@@ -192,7 +219,10 @@ TEST_CASE("memory: the simulator's peak per device equals the executor's high-wa
       }
       const std::int64_t exec_peak = v->peak_bytes[d];
       const std::int64_t sim_peak = r->prediction.peak_memory_bytes_per_stage[mesh];
+      // What the CPU backend's allocator measured while running equals the static count.
+      CHECK(measured[d] == exec_peak);
       table += "| " + name + " | " + std::to_string(d) + " | " + std::to_string(exec_peak) + " | " +
+               std::to_string(measured[d]) + " | " +
                std::to_string(sim_peak) + " | " + std::to_string(at_task_start[d]) + " | " +
                std::to_string(comp[d].parameters + received_params + comp[d].gradients) + " / " +
                std::to_string(params + grads) + " | " + std::to_string(comp[d].optimizer_states) + " / " +
@@ -228,9 +258,11 @@ TEST_CASE("memory: the simulator's peak per device equals the executor's high-wa
         // it holds every copy from its start) and peaks at 13216 B, the executor's: 704 B =
         // 1024 B minus the 320 B of copies B0 had made by its peak.
         CHECK(exec_peak - sim_peak == 704);
+        CHECK(measured[d] - sim_peak == 704);
         continue;
       }
       CHECK(exec_peak == sim_peak);
+      CHECK(measured[d] == sim_peak);
       if (name.find("interleaved") != std::string::npos && d == 0) {
         // Device 1 sends stage 3's tied-embedding gradient contribution (head/logits/
         // grad_rhs, vocab 16 x hidden 8 x 2 bytes = 256 B per microbatch) to stage 0 before
@@ -397,7 +429,9 @@ TEST_CASE("memory: the simulator's peak equals the executor's on the tiny Wide-R
     gpus_of[name] = gpus;
     plans.push_back({name, r->plan});
   }
-  std::string table = "| tiny Wide-ResNet plan | device | executor peak | simulator peak |\n|---|---|---|---|\n";
+  std::string table =
+      "| tiny Wide-ResNet plan | device | executor peak (static) | executor peak (measured) | simulator peak |\n"
+      "|---|---|---|---|---|\n";
   for (const auto& [name, plan] : plans) {
     CAPTURE(name);
     planner::SearchInput in = p3_input(wrn, plan.global_batch_size, 1, gpus_of.count(name) ? gpus_of.at(name) : 4);
@@ -409,6 +443,7 @@ TEST_CASE("memory: the simulator's peak equals the executor's on the tiny Wide-R
     REQUIRE_MESSAGE(prog.ok(), prog.status().message());
     auto v = verify_program(*prog);
     REQUIRE_MESSAGE(v.ok(), v.status().message());
+    const auto measured = measured_peak_on_cpu(*prog);
     for (std::size_t d = 0; d < prog->code.size(); ++d) {
       CAPTURE(d);
       std::size_t mesh = 0;
@@ -418,7 +453,9 @@ TEST_CASE("memory: the simulator's peak equals the executor's on the tiny Wide-R
         }
       }
       CHECK(v->peak_bytes[d] == r->prediction.peak_memory_bytes_per_stage[mesh]);
+      CHECK(measured[d] == r->prediction.peak_memory_bytes_per_stage[mesh]);
       table += "| " + name + " | " + std::to_string(d) + " | " + std::to_string(v->peak_bytes[d]) + " | " +
+               std::to_string(measured[d]) + " | " +
                std::to_string(r->prediction.peak_memory_bytes_per_stage[mesh]) + " |\n";
     }
   }
