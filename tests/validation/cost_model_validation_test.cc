@@ -4,10 +4,20 @@
 //   * busbw at >= 64 MiB (or a "large message" asymptote): |error| <= 10 %;
 //   * small-message latency (<= 64 KiB, compared on time): |error| <= 30 %;
 //   * large GEMM (max-achievable rows, or m*n*k >= 4096^3): |error| <= 10 %;
+//   * mid-size busbw (64 KiB <= S < 64 MiB, rows no rule above gates), check rows only:
+//     |error| <= tol(S), tol falling linearly in log2(S) from the latency gate's 30 % at
+//     64 KiB to the bandwidth gate's 10 % at 64 MiB (mid_size_tolerance(): in this range the
+//     time is part latency, part bandwidth, and the share of latency falls with size). Fit
+//     rows are printed, not gated: at >= 2 MiB they are reproduced by construction
+//     (simple_latency_curve), so a gate on them could not fail.
 //   * rows whose `kind` is plain "measured(user)" (unreviewed user reports) are printed but
-//     not gated; rows between 64 KiB and 64 MiB are printed but not gated (no criterion).
+//     not gated.
 // Each row also shows its role in the shipped profiles: "fit" rows were used to fit
-// parameters (they measure the model's form, not prediction), "check" rows were not.
+// parameters (they measure the model's form, not prediction), "check" rows were not;
+// profiles/derive_from_reference.py assigns the roles by a rule fixed before any error was
+// seen (odd/even log2 sizes of each curve, ...). The summary at the end reports fit-row and
+// check-row errors apart, per size range.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -39,6 +49,16 @@ constexpr double kLatencyTolerance = 0.30;
 constexpr double kGemmTolerance = 0.10;
 constexpr std::int64_t kLargeMessageBytes = std::int64_t{64} << 20;
 constexpr std::int64_t kSmallMessageBytes = std::int64_t{64} << 10;
+
+/// The mid-size gate: 30 % (the latency gate) at 64 KiB down to 10 % (the bandwidth gate)
+/// at 64 MiB, linear in log2(size). Stated with the issue that added it (issue 20): chosen
+/// from the two existing gates, not from the errors; the errors it meets are in
+/// docs/cost_model.md (three check rows would fail a flat 10 %).
+double mid_size_tolerance(std::int64_t message_bytes) {
+  const double f = std::log2(static_cast<double>(message_bytes) / static_cast<double>(kSmallMessageBytes)) /
+                   std::log2(static_cast<double>(kLargeMessageBytes) / static_cast<double>(kSmallMessageBytes));
+  return kLatencyTolerance + (kBusbwTolerance - kLatencyTolerance) * std::clamp(f, 0.0, 1.0);
+}
 
 using Row = std::map<std::string, std::string>;
 
@@ -128,7 +148,38 @@ struct Outcome {
   std::string system, what, role, quantity, verdict;
   double published = 0, predicted = 0, error = 0;
   bool gated = false, pass = true;
+  std::string range;  ///< size range for the fit/check summary ("" for none)
 };
+
+/// Fit-row and check-row errors apart, per range: rows, mean |error|, max |error| (and the
+/// line of the max). Rows that no profile uses ("-") are counted as check rows (they were
+/// never fitted); user reports are left out (not gated).
+void print_fit_check_summary(const std::vector<Outcome>& rows, const std::string& title) {
+  std::cout << "\n" << title << " (|error| %, fit rows and check rows apart)\n";
+  std::cout << "range                              role    rows   mean|err|   max|err|  (line)\n";
+  std::map<std::pair<std::string, std::string>, std::vector<const Outcome*>> groups;
+  for (const auto& o : rows) {
+    if (o.range.empty() || o.verdict.rfind("user", 0) == 0) continue;
+    const std::string role = o.role.rfind("fit", 0) == 0 ? "fit" : "check";  // "fit+check": fitted somewhere
+    groups[{o.range, role}].push_back(&o);
+  }
+  for (const auto& [key, list] : groups) {
+    double sum = 0, worst = 0;
+    int worst_line = 0;
+    for (const Outcome* o : list) {
+      sum += std::abs(o->error);
+      if (std::abs(o->error) >= worst) {
+        worst = std::abs(o->error);
+        worst_line = o->line;
+      }
+    }
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%-34s %-6s %5zu   %8s   %8s  (%d)", key.first.c_str(), key.second.c_str(),
+                  list.size(), core::format_fixed(100 * sum / static_cast<double>(list.size()), 1).c_str(),
+                  core::format_fixed(100 * worst, 1).c_str(), worst_line);
+    std::cout << buf << "\n";
+  }
+}
 
 void print(const std::vector<Outcome>& rows, const std::string& title) {
   std::cout << "\n" << title << "\n";
@@ -201,6 +252,7 @@ TEST_CASE("NCCL bus bandwidth and latency against collectives.csv") {
       o.error = (o.predicted - o.published) / o.published;
       o.gated = !user_row;
       o.pass = !o.gated || std::abs(o.error) <= kBusbwTolerance;
+      o.range = "link rows (p2p, per NIC)";
       out.push_back(o);
       continue;
     }
@@ -274,13 +326,27 @@ TEST_CASE("NCCL bus bandwidth and latency against collectives.csv") {
         oc.gated = small && !user_row;
         oc.error = (oc.predicted - oc.published) / oc.published;
         oc.pass = !oc.gated || std::abs(oc.error) <= kLatencyTolerance;
+        if (small) oc.range = "latency, <= 64 KiB (time)";
       } else if (busbw) {
         oc.quantity = "busbw_gbyte_per_s";
         oc.published = *busbw;
         oc.predicted = core::to_gbyte_per_s(est->bus_bandwidth);
-        oc.gated = (e.message_bytes == 0 || e.message_bytes >= kLargeMessageBytes) && !user_row;
         oc.error = (oc.predicted - oc.published) / oc.published;
-        oc.pass = !oc.gated || std::abs(oc.error) <= kBusbwTolerance;
+        const bool large = e.message_bytes == 0 || e.message_bytes >= kLargeMessageBytes;
+        if (large) {
+          oc.gated = !user_row;
+          oc.pass = !oc.gated || std::abs(oc.error) <= kBusbwTolerance;
+          oc.range = "busbw, >= 64 MiB or large";
+        } else if (e.message_bytes >= kSmallMessageBytes) {
+          // Mid-size: gated on check rows (fit rows here are reproduced by construction).
+          oc.gated = !user_row && oc.role.rfind("fit", 0) != 0;
+          const double tol = mid_size_tolerance(e.message_bytes);
+          oc.pass = !oc.gated || std::abs(oc.error) <= tol;
+          oc.range = "busbw, 64 KiB - 64 MiB";
+          if (oc.gated) oc.what += " (tolerance " + core::format_fixed(100 * tol, 1) + " %)";
+        } else {
+          oc.range = "busbw, < 64 KiB (no time given)";
+        }
       } else {
         skip("no number");
         continue;
@@ -290,13 +356,15 @@ TEST_CASE("NCCL bus bandwidth and latency against collectives.csv") {
     }
   }
   print(out, "collectives.csv: predicted vs published (error = predicted/published - 1)");
+  print_fit_check_summary(out, "collectives.csv summary");
   std::cout << "skipped rows:\n";
   for (const auto& s : skipped) std::cout << "  " << s << "\n";
-  int gated = 0, failed = 0;
+  int gated = 0, failed = 0, mid_gated = 0;
   double worst_check = 0;
   for (const auto& o : out) {
     if (!o.gated) continue;
     ++gated;
+    if (o.range == "busbw, 64 KiB - 64 MiB") ++mid_gated;
     if (o.role != "fit") worst_check = std::max(worst_check, std::abs(o.error));
     if (!o.pass) ++failed;
     CHECK_MESSAGE(o.pass, "collectives.csv line " << o.line << " (" << o.system << ", " << o.what
@@ -307,6 +375,15 @@ TEST_CASE("NCCL bus bandwidth and latency against collectives.csv") {
             << ", worst |error| of gated non-fit rows: " << core::format_fixed(100 * worst_check, 1)
             << "%\n";
   CHECK(gated > 0);
+  // The mid-size gate covers both 8-GPU curves' check rows (A100 and H200: 128 KiB ... 16 MiB).
+  CHECK(mid_gated >= 8);
+}
+
+TEST_CASE("mid-size tolerance: 30 % at 64 KiB, 10 % at 64 MiB, linear in log2(size)") {
+  CHECK(mid_size_tolerance(kSmallMessageBytes) == doctest::Approx(0.30));
+  CHECK(mid_size_tolerance(kLargeMessageBytes) == doctest::Approx(0.10));
+  CHECK(mid_size_tolerance(std::int64_t{2} << 20) == doctest::Approx(0.20));  // 5 of 10 doublings
+  CHECK(mid_size_tolerance(std::int64_t{16} << 20) == doctest::Approx(0.14));
 }
 
 TEST_CASE("large-GEMM throughput against gemm.csv") {
@@ -356,6 +433,7 @@ TEST_CASE("large-GEMM throughput against gemm.csv") {
                            4096.0 * 4096.0 * 4096.0;
     o.gated = large;
     o.pass = !o.gated || std::abs(o.error) <= kGemmTolerance;
+    o.range = large ? "GEMM, large (gated)" : "GEMM, small (not gated)";
     if (!large) o.verdict = "not a large GEMM: not gated";
     out.push_back(o);
   }
@@ -369,6 +447,7 @@ TEST_CASE("large-GEMM throughput against gemm.csv") {
               << " TFLOP/s (no published figure to compare: gemm.csv line 31)\n";
   }
   print(out, "gemm.csv: predicted vs published achieved TFLOP/s");
+  print_fit_check_summary(out, "gemm.csv summary");
   int gated = 0;
   for (const auto& o : out) {
     if (!o.gated) continue;
