@@ -1,7 +1,7 @@
 // Solver exactness at realistic size (issue 20 #4): the plain intra-op ILP (no bound
 // pruning, no conditioning: an independent exact reference) against the DP the search uses
 // (bound pruning, conditioning) on real transformer layers converted by planner/adapters
-// and on a whole small GPT stage; and the inter-op DP against brute force on 8-12 layers
+// and on a whole small GPT stage; and the inter-op DP against brute force on 8-16 layers
 // and 8 devices. The small-graph versions are in solver_exactness_test.cc / inter_op_test.cc.
 #include <doctest/doctest.h>
 
@@ -220,7 +220,7 @@ planner::inter_op::InterOpProblem random_inter_op(std::uint64_t seed, int layers
 
 }  // namespace
 
-TEST_CASE("the inter-op DP equals brute force on 8-12 layers and 8 devices (1x8 and 2x4 clusters)") {
+TEST_CASE("the inter-op DP equals brute force on 8-16 layers and 8 devices (1x8 and 2x4 clusters)") {
   std::string report;
   int compared = 0;
   std::map<std::size_t, int> stage_counts;  // optima by number of stages
