@@ -41,7 +41,7 @@ TEST_CASE("scenario errors name the file, the JSON path, what was expected and f
   CHECK(error_of(kBase, "\"nodes\": 192", "\"nodes\": -4") ==
         "s.json: /cluster/nodes: expected a positive integer at most 16384, got -4");
   CHECK(error_of(kBase, "\"global_batch_size\": 1536", "\"global_batch\": 1536") ==
-        "s.json: /training/global_batch_size: missing required key (expected a positive integer)");
+        "s.json: /training/global_batch_size: missing required key (expected a positive integer at most 4194304)");
   CHECK(error_of(kBase, "\"optimizer\": \"adam\"", "\"optimizer\": \"adam\", \"dtpye\": 1") ==
         "s.json: /training/dtpye: unknown key; did you mean \"dtype\"?");
   CHECK(error_of(kBase, "\"tp\": 8", "\"tp\": \"8\"") ==

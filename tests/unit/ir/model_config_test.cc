@@ -45,7 +45,7 @@ TEST_CASE("bad model blocks give exact errors") {
         "m.json: /num_heads: expected a divisor of hidden_size 100, got 3");
   CHECK(parse_text(R"({"builtin": "llama", "num_layers": 2, "hidden_size": 64, "num_heads": 4,
       "seq_len": 8, "vocab_size": 10})").status().message() ==
-        "m.json: /ffn_hidden_size: missing required key (expected a positive integer)");
+        "m.json: /ffn_hidden_size: missing required key (expected a positive integer at most 1048576)");
   CHECK(parse_text(R"({"builtin": "wide_resnet", "num_layers": 51, "base_channels": 1,
       "width_factor": 1})").status().message() ==
         "m.json: /num_layers: expected 50 or 101, got 51");

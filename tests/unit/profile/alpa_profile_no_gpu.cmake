@@ -12,7 +12,7 @@ if(NOT rc STREQUAL "77")
   set(failed TRUE)
 endif()
 # Either build: a CUDA build reports the runtime's reason, a CPU build says it has no CUDA.
-if(NOT err MATCHES "^alpa-profile: no GPU: (no CUDA device: [^\n]+|built without CUDA [^\n]+) ?\\(?nothing measured\\)?\n$")
+if(NOT err MATCHES "^alpa-profile: no GPU: (no usable CUDA device: [^\n]+|built without CUDA [^\n]+) ?\\(?nothing measured\\)?\n$")
   message(SEND_ERROR "stderr: unexpected text [${err}]")
   set(failed TRUE)
 endif()
