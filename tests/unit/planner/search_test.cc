@@ -176,6 +176,25 @@ TEST_CASE("the searched plan is never slower than the baselines scored the same 
   }
 }
 
+TEST_CASE("the dp_ep baseline row is not planned for a model without experts") {
+  planner::SearchInput in = tiny_input("alpa");
+  in.options.compare_baselines = true;
+  auto r = planner::search(in);
+  REQUIRE(r.ok());
+  int rows = 0;
+  for (const auto& b : r.value().baselines) {
+    if (b.mode != "dp_ep") continue;
+    ++rows;
+    CHECK_FALSE(b.ok);
+    CHECK(b.description == "not applicable: the model has no experts");
+  }
+  CHECK(rows == 1);
+  // As a mode of its own it still plans (one stage, data parallel).
+  auto alone = planner::search(tiny_input("dp_ep"));
+  REQUIRE(alone.ok());
+  CHECK(alone.value().prediction.fits);
+}
+
 TEST_CASE("MoE: model TFLOP/s x iteration time x GPUs = the model's FLOPs in every mode") {
   // Issue 15 #8: with expert_group_size 0 a token group is the whole microbatch, and the
   // dispatch/combine einsums grow with its square. Counted as model FLOPs they made the
