@@ -1,0 +1,32 @@
+# Shared by run_case.cmake and reliability/run_repro.cmake: compares one run of a tool with
+# the case's expectations. Reads rc, out, err and work (the case's scratch folder, which
+# replaces @WORK@) and EXPECT_EXIT, EXPECT_STDERR, EXPECT_STDOUT, EXPECT_STDOUT_REGEX,
+# EXPECT_STDOUT_EMPTY (each optional but the first); sets failed to TRUE on any mismatch,
+# after a SEND_ERROR that says what differed.
+set(failed FALSE)
+if(NOT rc STREQUAL "${EXPECT_EXIT}")
+  message(SEND_ERROR "exit code: expected ${EXPECT_EXIT}, got ${rc}\nstderr: ${err}")
+  set(failed TRUE)
+endif()
+if(DEFINED EXPECT_STDERR)
+  string(REPLACE "@WORK@" "${work}" EXPECT_STDERR "${EXPECT_STDERR}")
+  if(NOT err STREQUAL "${EXPECT_STDERR}")
+    message(SEND_ERROR "stderr: expected\n[${EXPECT_STDERR}]\ngot\n[${err}]")
+    set(failed TRUE)
+  endif()
+endif()
+if(DEFINED EXPECT_STDOUT_REGEX AND NOT out MATCHES "${EXPECT_STDOUT_REGEX}")
+  message(SEND_ERROR "stdout does not match [${EXPECT_STDOUT_REGEX}]:\n${out}")
+  set(failed TRUE)
+endif()
+if(DEFINED EXPECT_STDOUT)
+  string(REPLACE "@WORK@" "${work}" EXPECT_STDOUT "${EXPECT_STDOUT}")
+  if(NOT out STREQUAL "${EXPECT_STDOUT}")
+    message(SEND_ERROR "stdout: expected\n[${EXPECT_STDOUT}]\ngot\n[${out}]")
+    set(failed TRUE)
+  endif()
+endif()
+if(EXPECT_STDOUT_EMPTY AND NOT out STREQUAL "")
+  message(SEND_ERROR "stdout: expected nothing, got\n${out}")
+  set(failed TRUE)
+endif()
