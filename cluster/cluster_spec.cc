@@ -99,10 +99,41 @@ core::Result<ClusterSpec> make_preset_cluster(const std::string& name, std::int6
     if (name != p.name) continue;
     auto gpu = find_gpu_spec(p.gpu);
     ALPASIM_CHECK(gpu.has_value()) << "preset " << name << " names unknown GPU " << p.gpu;
-    return ClusterSpec{p.name, nodes, p.gpus_per_node, *gpu, p.intra, p.inter};
+    return ClusterSpec{p.name, nodes,   p.gpus_per_node,
+                       *gpu,   p.intra, p.inter,
+                       default_reserved_memory(*gpu)};
   }
   return core::invalid_argument("unknown cluster preset \"" + name + "\"");
 }
+
+core::Bytes default_reserved_memory(const GpuSpec& gpu) {
+  const std::int64_t fixed_bytes = core::mib(512).value() + core::mib(512).value();
+  const std::int64_t fragmentation_bytes = gpu.memory.value() / 20;  // 5 %
+  const std::int64_t mib = core::mib(1).value();
+  return core::bytes((fixed_bytes + fragmentation_bytes) / mib * mib);
+}
+
+core::Bytes reserve_on_gpu(const ClusterSpec& from, const GpuSpec& gpu) {
+  return from.reserved_memory == default_reserved_memory(from.gpu) ? default_reserved_memory(gpu)
+                                                                   : from.reserved_memory;
+}
+
+namespace {
+
+// The optional "reserved_memory_gib" of either cluster form: GiB in [0, capacity - 1 MiB],
+// so at least a MiB is left for the plan.
+core::Result<core::Bytes> parse_reserved_memory(core::JsonObject& obj, const GpuSpec& gpu) {
+  auto value = obj.optional("reserved_memory_gib");
+  if (!value) return default_reserved_memory(gpu);
+  const double max_gib = core::to_gib(gpu.memory - core::mib(1));
+  ALPASIM_ASSIGN_OR_RETURN(
+      double gib, value->as_number(0, max_gib,
+                                   "GiB in [0, " + core::format_fixed(max_gib, 3) + "] (less than the " +
+                                       gpu.name + "'s memory)"));
+  return core::bytes(static_cast<std::int64_t>(gib * static_cast<double>(core::gib(1).value())));
+}
+
+}  // namespace
 
 core::Result<ClusterSpec> parse_cluster_spec(const core::JsonValue& value) {
   ALPASIM_ASSIGN_OR_RETURN(core::JsonObject obj, value.as_object());
@@ -123,6 +154,7 @@ core::Result<ClusterSpec> parse_cluster_spec(const core::JsonValue& value) {
                           ") needs \"nodes\": 1");
       }
     }
+    ALPASIM_ASSIGN_OR_RETURN(spec.reserved_memory, parse_reserved_memory(obj, spec.gpu));
     ALPASIM_RETURN_IF_ERROR(obj.finish());
     return spec;
   }
@@ -133,6 +165,7 @@ core::Result<ClusterSpec> parse_cluster_spec(const core::JsonValue& value) {
   ALPASIM_ASSIGN_OR_RETURN(core::JsonValue gpu_value, obj.required("gpu", "a GPU kind name"));
   ALPASIM_ASSIGN_OR_RETURN(std::string gpu_name, gpu_value.as_enum(gpu_spec_names()));
   spec.gpu = *find_gpu_spec(gpu_name);
+  ALPASIM_ASSIGN_OR_RETURN(spec.reserved_memory, parse_reserved_memory(obj, spec.gpu));
   ALPASIM_ASSIGN_OR_RETURN(core::JsonObject intra, obj.get_object("intra_node"));
   ALPASIM_ASSIGN_OR_RETURN(spec.intra_node, parse_intra(std::move(intra)));
   if (spec.nodes > 1 || obj.has("inter_node")) {
@@ -152,6 +185,7 @@ core::Json cluster_spec_to_json(const ClusterSpec& spec) {
   j["nodes"] = spec.nodes;
   j["gpus_per_node"] = spec.gpus_per_node;
   j["gpu"] = spec.gpu.name;
+  j["reserved_memory_gib"] = core::to_gib(spec.reserved_memory);
   j["intra_node"] = {{"fabric", spec.intra_node.fabric},
                      {"gpu_bandwidth_gbyte_per_s", spec.intra_node.gpu_bandwidth_gbyte_per_s},
                      {"link_bandwidth_gbyte_per_s", spec.intra_node.link_bandwidth_gbyte_per_s},

@@ -42,9 +42,28 @@ struct ClusterSpec {
   GpuSpec gpu;
   IntraNodeSpec intra_node;
   InterNodeSpec inter_node;
+  /// Memory of each GPU that a training process cannot give to its tensors (CUDA context,
+  /// NCCL buffers, allocator fragmentation, library workspaces). In [0, gpu.memory).
+  /// Presets and parsed scenarios set default_reserved_memory(gpu) unless the scenario's
+  /// "reserved_memory_gib" says otherwise; a spec built field by field reserves nothing.
+  core::Bytes reserved_memory{0};
 
   std::int64_t num_gpus() const { return nodes * gpus_per_node; }
+  /// What a plan may use per GPU: the fit limit of the planner and the simulator.
+  core::Bytes usable_memory() const { return gpu.memory - reserved_memory; }
 };
+
+/// The default reserve of one GPU (docs/scenario.md, "Reserved memory"):
+///   0.5 GiB  CUDA context and loaded kernel modules
+/// + 0.5 GiB  NCCL communicators' buffers (tensor-, data- and pipeline-parallel groups)
+/// + 5 %      of the capacity for the caching allocator's fragmentation and the cuBLAS,
+///            cuDNN and framework workspaces
+/// rounded down to a MiB. V100-16GB: 1.80 GiB; A100/H100-80GB: 5.00 GiB; H200: 7.57 GiB.
+core::Bytes default_reserved_memory(const GpuSpec& gpu);
+
+/// The reserve of `from`'s scenario on another GPU kind (what-if and capacity studies):
+/// the new GPU's default where `from` used its own default, else `from`'s chosen reserve.
+core::Bytes reserve_on_gpu(const ClusterSpec& from, const GpuSpec& gpu);
 
 /// Names of the cluster presets ("aws-p3.16xlarge", "dgx-a100-80gb", "dgx-h100", ...).
 std::vector<std::string> cluster_preset_names();

@@ -62,7 +62,7 @@ core::Result<PointResult> evaluate_point(const Scenario& scenario) {
   p.model_tflops_per_gpu = core::to_tflops_per_s(r.model_flops_per_gpu);
   p.hardware_tflops_per_gpu = core::to_tflops_per_s(r.hardware_flops_per_gpu);
   p.peak_memory_bytes = r.peak_memory_bytes;
-  p.gpu_memory_bytes = scenario.cluster.gpu.memory.value();
+  p.usable_memory_bytes = scenario.cluster.usable_memory().value();
   p.fits = r.overflows.empty();
   for (const sim::PipelineDeviceReport& d : r.devices) {
     p.stage_memory_bytes.push_back(d.peak_memory_bytes);
@@ -115,7 +115,7 @@ core::Result<PointResult> search_point(const Scenario& scenario, int threads,
   p.model_tflops_per_gpu = r.prediction.model_tflops_per_gpu;
   p.hardware_tflops_per_gpu = r.prediction.hardware_tflops_per_gpu;
   p.peak_memory_bytes = r.prediction.peak_memory_bytes;
-  p.gpu_memory_bytes = scenario.cluster.gpu.memory.value();
+  p.usable_memory_bytes = scenario.cluster.usable_memory().value();
   p.fits = r.prediction.fits;
   p.stage_memory_bytes = r.prediction.peak_memory_bytes_per_stage;
   // The timeline chart: the chosen plan's problem simulated once more (deterministic, so
@@ -141,7 +141,7 @@ Json point_result_to_json(const PointResult& r) {
               {"model_tflops_per_gpu", r.model_tflops_per_gpu},
               {"hardware_tflops_per_gpu", r.hardware_tflops_per_gpu},
               {"peak_memory_bytes", r.peak_memory_bytes},
-              {"gpu_memory_bytes", r.gpu_memory_bytes},
+              {"usable_memory_bytes", r.usable_memory_bytes},
               {"fits", r.fits},
               {"stage_memory_bytes", r.stage_memory_bytes},
               {"timeline", timeline}};
@@ -155,7 +155,7 @@ core::Result<PointResult> point_result_from_json(const Json& j, const std::strin
     r.model_tflops_per_gpu = j.at("model_tflops_per_gpu").get<double>();
     r.hardware_tflops_per_gpu = j.at("hardware_tflops_per_gpu").get<double>();
     r.peak_memory_bytes = j.at("peak_memory_bytes").get<std::int64_t>();
-    r.gpu_memory_bytes = j.at("gpu_memory_bytes").get<std::int64_t>();
+    r.usable_memory_bytes = j.at("usable_memory_bytes").get<std::int64_t>();
     r.fits = j.at("fits").get<bool>();
     r.stage_memory_bytes = j.at("stage_memory_bytes").get<std::vector<std::int64_t>>();
     for (const Json& t : j.at("timeline")) {

@@ -27,7 +27,7 @@ struct PointResult {
   double model_tflops_per_gpu = 0;     ///< Megatron definition: no recomputation counted
   double hardware_tflops_per_gpu = 0;  ///< recomputation counted
   std::int64_t peak_memory_bytes = 0;  ///< per GPU, max over devices
-  std::int64_t gpu_memory_bytes = 0;   ///< capacity of one GPU (the fit limit)
+  std::int64_t usable_memory_bytes = 0;  ///< of one GPU: capacity - reserve (the fit limit)
   bool fits = true;                    ///< every device within its memory
   std::vector<std::int64_t> stage_memory_bytes;  ///< peak per GPU of each pipeline stage
   std::vector<TimelineTask> timeline;            ///< may be empty (no chart then)

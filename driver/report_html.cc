@@ -65,7 +65,7 @@ std::optional<Chart> stage_memory_chart(const PointResult& p, const std::string&
   for (std::size_t s = 0; s < p.stage_memory_bytes.size(); ++s) {
     values.push_back({{"stage", static_cast<int>(s)},
                       {"memory_gib", to_gib(p.stage_memory_bytes[s])},
-                      {"gpu_memory_gib", to_gib(p.gpu_memory_bytes)}});
+                      {"usable_memory_gib", to_gib(p.usable_memory_bytes)}});
   }
   const std::string heading = "Peak memory per GPU, per pipeline stage: " + label;
   Json spec = base_spec(heading, values);
@@ -78,7 +78,7 @@ std::optional<Chart> stage_memory_chart(const PointResult& p, const std::string&
                                                 {"type", "quantitative"},
                                                 {"format", ".2f"}}})}}}},
        {{"mark", {{"type", "rule"}, {"color", "#c0392b"}, {"strokeDash", {6, 4}}}},
-        {"encoding", {{"y", {{"aggregate", "max"}, {"field", "gpu_memory_gib"}, {"type", "quantitative"}}}}}}});
+        {"encoding", {{"y", {{"aggregate", "max"}, {"field", "usable_memory_gib"}, {"type", "quantitative"}}}}}}});
   return Chart{"chart-stage-memory", heading, spec, false};
 }
 

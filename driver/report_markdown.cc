@@ -82,8 +82,8 @@ ReportText sweep_report_text(const SweepResult& sweep, const Scenario& scenario)
                        " TFLOP/s per GPU at " + coords_text(b.coordinates) + " (" +
                        std::to_string(b.num_gpus) + " GPUs), iteration " +
                        core::format_fixed(b.result.iteration_time_s, 3) + " s, " +
-                       gib(b.result.peak_memory_bytes) + " of " + gib(b.result.gpu_memory_bytes) +
-                       " per GPU, plan " + b.result.plan_summary + ".");
+                       gib(b.result.peak_memory_bytes) + " of " + gib(b.result.usable_memory_bytes) +
+                       " usable per GPU, plan " + b.result.plan_summary + ".");
     t.highlighted = best;
     t.highlighted_label = "point " + std::to_string(b.index) + " (" + coords_text(b.coordinates) + ")";
   } else {

@@ -46,7 +46,9 @@ std::string describe_cluster(const cluster::ClusterSpec& c) {
   s << (c.preset.empty() ? std::string("explicit") : c.preset) << ": " << c.nodes << " node"
     << (c.nodes == 1 ? "" : "s") << " x " << c.gpus_per_node << " GPUs = " << c.num_gpus()
     << " x " << c.gpu.display_name << " (" << core::format_bytes(c.gpu.memory.value())
-    << " each)";
+    << " each, " << core::format_bytes(c.reserved_memory.value())
+    << " reserved for the runtime: plans may use " << core::format_bytes(c.usable_memory().value())
+    << ")";
   return s.str();
 }
 

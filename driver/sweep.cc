@@ -14,6 +14,7 @@
 #include "cluster/cluster_spec.h"
 #include "cluster/gpu_spec.h"
 #include "core/check.h"
+#include "core/text.h"
 #include "planner/search/search.h"
 #include "driver/report_html.h"
 #include "driver/report_markdown.h"
@@ -97,6 +98,7 @@ std::string apply_point(Scenario& s, const WhatIfSpec& spec, const std::vector<s
   std::size_t axis = 0;
   auto next = [&](bool present) -> std::size_t { return present ? at[axis++] : 0; };
   cluster::ClusterSpec& c = s.cluster;
+  const cluster::ClusterSpec base_cluster = c;
   std::int64_t full_gpn = c.gpus_per_node;
   if (!c.preset.empty()) {
     auto full = cluster::make_preset_cluster(c.preset, 1);
@@ -148,6 +150,11 @@ std::string apply_point(Scenario& s, const WhatIfSpec& spec, const std::vector<s
            std::to_string(full_gpn) + " GPUs) needs nodes 1, got " + std::to_string(c.nodes);
   }
   if (!spec.nics_per_node.empty()) c.inter_node.nics_per_node = spec.nics_per_node[next(true)];
+  c.reserved_memory = cluster::reserve_on_gpu(base_cluster, c.gpu);
+  if (c.reserved_memory >= c.gpu.memory) {
+    return "the scenario's reserved memory (" + core::format_bytes(c.reserved_memory.value()) +
+           ") is not less than the " + c.gpu.name + "'s " + core::format_bytes(c.gpu.memory.value());
+  }
   if (!spec.nic_bandwidth_gbit_per_s.empty()) {
     c.inter_node.nic_bandwidth_gbit_per_s = spec.nic_bandwidth_gbit_per_s[next(true)];
   }
@@ -439,7 +446,7 @@ std::string sweep_to_csv(const SweepResult& sweep) {
   os << "index";
   for (const std::string& a : sweep.axes) os << ',' << csv_field(a);
   os << ",cluster_gpus,gpu,status,fits,plan,iteration_time_s,model_tflops_per_gpu,"
-        "hardware_tflops_per_gpu,memory_per_gpu_bytes,gpu_memory_bytes,error\n";
+        "hardware_tflops_per_gpu,memory_per_gpu_bytes,usable_memory_bytes,error\n";
   for (const PointRow& row : sweep.rows) {
     os << row.index;
     for (const auto& [axis, value] : row.coordinates) os << ',' << csv_field(value);
@@ -449,7 +456,7 @@ std::string sweep_to_csv(const SweepResult& sweep) {
       os << ',' << (r.fits ? "yes" : "no") << ',' << csv_field(r.plan_summary) << ','
          << number_text(r.iteration_time_s) << ',' << number_text(r.model_tflops_per_gpu) << ','
          << number_text(r.hardware_tflops_per_gpu) << ',' << r.peak_memory_bytes << ','
-         << r.gpu_memory_bytes << ",";
+         << r.usable_memory_bytes << ",";
     } else {
       os << ",,,,,,,," << csv_field(row.error);
     }

@@ -109,7 +109,7 @@ core::Json sweep_to_json(const SweepResult& sweep);
 /// Reads sweep_to_json's output back (a partial file or a whole sweep).
 core::Result<SweepResult> sweep_from_json(const core::Json& json, const std::string& where);
 /// One CSV line per point: index, the axes, cluster_gpus, gpu, status, plan, iteration_time_s,
-/// model_tflops_per_gpu, hardware_tflops_per_gpu, memory_per_gpu_bytes, gpu_memory_bytes,
+/// model_tflops_per_gpu, hardware_tflops_per_gpu, memory_per_gpu_bytes, usable_memory_bytes,
 /// fits, error. RFC 4180 quoting; '\n' line ends.
 std::string sweep_to_csv(const SweepResult& sweep);
 

@@ -420,7 +420,7 @@ core::Result<PipelineSimulation> simulate_pipeline(const PipelineProblem& proble
       o.largest = static_cast<MemoryComponent>(largest);
       std::ostringstream msg;
       msg << "device " << d << " (pipeline stage " << d << ") needs " << core::format_bytes(o.peak_bytes)
-          << " at its peak (t=" << seconds_text(dr.peak_memory_time) << ") but has "
+          << " at its peak (t=" << seconds_text(dr.peak_memory_time) << ") but may use "
           << core::format_bytes(limit) << ": over by " << core::format_bytes(o.excess_bytes) << " ("
           << o.excess_bytes << " bytes); at the peak:";
       for (int c = 0; c < kNumMemoryComponents; ++c) {

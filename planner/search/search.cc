@@ -122,7 +122,7 @@ class Searcher {
     gpn_ = in.cluster.gpus_per_node;
     num_gpus_ = nodes_ * gpn_;
     memory_limit_ = in.options.memory_limit ? in.options.memory_limit->value()
-                                            : in.cluster.gpu.memory.value();
+                                            : in.cluster.usable_memory().value();
     ir::parse_optimizer_kind(in.optimizer, &optimizer_);
   }
 
@@ -1698,6 +1698,11 @@ core::Result<SearchResult> search(const SearchInput& input) {
       }
     }
     std::string msg = "no plan fits in " + core::format_bytes(static_cast<std::int64_t>(s.memory_limit())) + " per GPU";
+    if (!input.options.memory_limit && input.cluster.reserved_memory.value() > 0) {
+      msg += " (" + core::format_bytes(input.cluster.gpu.memory.value()) + " less the " +
+             core::format_bytes(input.cluster.reserved_memory.value()) +
+             " reserved for the runtime, cluster.reserved_memory_gib)";
+    }
     if (need != std::numeric_limits<std::int64_t>::max()) {
       msg += "; the smallest plan found needs " + core::format_bytes(need) +
              " (" + std::to_string(need) + " bytes) per GPU";

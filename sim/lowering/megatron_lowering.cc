@@ -489,7 +489,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   spec.data_parallel = static_cast<int>(plan.dp);
   spec.gpus_per_stage = static_cast<int>(tp);
   spec.recompute = Recompute::kNone;  // recomputation patched in below, per layer
-  spec.memory_limit = cluster.gpu.memory;
+  spec.memory_limit = cluster.usable_memory();
   spec.grad_sync_mode = plan.zero_stage >= 1 ? GradSyncMode::kReduceScatterAllGather
                                              : GradSyncMode::kAllReduce;
   spec.grad_sync_buckets = 1;   // SC'21 Megatron syncs after the backward

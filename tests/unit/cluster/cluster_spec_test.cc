@@ -49,5 +49,36 @@ TEST_CASE("bad clusters give exact errors") {
         "c.json: /inter_node: missing required key (expected an object)");
 }
 
+TEST_CASE("every GPU keeps a documented reserve; the scenario can change it") {
+  // 0.5 GiB context + 0.5 GiB NCCL + 5 % of the capacity, rounded down to a MiB.
+  CHECK(default_reserved_memory(*find_gpu_spec("a100-80gb")) == core::gib(5));
+  CHECK(default_reserved_memory(*find_gpu_spec("h100-sxm")) == core::gib(5));
+  CHECK(default_reserved_memory(*find_gpu_spec("a100-40gb")) == core::gib(3));
+  CHECK(default_reserved_memory(*find_gpu_spec("v100-16gb")) == core::mib(1024 + 819));
+  CHECK(default_reserved_memory(*find_gpu_spec("h200")) == core::mib(1024 + 6723));
+
+  ClusterSpec preset = parse_text(R"({"preset": "dgx-h100", "nodes": 2})").value();
+  CHECK(preset.reserved_memory == core::gib(5));
+  CHECK(preset.usable_memory() == core::gib(75));
+  ClusterSpec chosen =
+      parse_text(R"({"preset": "aws-p3.16xlarge", "nodes": 1, "reserved_memory_gib": 0.5})").value();
+  CHECK(chosen.usable_memory() == core::mib(16 * 1024 - 512));
+  ClusterSpec none = parse_text(R"({"nodes": 1, "gpus_per_node": 8, "gpu": "a100-40gb",
+      "intra_node": {"fabric": "nvswitch", "gpu_bandwidth_gbyte_per_s": 300},
+      "reserved_memory_gib": 0})").value();
+  CHECK(none.usable_memory() == core::gib(40));
+  // The reserve travels with the cluster (plan files, the scenario echo) and reads back.
+  auto doc = core::parse_json_text(cluster_spec_to_json(chosen).dump(), "again.json").value();
+  CHECK(parse_cluster_spec(core::JsonValue::root(doc)).value().reserved_memory == core::mib(512));
+
+  CHECK(parse_text(R"({"preset": "dgx-h100", "nodes": 1, "reserved_memory_gib": 80})")
+            .status()
+            .message() ==
+        "c.json: /reserved_memory_gib: expected GiB in [0, 79.999] (less than the h100-sxm's "
+        "memory), got 80");
+  CHECK(parse_text(R"({"preset": "dgx-h100", "nodes": 1, "reserved_memory_gib": -1})").status().ok() ==
+        false);
+}
+
 }  // namespace
 }  // namespace alpasim::cluster

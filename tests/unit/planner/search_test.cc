@@ -307,6 +307,31 @@ TEST_CASE("an impossible memory budget names the memory it would need") {
   CHECK(m.find("no plan fits in 1.00 MiB per GPU; the smallest plan found needs ") == 0);
 }
 
+TEST_CASE("the cluster's reserved memory is out of every plan's reach") {
+  planner::SearchInput in = tiny_input("alpa");
+  in.cluster.reserved_memory = core::bytes(0);
+  const auto full = planner::search(in);
+  REQUIRE(full.ok());
+  const std::int64_t peak = full.value().prediction.peak_memory_bytes;
+  const core::Bytes capacity = in.cluster.gpu.memory;
+  REQUIRE(peak > 0);
+
+  // One byte less than that plan needs: the search must answer with a plan that needs less.
+  in.cluster.reserved_memory = capacity - core::bytes(peak) + core::bytes(1);
+  const auto tighter = planner::search(in);
+  REQUIRE(tighter.ok());
+  CHECK(tighter.value().prediction.fits);
+  CHECK(tighter.value().prediction.peak_memory_bytes <= peak - 1);
+
+  // Far less than any plan needs: the error names the reserve.
+  in.cluster.reserved_memory = capacity - core::mib(1);
+  const auto none = planner::search(in);
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.status().message().find("no plan fits in 1.00 MiB per GPU (16.00 GiB less the ") == 0);
+  CHECK(none.status().message().find(" reserved for the runtime, cluster.reserved_memory_gib)") !=
+        std::string::npos);
+}
+
 TEST_CASE("bad inputs are reported") {
   planner::SearchInput in = tiny_input("fastest");
   auto r = planner::search(in);

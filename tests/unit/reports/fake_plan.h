@@ -21,8 +21,8 @@ inline core::Result<PointResult> fake_plan(const Scenario& s) {
   p.model_tflops_per_gpu = 100.0 - static_cast<double>(n) / 4;
   p.hardware_tflops_per_gpu = p.model_tflops_per_gpu;
   p.peak_memory_bytes = 64 * kGib / n;
-  p.gpu_memory_bytes = s.cluster.gpu.memory.value();
-  p.fits = p.peak_memory_bytes <= p.gpu_memory_bytes;
+  p.usable_memory_bytes = s.cluster.usable_memory().value();
+  p.fits = p.peak_memory_bytes <= p.usable_memory_bytes;
   p.stage_memory_bytes = {p.peak_memory_bytes, p.peak_memory_bytes / 2};
   p.timeline = {{0, "forward", 0, 0.0, 0.5}, {1, "forward", 0, 0.5, 1.0}};
   return p;

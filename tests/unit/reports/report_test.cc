@@ -62,7 +62,7 @@ TEST_CASE("the Markdown report: question, answer first, a row per point") {
   CHECK(md.find("# What-if study: report <test> & co\n\n## Question\n") == 0);
   // Best: 2 GPUs, 100 - 2/4 = 99.5 TFLOP/s, 64/2 = 32 s, 32 GiB of 80 GiB.
   CHECK(md.find("- Highest throughput: 99.5 TFLOP/s per GPU at num_gpus 2 (2 GPUs), iteration "
-                "32.000 s, 32.0 GiB of 80.0 GiB per GPU, plan fake, 2 GPUs.") !=
+                "32.000 s, 32.0 GiB of 75.0 GiB usable per GPU, plan fake, 2 GPUs.") !=
         std::string::npos);
   CHECK(md.find("| 3 | 16 | 16 | fake, 16 GPUs | 4.000 | 96.0 | 4.0 GiB | yes |") !=
         std::string::npos);

@@ -158,8 +158,8 @@ TEST_CASE("CSV: one header, one line per point, RFC 4180 quoting") {
   // 8 GPUs, batch 64: 8 s, 98 TFLOP/s, 64 GiB / 8 = 8589934592 bytes of 80 GiB.
   CHECK(sweep_to_csv(r) ==
         "index,num_gpus,cluster_gpus,gpu,status,fits,plan,iteration_time_s,model_tflops_per_gpu,"
-        "hardware_tflops_per_gpu,memory_per_gpu_bytes,gpu_memory_bytes,error\n"
-        "0,8,8,a100-80gb,ok,yes,\"fake, 8 GPUs\",8.0,98.0,98.0,8589934592,85899345920,\n"
+        "hardware_tflops_per_gpu,memory_per_gpu_bytes,usable_memory_bytes,error\n"
+        "0,8,8,a100-80gb,ok,yes,\"fake, 8 GPUs\",8.0,98.0,98.0,8589934592,80530636800,\n"
         "1,12,0,,error,,,,,,,,num_gpus 12 is neither at most one node nor a multiple of 8 GPUs "
         "per node\n");
   CHECK(csv_field("a\"b") == "\"a\"\"b\"");

@@ -291,7 +291,7 @@ TEST_CASE("a plan that does not fit names the device, the excess and the compone
   CHECK(o.largest == MemoryComponent::kStoredActivations);
   // Stage 0 starts B0 at 4 ms (F0 0-1, F1 1-2; stage 1 runs F0 1-2, B0 2-4).
   const std::string expected =
-      "device 0 (pipeline stage 0) needs 1.09 GiB at its peak (t=0.004000 s) but has 1.00 GiB: "
+      "device 0 (pipeline stage 0) needs 1.09 GiB at its peak (t=0.004000 s) but may use 1.00 GiB: "
       "over by 96.00 MiB (100663296 bytes); at the peak: parameters 256.00 MiB, gradients "
       "256.00 MiB, optimizer states 0 B, stored activations 600.00 MiB, working activations "
       "8.00 MiB; the largest component is stored activations (up to 2 microbatch-chunks in "
@@ -325,7 +325,7 @@ TEST_CASE("the text summary is exact") {
       " device  compute_busy_s  compute_idle_s  comm_exposed_s  comm_overlapped_s  tp_comm_s   peak_memory  in_flight\n"
       "     0        0.012000        0.003000        0.000000           0.000000   0.000000      1.09 GiB          2\n"
       "     1        0.012000        0.003000        0.000000           0.000000   0.000000    820.00 MiB          1\n"
-      "memory overflow: device 0 (pipeline stage 0) needs 1.09 GiB at its peak (t=0.004000 s) but has 1.00 GiB: over by 96.00 MiB (100663296 bytes); at the peak: parameters 256.00 MiB, gradients 256.00 MiB, optimizer states 0 B, stored activations 600.00 MiB, working activations 8.00 MiB; the largest component is stored activations (up to 2 microbatch-chunks in flight under 1f1b)\n";
+      "memory overflow: device 0 (pipeline stage 0) needs 1.09 GiB at its peak (t=0.004000 s) but may use 1.00 GiB: over by 96.00 MiB (100663296 bytes); at the peak: parameters 256.00 MiB, gradients 256.00 MiB, optimizer states 0 B, stored activations 600.00 MiB, working activations 8.00 MiB; the largest component is stored activations (up to 2 microbatch-chunks in flight under 1f1b)\n";
   CHECK(format_report(run(make_uniform_problem(u)).report) == expected);
 }
 

@@ -246,6 +246,16 @@ TEST_CASE("a plan that does not fit names the device, the excess and the compone
   CHECK(o.excess_bytes == o.peak_bytes - o.limit_bytes);
   CHECK(o.excess_bytes > 0);
   CHECK(o.largest == MemoryComponent::kOptimizerStates);  // 12 of 16 bytes per parameter
+  // The limit is the usable memory: 80 GiB less the preset's 5 GiB reserve.
+  CHECK(o.limit_bytes == core::gib(75).value());
+
+  spec->reserved_memory = core::gib(1);
+  auto cm1 = cost_model::CostModel::create(*spec, cost_model::default_params());
+  REQUIRE(cm1.ok());
+  auto sim1 = simulate_pipeline(lower_megatron_plan(tiny_gpt(16, 8192), training(1), plan, *cm1)->problem);
+  REQUIRE(sim1.ok());
+  REQUIRE(sim1->report.overflows.size() == 1);
+  CHECK(sim1->report.overflows.front().limit_bytes == core::gib(79).value());
 }
 
 TEST_CASE("determinism: the same plan lowers and simulates to identical text") {
