@@ -86,53 +86,67 @@ ir::SummaryOptions summary_options(const Scenario& scenario) {
 }  // namespace
 
 core::Result<RunReport> run_scenario(const Scenario& scenario, const RunSettings& settings) {
-  ALPASIM_ASSIGN_OR_RETURN(ir::ModelSummary summary,
-                           ir::summarize_model(scenario.model, summary_options(scenario)));
+  // The header and the model summary; the summary's microbatch size and recomputation are
+  // the plan's (`options`), so it is written once the plan is known.
+  auto header = [&scenario](const ir::SummaryOptions& options, RunReport* report) -> core::Status {
+    ALPASIM_ASSIGN_OR_RETURN(ir::ModelSummary summary, ir::summarize_model(scenario.model, options));
+    std::ostringstream text;
+    const auto& t = scenario.training;
+    text << "alpa-sim " << core::version() << ": " << scenario.file << "\n"
+         << "  scenario  " << scenario.name << "\n"
+         << "  model     " << describe_model(scenario.model) << "\n"
+         << "  cluster   " << describe_cluster(scenario.cluster) << "\n"
+         << "  training  global batch " << t.global_batch_size << ", "
+         << core::dtype_name(t.dtype) << ", " << t.optimizer << ", microbatches "
+         << (t.num_microbatches ? std::to_string(*t.num_microbatches) : std::string("auto"))
+         << "\n"
+         << "  profile   "
+         << (scenario.profile.file_as_written.empty() ? scenario.profile.preset
+                                                      : scenario.profile.file_as_written)
+         << "\n"
+         << "  search    " << describe_search(scenario.search) << "\n"
+         << "model summary (whole model, before sharding):\n"
+         << ir::summary_to_text(summary);
+    report->text = text.str();
+    Json& j = report->json;
+    j["alpa_sim_version"] = std::string(core::version());
+    j["scenario_file"] = scenario.file;
+    j["scenario"] = scenario_to_json(scenario);
+    j["model_summary"] = ir::summary_to_json(summary);
+    return core::ok_status();
+  };
+
   RunReport report;
-  std::ostringstream text;
-  const auto& t = scenario.training;
-  text << "alpa-sim " << core::version() << ": " << scenario.file << "\n"
-       << "  scenario  " << scenario.name << "\n"
-       << "  model     " << describe_model(scenario.model) << "\n"
-       << "  cluster   " << describe_cluster(scenario.cluster) << "\n"
-       << "  training  global batch " << t.global_batch_size << ", "
-       << core::dtype_name(t.dtype) << ", " << t.optimizer << ", microbatches "
-       << (t.num_microbatches ? std::to_string(*t.num_microbatches) : std::string("auto"))
-       << "\n"
-       << "  profile   "
-       << (scenario.profile.file_as_written.empty() ? scenario.profile.preset
-                                                    : scenario.profile.file_as_written)
-       << "\n"
-       << "  search    " << describe_search(scenario.search) << "\n"
-       << "model summary (whole model, before sharding):\n"
-       << ir::summary_to_text(summary);
-  report.text = text.str();
-
-  Json& j = report.json;
-  j["alpa_sim_version"] = std::string(core::version());
-  j["scenario_file"] = scenario.file;
-  j["scenario"] = scenario_to_json(scenario);
-  j["model_summary"] = ir::summary_to_json(summary);
-
+  ir::SummaryOptions options = summary_options(scenario);
+  // First with the scenario's settings, so a model that cannot be summarised fails before
+  // a search is run for it.
+  ALPASIM_RETURN_IF_ERROR(header(options, &report));
   ALPASIM_ASSIGN_OR_RETURN(cost_model::CostModel cost_model, cost_model_for_scenario(scenario));
   if (scenario.search.megatron) {
     ALPASIM_ASSIGN_OR_RETURN(Evaluation e, evaluate_fixed_plan(scenario, cost_model));
     report.text += prediction_text(e);
-    j["status"] = "evaluated";
-    j["prediction"] = prediction_json(e);
+    report.json["status"] = "evaluated";
+    report.json["prediction"] = prediction_json(e);
     report.simulation = std::move(e.simulation);
     return report;
   }
   SearchRun run;
   if (scenario.search.plan_file) {
     ALPASIM_ASSIGN_OR_RETURN(run, evaluate_plan_file(scenario, cost_model));
-    j["status"] = "evaluated";
   } else {
     ALPASIM_ASSIGN_OR_RETURN(run, run_search(scenario, cost_model, settings.progress));
-    j["status"] = "planned";
   }
+  const schema::Plan& plan = run.result.plan;
+  if (plan.num_microbatches > 0 && plan.global_batch_size % plan.num_microbatches == 0) {
+    options.microbatch_size = plan.global_batch_size / plan.num_microbatches;
+  }
+  const bool known =
+      ir::parse_recompute_policy(schema::recompute_name(plan.recompute), &options.recompute);
+  ALPASIM_CHECK(known) << "recompute " << schema::recompute_name(plan.recompute);
+  ALPASIM_RETURN_IF_ERROR(header(options, &report));
+  report.json["status"] = scenario.search.plan_file ? "evaluated" : "planned";
   report.text += search_text(run, settings.include_timing);
-  add_search_json(run, settings.include_timing, &j);
+  add_search_json(run, settings.include_timing, &report.json);
   report.plan = run.result.plan;
   report.simulation = std::move(run.simulation);
   return report;

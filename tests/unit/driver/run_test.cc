@@ -28,6 +28,18 @@ TEST_CASE("the same scenario gives byte-identical JSON without wall-clock fields
   CHECK(devices.size() == 8);
   CHECK(first.text.find("8 x NVIDIA Tesla V100-SXM2-16GB") != std::string::npos);
   CHECK(first.text.find("comparison under the same cost model and simulator") != std::string::npos);
+  // The model summary describes the chosen plan's microbatching and recomputation, not the
+  // scenario's "auto" (it used to say 1024 microbatches x 1 for a plan of 512 x 2).
+  const schema::Plan& plan = *first.plan;
+  const std::int64_t mbs = plan.global_batch_size / plan.num_microbatches;
+  CHECK(first.text.find("1024 samples/iteration = " + std::to_string(plan.num_microbatches) +
+                        " microbatches x " + std::to_string(mbs) + "\n") != std::string::npos);
+  CHECK(first.text.find("recompute " + std::string(schema::recompute_name(plan.recompute)) + "\n") !=
+        std::string::npos);
+  CHECK(first.json.at("model_summary").at("microbatch_size").get<std::int64_t>() == mbs);
+  // The summary reports the cluster's reserve and what plans may use.
+  CHECK(first.text.find("(16.00 GiB each, 1.80 GiB reserved for the runtime: plans may use 14.20 GiB)") !=
+        std::string::npos);
 }
 
 }  // namespace
