@@ -30,6 +30,7 @@ std::string describe_model(const ir::ModelConfig& m) {
       s << ", " << t->num_experts << " experts top-" << t->top_k << " every "
         << t->moe_layer_interval << " layer(s)";
     }
+    s << (t->fused_attention ? ", fused attention" : ", unfused attention");
   } else if (const auto* w = std::get_if<ir::WideResNetConfig>(&m.spec)) {
     s << "wide_resnet: " << w->num_layers << " layers, base channels " << w->base_channels
       << ", width factor " << w->width_factor << ", image " << w->image_size << "x"
@@ -37,6 +38,7 @@ std::string describe_model(const ir::ModelConfig& m) {
   } else {
     const auto& f = std::get<ir::ModelFileConfig>(m.spec);
     s << f.format << " file " << f.path_as_written;
+    if (f.format == "hf_config") s << (f.fused_attention ? ", fused attention" : ", unfused attention");
   }
   return s.str();
 }

@@ -74,11 +74,12 @@ class Differentiator {
     by_layer_.assign(static_cast<std::size_t>(fwd_.num_layers()), {});
     cloned_layer_.assign(by_layer_.size(), 0);
     clone_.assign(n_, kNoOp);
-    if (opt_.recompute == RecomputePolicy::kNone) return;
     for (const Op& o : fwd_.ops()) {
       if (o.is_source() || o.phase != Phase::kForward) continue;
-      const bool r = opt_.recompute == RecomputePolicy::kSelective ? o.selective_recompute
-                                                                   : is_block_layer(fwd_, o.layer);
+      const bool r = o.fused_attention ||
+                     (opt_.recompute == RecomputePolicy::kSelective ? o.selective_recompute
+                      : opt_.recompute == RecomputePolicy::kFull    ? is_block_layer(fwd_, o.layer)
+                                                                    : false);
       if (!r) continue;
       in_r_[static_cast<std::size_t>(o.id)] = 1;
       by_layer_[static_cast<std::size_t>(o.layer)].push_back(o.id);
@@ -108,9 +109,14 @@ class Differentiator {
   }
 
   /// The tensor a backward op of forward op `user` reads in place of forward tensor `t`:
-  /// the recomputed copy when both lie in the same recompute region, else the stash.
+  /// the recomputed copy when both lie in the same recompute region, or when `t` is one
+  /// of a fused attention kernel's tensors (its backward, attention x V's included,
+  /// reads the probabilities it recomputes), else the stash.
   OpId fwd_tensor(const Op& user, OpId t) {
-    if (!same_region(user.id, t)) return t;
+    const Op& produced = fwd_.op(t);
+    const bool fused = produced.fused_attention && in_r_[static_cast<std::size_t>(t)] &&
+                       produced.layer == user.layer;
+    if (!fused && !same_region(user.id, t)) return t;
     ensure_clones(user.layer);
     return clone_[static_cast<std::size_t>(t)];
   }

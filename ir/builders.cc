@@ -151,6 +151,14 @@ Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
     g.mutable_op(scores).selective_recompute = true;
     g.mutable_op(probs).selective_recompute = true;
     if (c.dropout) probs = b.dropout("attn/probs_dropout", probs, true);
+    if (c.fused_attention) {
+      // scores -> softmax [-> mask, dropout]: the ops a Flash kernel fuses (its output,
+      // attn/context, is stored as usual: attn/out reads it).
+      g.mutable_op(scores).fused_attention = true;
+      for (OpId id = scores; id <= probs; ++id) {
+        if (g.op(id).layer == b.layer && g.op(id).selective_recompute) g.mutable_op(id).fused_attention = true;
+      }
+    }
     OpId ctx = b.dot("attn/context", "bkgst,btkd->bskgd", probs, v);
     g.mutable_op(ctx).selective_recompute = true;
     OpId bo = c.dense_bias ? b.param("attn/out_bias", {H}) : kNoOp;
@@ -290,6 +298,7 @@ core::Result<Graph> build_forward_graph(const ModelConfig& config, const BuildOp
   const auto& f = std::get<ModelFileConfig>(config.spec);
   if (f.format == "hf_config") {
     ALPASIM_ASSIGN_OR_RETURN(TransformerConfig t, read_hf_config(f.path, f.path_as_written));
+    t.fused_attention = f.fused_attention;
     // The same size limits as a builtin model (core/limits.h), for this microbatch.
     if (std::string problem = model_size_problem(ModelConfig{config.name, t}, options.microbatch_size);
         !problem.empty()) {

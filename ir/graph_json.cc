@@ -241,6 +241,8 @@ class Reader {
     }
     ALPASIM_ASSIGN_OR_RETURN(bool sel, obj.get_bool_or("selective_recompute", false));
     g_.mutable_op(id).selective_recompute = sel;
+    ALPASIM_ASSIGN_OR_RETURN(bool fused, obj.get_bool_or("fused_attention", false));
+    g_.mutable_op(id).fused_attention = fused;
     ALPASIM_RETURN_IF_ERROR(obj.finish());
     names_[name] = id;
     return core::ok_status();
@@ -417,6 +419,7 @@ Json graph_to_json(const Graph& g) {
     }
     if (!ng.empty()) e["no_grad_inputs"] = ng;
     if (o.selective_recompute) e["selective_recompute"] = true;
+    if (o.fused_attention) e["fused_attention"] = true;
     ops.push_back(std::move(e));
   }
   j["ops"] = ops;

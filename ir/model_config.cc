@@ -71,6 +71,7 @@ Result<TransformerConfig> parse_transformer(JsonObject& obj, const std::string& 
     }
   }
   set_architecture_defaults(c);
+  ALPASIM_ASSIGN_OR_RETURN(c.fused_attention, obj.get_bool_or("fused_attention", true));
   return c;
 }
 
@@ -177,6 +178,9 @@ Result<ModelConfig> parse_model_config(const core::JsonValue& value,
     ModelFileConfig f;
     ALPASIM_ASSIGN_OR_RETURN(f.path_as_written, file->as_string());
     ALPASIM_ASSIGN_OR_RETURN(f.format, obj.get_enum("format", file_formats()));
+    if (f.format == "hf_config") {
+      ALPASIM_ASSIGN_OR_RETURN(f.fused_attention, obj.get_bool_or("fused_attention", true));
+    }
     std::filesystem::path p(f.path_as_written);
     f.path = p.is_absolute() ? p : base_dir / p;
     if (!std::filesystem::exists(f.path)) {
@@ -211,6 +215,7 @@ core::Json model_config_to_json(const ModelConfig& config) {
     j["seq_len"] = t->seq_len;
     j["vocab_size"] = t->vocab_size;
     j["ffn_hidden_size"] = t->ffn_hidden_size;
+    j["fused_attention"] = t->fused_attention;
     if (t->num_experts > 0) {
       j["num_experts"] = t->num_experts;
       j["top_k"] = t->top_k;
@@ -229,6 +234,7 @@ core::Json model_config_to_json(const ModelConfig& config) {
     const auto& f = std::get<ModelFileConfig>(config.spec);
     j["file"] = f.path_as_written;
     j["format"] = f.format;
+    if (f.format == "hf_config") j["fused_attention"] = f.fused_attention;
   }
   return j;
 }

@@ -40,6 +40,13 @@ struct TransformerConfig {
   bool dense_bias = true;         ///< biases on the attention output and FFN/expert linears
   bool learned_positions = true;  ///< a learned position table (GPT); false: rotary (LLaMA)
   bool dropout = true;            ///< dropout after attention probs, attention out, FFN out
+  /// Attention runs as one fused (Flash) kernel: the s x s scores and probabilities are
+  /// neither stored for the backward nor, in the forward, kept beyond their layer (see
+  /// Op::fused_attention). The scenario key "fused_attention" defaults to true (every
+  /// current training stack); a config built in code defaults to false (the unfused
+  /// attention of Megatron-LM 2021 and Alpa 2022, the published runs validated against).
+  /// Written by model_config_to_json, so plan files carry it.
+  bool fused_attention = false;
 };
 
 /// Sets the architecture details of `config` from config.builtin: "gpt"/"moe": tied
@@ -61,6 +68,9 @@ struct ModelFileConfig {
   std::string format;          ///< "graph_json", "hf_config" or "onnx"
   std::filesystem::path path;  ///< resolved (absolute or relative to the working directory)
   std::string path_as_written; ///< as it appeared in the scenario, for messages and output
+  /// "hf_config" only: TransformerConfig::fused_attention of the imported model (the
+  /// scenario key "fused_attention", default true).
+  bool fused_attention = true;
 };
 
 /// The scenario's "model" block.

@@ -129,6 +129,11 @@ struct Op {
   /// Set by builders on ops Megatron's selective recomputation recomputes (the attention
   /// core: QK^T, softmax, dropout, attention x V).
   bool selective_recompute = false;
+  /// Set by builders on the attention scores, their softmax and its dropout when the model
+  /// trains with a fused (Flash) attention kernel: such a kernel keeps these s x s tensors
+  /// on chip and recomputes them in the backward, so derive_training_graph recomputes
+  /// these ops under every recomputation policy and nothing stores them.
+  bool fused_attention = false;
 
   DotSpec dot;      ///< kDot, kMoeDispatch, kMoeCombine
   /// kDot, kMoeDispatch, kMoeCombine: the loop dims of `dot`; kConv2d: conv.gemm_dims().

@@ -408,7 +408,12 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
             plan.sequence_parallel, p);
       };
       full_activation = korthikanti(ir::RecomputePolicy::kNone);
-      kept = recomputed ? korthikanti(plan.recompute) : full_activation;
+      // A fused attention kernel stores what selective recomputation stores: no s x s terms.
+      const ir::RecomputePolicy stored_policy =
+          plan.recompute == ir::RecomputePolicy::kNone && tcfg->fused_attention
+              ? ir::RecomputePolicy::kSelective
+              : plan.recompute;
+      kept = recomputed ? korthikanti(stored_policy) : full_activation;
     } else {
       full_activation = ceil_div(stats[l].activation_bytes, tp);
       kept = full_activation;

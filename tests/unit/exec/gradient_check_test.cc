@@ -394,6 +394,26 @@ TEST_CASE("gradient check: whole tiny models (GPT, LLaMA, GShard MoE, Mixtral)")
   }
 }
 
+TEST_CASE("gradient check: fused (Flash) attention recomputes the scores in the backward") {
+  for (const std::string builtin : {"gpt", "llama"}) {
+    CAPTURE(builtin);
+    ir::TransformerConfig t = tiny_transformer(builtin);
+    t.fused_attention = true;
+    const Graph forward = tiny_model(t, "tiny fused " + builtin);
+    // Not vacuous: the training graph recomputes the scores and softmax of every block
+    // with no recomputation policy, and attention x V's backward reads the recomputed copy.
+    const Graph training = ir::derive_training_graph(forward, ir::TrainingOptions{});
+    int recomputed_scores = 0;
+    for (const ir::Op& op : training.ops()) {
+      if (op.phase == ir::Phase::kRecompute && op.name.find("attn/scores") != std::string::npos) {
+        ++recomputed_scores;
+      }
+    }
+    CHECK(recomputed_scores == t.num_layers);
+    expect_gradients_match(forward);
+  }
+}
+
 TEST_CASE("gradient check: whole tiny Wide-ResNet") {
   ir::BuildOptions o;
   o.microbatch_size = 2;

@@ -149,6 +149,13 @@ TEST_CASE("memory: the simulator's peak per device equals the executor's high-wa
     for (auto& st : p.stages) st.weight_update_sharding = true;
     plans.push_back({"two 1x2 stages, 1F1B, 2 mb, weight-update sharding", p});
   }
+  {
+    // Fused attention: the scores are recomputed in every block's backward, not stored.
+    ir::ModelConfig fused = gpt;
+    std::get<ir::TransformerConfig>(fused.spec).fused_attention = true;
+    plans.push_back({"2 stages, 1F1B, 4 mb, fused attention",
+                     make_plan(fused, {{0, 2, 1, 1, {0}}, {2, 4, 1, 1, {1}}}, Schedule::kOneFOneB, 4, 8)});
+  }
   // Sharded stages (lowered operator by operator, planner::sharded_stage_memory): the
   // search's own intra-op plans (one stage on 2 GPUs = 2x1, on 2 nodes of 2 GPUs = 2x2,
   // one microbatch) and a hand-written Megatron plan (two 1x2 stages, 1F1B, 2 microbatches,

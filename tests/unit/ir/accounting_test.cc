@@ -109,6 +109,35 @@ TEST_CASE("activations per layer equal Korthikanti et al. (34sbh + 5as²b, 34sbh
         34 * s * b * h + 5 * a * s * s * b);
 }
 
+TEST_CASE("fused (Flash) attention stores no s x s tensor and recomputes QK^T in the backward") {
+  const std::int64_t l = 3, h = 64, a = 4, s = 32, b = 2, V = 100;
+  auto c = gpt(l, h, a, s, V);
+  c.fused_attention = true;
+  const Graph unfused_graph = train(gpt(l, h, a, s, V), RecomputePolicy::kNone, b);
+  const Graph fused_graph = train(c, RecomputePolicy::kNone, b);
+  const auto fused = activation_bytes_per_layer(fused_graph);
+  for (std::int64_t i = 1; i <= l; ++i) {
+    // Korthikanti's 34sbh without the 5as²b of scores, softmax and its dropout mask: the
+    // activations of selective recomputation, without recomputing attention x V.
+    CHECK(fused[static_cast<std::size_t>(i)] == 34 * s * b * h);
+  }
+  // Under every policy a fused kernel stores at most what the unfused one does.
+  for (auto r : {RecomputePolicy::kSelective, RecomputePolicy::kFull}) {
+    CHECK(activation_bytes_per_layer(train(c, r, b)) == activation_bytes_per_layer(train(gpt(l, h, a, s, V), r, b)));
+  }
+  // The backward recomputes the scores (one s x s x d matmul per head) and nothing else
+  // of the model's matmuls: hardware FLOPs grow by exactly 2·b·a·s²·(h/a) per layer.
+  const PhaseFlops fu = phase_flops(unfused_graph);
+  const PhaseFlops fs = phase_flops(fused_graph);
+  CHECK(fu.matmul_recompute == 0);
+  CHECK(fs.matmul_recompute == l * 2 * b * a * s * s * (h / a));
+  CHECK(fs.matmul_forward == fu.matmul_forward);
+  CHECK(fs.matmul_backward == fu.matmul_backward);
+  // The flag travels with the graph's JSON form (graph_json) and the model config's.
+  ModelConfig m{"m", c};
+  CHECK(model_config_to_json(m).at("fused_attention") == true);
+}
+
 // Alpa's benchmark logs a parameter count computed by a formula (benchmark/util.py
 // compute_gpt_parameter_count), not by counting the model: per layer 12H² + 11H (its
 // QKV bias term is H instead of 3H, fc1's H instead of 4H, fc2's 4H instead of H: net

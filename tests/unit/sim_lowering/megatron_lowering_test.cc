@@ -9,6 +9,7 @@
 #include "cluster/cluster_spec.h"
 #include "cost_model/calibration.h"
 #include "cost_model/cost_model.h"
+#include "ir/accounting.h"
 #include "ir/autodiff.h"
 #include "ir/builders.h"
 #include "sim/pipeline_sim.h"
@@ -173,6 +174,28 @@ TEST_CASE("selective recomputation re-runs only the attention core") {
   CHECK(block.recompute_s.value() < block.costs.forward_s.value());
   CHECK(lowered->problem.stages.front().recompute_s.value() ==
         doctest::Approx(block.recompute_s.value() * 4));  // one chunk: 4 blocks
+}
+
+TEST_CASE("fused attention: selective's activations, QK^T recomputed, no recompute policy needed") {
+  const auto cm = dgx(1);
+  MegatronPlan plan;
+  plan.tp = 2;
+  plan.dp = 4;
+  ir::ModelConfig fused = tiny_gpt();
+  std::get<ir::TransformerConfig>(fused.spec).fused_attention = true;
+  auto unfused_lowered = lower_megatron_plan(tiny_gpt(), training(4), plan, cm);
+  auto lowered = lower_megatron_plan(fused, training(4), plan, cm);
+  REQUIRE(unfused_lowered.ok());
+  REQUIRE(lowered.ok());
+  const auto& block = lowered->layers[1];
+  // Only QK^T is recomputed: 2·b·s²·h / tp FLOPs = 2·32²·64 / 2 (selective also redoes x V).
+  CHECK(block.recompute_flops.value() == doctest::Approx(2.0 * 32 * 32 * 64 / 2));
+  CHECK(unfused_lowered->layers[1].recompute_flops.value() == 0);
+  // Stored activations: Korthikanti's selective-recomputation formula for s = 32, b = 1,
+  // h = 64, t = 2 without sequence parallelism: 10sbh + 24sbh/t.
+  CHECK(block.costs.activation_bytes.value() == 10 * 32 * 64 + 24 * 32 * 64 / 2);
+  CHECK(unfused_lowered->layers[1].costs.activation_bytes.value() ==
+        ir::korthikanti_activation_bytes_per_layer(32, 1, 64, 4, 2, false, ir::RecomputePolicy::kNone));
 }
 
 TEST_CASE("pipeline: p2p carries 1/tp of the boundary tensor; layers split evenly") {
