@@ -758,12 +758,12 @@ class Searcher {
           const auto ph = p.graph.op(u).phase;
           saved = saved || ph == ir::Phase::kBackward || ph == ir::Phase::kRecompute;
         }
-        // Activations count as split over every device: the memory-unconstrained solve
-        // leaves cheap tensors (masks, inputs) in arbitrary layouts, which a memory-
-        // constrained one would split.
-        if (saved) c.act_b += op.out.bytes() / devices;
+        // A stored activation takes its tile's bytes on each device: a tensor the plan
+        // replicates (Megatron's layer-norm outputs, residuals and dropout masks under
+        // tensor parallelism without sequence parallelism) is held in full on every one.
+        if (saved) c.act_b += op.out.bytes() / shards;
       } else if (op.phase == ir::Phase::kRecompute) {
-        c.work_b += op.out.bytes() / devices;
+        c.work_b += op.out.bytes() / shards;
       }
     }
     // Reduce-scatter the accumulated gradients, update the shard, all-gather the weights.

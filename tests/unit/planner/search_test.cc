@@ -136,6 +136,47 @@ TEST_CASE("a searched plan with sharded multi-GPU stages re-evaluates to the sam
   CHECK(e.value().prediction.peak_memory_bytes_per_stage == r.value().prediction.peak_memory_bytes_per_stage);
 }
 
+TEST_CASE("stored activations follow the plan's shardings: a replicated tensor is held in full") {
+  // intra_op_only: one stage on the 4 GPUs. Its stored activations are, per device, each
+  // saved forward tensor's bytes divided by the shards of the layout the plan gives it
+  // (before: divided by the 4 devices whatever the layout).
+  planner::SearchInput in = tiny_input("intra_op_only");
+  auto r = planner::search(in);
+  REQUIRE(r.ok());
+  const schema::Plan& plan = r.value().plan;
+  REQUIRE(plan.stages.size() == 1);
+  const schema::PlanStage& stage = plan.stages[0];
+  ir::BuildOptions bo;
+  bo.microbatch_size = plan.global_batch_size / plan.num_microbatches;
+  bo.dtype = in.dtype;
+  const ir::Graph g = ir::derive_training_graph(ir::build_forward_graph(in.model, bo).value(), {});
+  std::map<std::string, const schema::OperatorSharding*> sharding_of;
+  for (const auto& sh : stage.shardings) sharding_of[sh.op] = &sh;
+  std::int64_t expected = 0, split_everywhere = 0;
+  int replicated = 0;
+  for (const ir::Op& op : g.ops()) {
+    if (op.phase != ir::Phase::kForward || op.kind == ir::OpKind::kParameter) continue;
+    bool saved = false;
+    for (ir::OpId u : g.consumers(op.id)) {
+      saved = saved || g.op(u).phase == ir::Phase::kBackward || g.op(u).phase == ir::Phase::kRecompute;
+    }
+    if (!saved) continue;
+    auto it = sharding_of.find(op.name);
+    // The plan lists no layout for the model's inputs (token and position ids, labels: a
+    // few KiB); the intra-op solution keeps them whole on every device.
+    if (it == sharding_of.end()) CHECK(op.kind == ir::OpKind::kInput);
+    const std::int64_t shards =
+        it == sharding_of.end() ? 1 : it->second->output.num_shards(stage.logical_rows, stage.logical_cols);
+    expected += op.out.bytes() / shards;
+    split_everywhere += op.out.bytes() / 4;
+    replicated += shards < 4 ? 1 : 0;
+  }
+  const std::int64_t stored = r.value().problem.stages.at(0).stored_activation_bytes.value();
+  MESSAGE("stored " << stored << " B per device; " << replicated << " saved tensors not split 4 ways");
+  CHECK(stored == expected);
+  if (replicated > 0) CHECK(stored > split_everywhere);
+}
+
 TEST_CASE("a plan without weight-update sharding keeps whole optimizer states per replica") {
   // intra_op_only: one stage on the 4 GPUs; the search writes weight_update_sharding = true
   // (states split over the 4 devices). The same plan with the flag off keeps each replica's
