@@ -78,6 +78,12 @@ TEST_CASE("every GPU keeps a documented reserve; the scenario can change it") {
         "memory), got 80");
   CHECK(parse_text(R"({"preset": "dgx-h100", "nodes": 1, "reserved_memory_gib": -1})").status().ok() ==
         false);
+
+  // What-if and capacity studies move a scenario to other GPUs: a default reserve becomes
+  // the new GPU's default, a chosen one stays.
+  const GpuSpec h200 = *find_gpu_spec("h200");
+  CHECK(reserve_on_gpu(preset, h200) == default_reserved_memory(h200));
+  CHECK(reserve_on_gpu(chosen, h200) == core::mib(512));
 }
 
 }  // namespace
