@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <exception>
-#include <fstream>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -13,6 +12,7 @@
 
 #include "cluster/cluster_spec.h"
 #include "cluster/gpu_spec.h"
+#include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/text.h"
 #include "planner/search/search.h"
@@ -495,11 +495,9 @@ Status write_text_file(const std::filesystem::path& path, const std::string& tex
     return core::invalid_argument(path.parent_path().string() +
                                         ": cannot create folder: " + ec.message());
   }
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) return core::invalid_argument(path.string() + ": cannot write");
-  return Status();
+  // A reader (or a later run after a crash or a full disk) sees the old file or the whole
+  // new one, never half of it.
+  return core::write_file_atomically(path, text);
 }
 
 Status write_part(const SweepResult& part, const std::filesystem::path& dir, int rank,
@@ -507,13 +505,8 @@ Status write_part(const SweepResult& part, const std::filesystem::path& dir, int
   Json j = sweep_to_json(part);
   j["rank"] = rank;
   j["world_size"] = world_size;
-  const std::filesystem::path final_path = dir / part_file_name(rank, world_size);
-  const std::filesystem::path tmp = final_path.string() + ".tmp";
-  ALPASIM_RETURN_IF_ERROR(write_text_file(tmp, core::dump_json(j)));
-  std::error_code ec;
-  std::filesystem::rename(tmp, final_path, ec);  // atomic: the barrier never sees half a file
-  if (ec) return core::invalid_argument(final_path.string() + ": cannot rename: " + ec.message());
-  return Status();
+  // Atomic (write_text_file): the merging rank never sees half a part file.
+  return write_text_file(dir / part_file_name(rank, world_size), core::dump_json(j));
 }
 
 Result<SweepResult> merge_parts(const std::filesystem::path& dir, int world_size, double wait_s) {

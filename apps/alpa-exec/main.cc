@@ -8,13 +8,13 @@
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
 
 #include "apps/alpa-exec/backends.h"
 #include "apps/alpa-exec/exit_codes.h"
+#include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/version.h"
 #include "exec/lower.h"
@@ -47,12 +47,10 @@ int fail(const alpasim::core::Status& s, Step step = Step::kOther) {
   return alpasim::apps::alpa_exec::exit_code_for(s.code(), step);
 }
 
+// Whole or not at all (core/atomic_file.h): a crash or a full disk leaves no half-written
+// trace.json or measured.json for a later comparison to read.
 alpasim::core::Status write_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-  f.close();
-  if (!f) return alpasim::core::invalid_argument(path.string() + ": cannot write file");
-  return alpasim::core::ok_status();
+  return alpasim::core::write_file_atomically(path, text);
 }
 
 int run(const Options& opt) {
