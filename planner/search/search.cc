@@ -300,6 +300,10 @@ class Searcher {
     sim::GradSyncMode grad_sync_mode = sim::GradSyncMode::kAllReduce;
     bool blocking_p2p = false;
     bool local_all_gather = true;
+    // GPUs of each all-gather group after a local-all-gather send: 0 = the whole receiving
+    // mesh gathers the whole tensor (Alpa §5); t = each group of t consecutive GPUs gathers
+    // its t/|mesh| of it (Megatron's scatter-gather: a tensor-parallel group per replica).
+    std::int64_t all_gather_group = 0;
     // dp > 1: groups per mesh for the gradient collective (concurrent), set by the caller.
     std::vector<std::vector<std::vector<std::int64_t>>> dp_groups;
   };
@@ -318,6 +322,36 @@ class Searcher {
       }
     }
     return run_problem(std::move(pb), plan);
+  }
+
+  // Bytes/s of one receiving GPU's flow of a pipeline send from the GPUs `from` to the
+  // GPUs `to`. Every receiving GPU gets its part at the same time (the whole tensor, or
+  // 1/k of it before the local all-gather), sent by the GPU at its position in `from`;
+  // flows that leave a node share its NICs and network links (Topology::concurrent_groups
+  // of the disjoint (sender, receiver) pairs, min(|from|, |to|) of them: a sender serving
+  // several receivers is counted once, which undercounts its NIC's load). Each flow gets
+  // the smaller of its point-to-point bandwidth and that share; the slowest flow sets the
+  // link. Cached: the search evaluates the same mesh pairs many times.
+  double send_flow_bandwidth(const std::vector<std::int64_t>& from, const std::vector<std::int64_t>& to) {
+    auto key = std::make_pair(from, to);
+    if (auto it = send_bandwidth_.find(key); it != send_bandwidth_.end()) return it->second;
+    const cluster::Topology& topo = cost_.topology();
+    std::vector<std::vector<std::int64_t>> pairs;
+    double bandwidth = topo.point_to_point(from.front(), to.front()).bandwidth.value();
+    for (std::size_t i = 0; i < std::min(from.size(), to.size()); ++i) {
+      if (from[i] == to[i]) continue;
+      bandwidth = std::min(bandwidth, topo.point_to_point(from[i], to[i]).bandwidth.value());
+      if (topo.node_of(from[i]) != topo.node_of(to[i])) pairs.push_back({from[i], to[i]});
+    }
+    if (!pairs.empty()) {
+      auto groups = topo.concurrent_groups(pairs);
+      ALPASIM_CHECK(groups.ok()) << groups.status().message();  // pairs are disjoint and valid
+      for (const cluster::GroupInfo& g : groups.value()) {
+        bandwidth = std::min(bandwidth, g.inter_rank_bandwidth.value());
+      }
+    }
+    send_bandwidth_.emplace(std::move(key), bandwidth);
+    return bandwidth;
   }
 
   // The simulator input of a lowered plan (validated, not simulated).
@@ -340,17 +374,21 @@ class Searcher {
       ms.memory_limit = core::bytes(memory_limit_);
       pb.meshes.push_back(ms);
     }
-    // One link per mesh pair and direction, at the point-to-point bandwidth of the meshes'
-    // first GPUs (each receiving GPU's share).
+    // One link per mesh pair and direction, carrying one receiving GPU's flow (the
+    // simulator moves each GPU's part, all at once): the point-to-point bandwidth of the
+    // meshes' first GPUs, or less where the flows of all the receiving GPUs leave a node
+    // through the NICs they share (send_flow_bandwidth).
     auto route = [&](int from, int to) {
-      const auto a = lw.mesh_devices[static_cast<std::size_t>(from)].front();
-      const auto b = lw.mesh_devices[static_cast<std::size_t>(to)].front();
+      const auto& from_devices = lw.mesh_devices[static_cast<std::size_t>(from)];
+      const auto& to_devices = lw.mesh_devices[static_cast<std::size_t>(to)];
+      const auto a = from_devices.front();
+      const auto b = to_devices.front();
       sim::Route r;
       if (a == b) return r;
       const cluster::PathInfo path = cost_.topology().point_to_point(a, b);
       sim::LinkSpec link;
       link.name = "mesh" + std::to_string(from) + "->mesh" + std::to_string(to);
-      link.capacity = path.bandwidth;
+      link.capacity = core::BytesPerSecond(send_flow_bandwidth(from_devices, to_devices));
       pb.links.push_back(link);
       r.links.push_back(static_cast<sim::LinkId>(pb.links.size() - 1));
       r.latency = path.latency;
@@ -447,10 +485,17 @@ class Searcher {
         if (lw.local_all_gather && nd.size() > 1) {
           st.output_reshard = sim::ReshardMode::kLocalAllGather;
           st.reshard_group = static_cast<int>(nd.size());
-          ALPASIM_ASSIGN_OR_RETURN(cluster::GroupInfo g, cost_.group(nd));
-          st.reshard_all_gather_s =
-              cost_.collective(cost_model::Collective::kAllGather,
-                               core::bytes(layers.back().boundary_b), g).time;
+          const auto mesh_size = static_cast<std::int64_t>(nd.size());
+          const std::int64_t gather = lw.all_gather_group > 0 ? lw.all_gather_group : mesh_size;
+          ALPASIM_CHECK(mesh_size % gather == 0) << gather << " does not divide " << mesh_size;
+          st.reshard_all_gather_s = core::seconds(0.0);
+          if (gather > 1) {
+            const std::vector<std::int64_t> first_group(nd.begin(), nd.begin() + gather);
+            ALPASIM_ASSIGN_OR_RETURN(cluster::GroupInfo g, cost_.group(first_group));
+            st.reshard_all_gather_s =
+                cost_.collective(cost_model::Collective::kAllGather,
+                                 core::bytes(layers.back().boundary_b / (mesh_size / gather)), g).time;
+          }
         }
       }
       if (lw.data_parallel > 1) {
@@ -886,6 +931,7 @@ class Searcher {
   std::map<std::string, intra_op::IntraOpPlan> plans_;
   std::map<std::tuple<std::int64_t, int, std::int64_t>, std::vector<adapters::ComputeTimes>> compute_;
   std::map<std::tuple<std::int64_t, int, std::set<std::int64_t>>, double> point_bounds_;
+  std::map<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>, double> send_bandwidth_;
   int solves_ = 0;
   int queries_ = 0;
 };
@@ -1385,7 +1431,12 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
             Searcher::Lowering lw;
             lw.data_parallel = static_cast<int>(dp);
             lw.blocking_p2p = true;
-            lw.local_all_gather = false;
+            // Megatron-LM's scatter-gather (--scatter-gather-tensors-in-pipeline, on by
+            // default): each GPU of a tensor-parallel group sends 1/tp of its replica's
+            // activation, and the receiving group all-gathers it over NVLink, as
+            // sim/lowering prices it.
+            lw.local_all_gather = true;
+            lw.all_gather_group = tp;
             lw.grad_sync_mode = f.zero >= 2 ? sim::GradSyncMode::kReduceScatterAllGather
                                             : sim::GradSyncMode::kAllReduce;
             // tp group (inside a node) and dp groups per stage.

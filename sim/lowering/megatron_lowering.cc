@@ -1,12 +1,14 @@
 #include "sim/lowering/megatron_lowering.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <sstream>
 #include <utility>
 #include <variant>
 
+#include "cluster/topology.h"
 #include "core/check.h"
 #include "ir/accounting.h"
 #include "ir/builders.h"
@@ -585,17 +587,38 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       tp > 1 ? ceil_div(boundary, tp) : boundary;  // scatter/gather or sequence-parallel shard
   out.p2p_bytes = Bytes(wire_bytes);
   if (plan.pp > 1) {
+    const cluster::Topology& topology = cost_model.topology();
     for (std::int64_t s = 0; s < plan.pp; ++s) {
       const std::int64_t next = (s + 1) % plan.pp;
       const std::int64_t prev = (s + plan.pp - 1) % plan.pp;
-      auto send = [&](std::int64_t to) {
-        return cost_model.send_recv(Bytes(wire_bytes), s * stage_stride, to * stage_stride).time;
+      // Every GPU of the stage sends its shard to its counterpart at once: the flows that
+      // leave a node share its NICs (one 25 Gb/s NIC for eight V100s of a p3.16xlarge; a
+      // DGX gives each GPU its own). A flow's bytes grow by its point-to-point bandwidth
+      // over its share, so the calibrated transfer time prices the slower wire.
+      auto send = [&](std::int64_t to) -> core::Result<Seconds> {
+        const std::int64_t src = s * stage_stride, dst = to * stage_stride;
+        std::vector<std::vector<std::int64_t>> pairs;
+        for (std::int64_t i = 0; i < stage_stride; ++i) {
+          if (topology.node_of(src + i) != topology.node_of(dst + i)) pairs.push_back({src + i, dst + i});
+        }
+        double slowdown = 1;
+        if (!pairs.empty()) {
+          ALPASIM_ASSIGN_OR_RETURN(std::vector<cluster::GroupInfo> groups, topology.concurrent_groups(pairs));
+          for (std::size_t k = 0; k < pairs.size(); ++k) {
+            const double p2p = topology.point_to_point(pairs[k][0], pairs[k][1]).bandwidth.value();
+            slowdown = std::max(slowdown, p2p / groups[k].inter_rank_bandwidth.value());
+          }
+        }
+        const auto bytes = static_cast<std::int64_t>(std::ceil(static_cast<double>(wire_bytes) * slowdown));
+        return cost_model.send_recv(Bytes(bytes), src, dst).time;
       };
       // The calibrated transfer time of the fixed-size boundary tensor, as a route with no
       // modelled links (p2p does not share a NIC with the gradient sync in this lowering).
-      problem.meshes[static_cast<std::size_t>(s)].send_next = Route{{}, send(next)};
-      problem.meshes[static_cast<std::size_t>(s)].send_prev = Route{{}, send(prev)};
-      if (s == 0) out.p2p_send_s = send(next);
+      ALPASIM_ASSIGN_OR_RETURN(Seconds to_next, send(next));
+      ALPASIM_ASSIGN_OR_RETURN(Seconds to_prev, send(prev));
+      problem.meshes[static_cast<std::size_t>(s)].send_next = Route{{}, to_next};
+      problem.meshes[static_cast<std::size_t>(s)].send_prev = Route{{}, to_prev};
+      if (s == 0) out.p2p_send_s = to_next;
     }
   }
   ALPASIM_RETURN_IF_ERROR(validate(problem));

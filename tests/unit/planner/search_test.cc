@@ -177,6 +177,55 @@ TEST_CASE("stored activations follow the plan's shardings: a replicated tensor i
   if (replicated > 0) CHECK(stored > split_everywhere);
 }
 
+TEST_CASE("pipeline sends that leave a node share its NICs: 1 NIC vs 8 per node") {
+  // Two p3.16xlarge-like nodes and a 2-stage plan with one whole node per stage (8x1
+  // data-parallel meshes): each microbatch's activation crosses the network as 8 flows,
+  // one per receiving GPU, all at once. With one 25 Gb/s NIC per node they share it (1/8
+  // each); with 8 NICs each flow has one. Before, both got a whole NIC per flow.
+  auto evaluate = [](std::int64_t nics) {
+    planner::SearchInput in = tiny_input("alpa");
+    in.cluster = cluster::make_preset_cluster("aws-p3.16xlarge", 2).value();
+    in.cluster.inter_node.nics_per_node = nics;
+    in.cost = cost_model::CostModel::create(
+                  in.cluster, cost_model::params_for_preset(shipped(), "aws-p3.16xlarge").value())
+                  .value();
+    in.global_batch_size = 64;
+    schema::Plan plan;
+    plan.model = in.model;
+    plan.cluster = in.cluster;
+    plan.dtype = in.dtype;
+    plan.global_batch_size = 64;
+    plan.num_microbatches = 4;
+    for (std::int64_t node = 0; node < 2; ++node) {
+      schema::PlanStage st;
+      st.layer_begin = node == 0 ? 0 : 2;
+      st.layer_end = node == 0 ? 2 : 4;
+      st.submesh_nodes = 1;
+      st.submesh_gpus_per_node = 8;
+      st.logical_rows = 8;
+      st.logical_cols = 1;
+      for (std::int64_t g = 0; g < 8; ++g) st.device_ids.push_back(node * 8 + g);
+      plan.stages.push_back(st);
+    }
+    auto r = planner::evaluate_plan(in, plan);
+    REQUIRE_MESSAGE(r.ok(), r.status().message());
+    return std::move(r).value();
+  };
+  const planner::SearchResult one = evaluate(1);
+  const planner::SearchResult eight = evaluate(8);
+  auto send_capacity = [](const planner::SearchResult& r) {
+    for (const auto& link : r.problem.links) {
+      if (link.name == "mesh0->mesh1") return link.capacity.value();
+    }
+    FAIL("no link mesh0->mesh1");
+    return 0.0;
+  };
+  const double nic_bytes_per_s = 25e9 / 8;
+  CHECK(send_capacity(one) == doctest::Approx(nic_bytes_per_s / 8).epsilon(1e-12));
+  CHECK(send_capacity(eight) == doctest::Approx(nic_bytes_per_s).epsilon(1e-12));
+  CHECK(one.prediction.iteration_time_s > eight.prediction.iteration_time_s);
+}
+
 TEST_CASE("a plan without weight-update sharding keeps whole optimizer states per replica") {
   // intra_op_only: one stage on the 4 GPUs; the search writes weight_update_sharding = true
   // (states split over the 4 devices). The same plan with the flag off keeps each replica's

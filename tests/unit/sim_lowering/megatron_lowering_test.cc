@@ -198,6 +198,31 @@ TEST_CASE("fused attention: selective's activations, QK^T recomputed, no recompu
         ir::korthikanti_activation_bytes_per_layer(32, 1, 64, 4, 2, false, ir::RecomputePolicy::kNone));
 }
 
+TEST_CASE("pipeline sends share the NICs they leave a node through: 1 NIC vs 8") {
+  // tp = 8, pp = 2 on two p3.16xlarge-like nodes: each stage's 8 GPUs send their 1/8
+  // shards at once. One 25 Gb/s NIC per node carries all 8 (each at 1/8 of it); with 8
+  // NICs each flow has its own, so the transfer takes 1/8 of the time, latency aside.
+  auto send_s = [](std::int64_t nics) {
+    auto spec = cluster::make_preset_cluster("aws-p3.16xlarge", 2);
+    REQUIRE(spec.ok());
+    spec->inter_node.nics_per_node = nics;
+    auto cm = cost_model::CostModel::create(*spec, cost_model::default_params());
+    REQUIRE(cm.ok());
+    MegatronPlan plan;
+    plan.tp = 8;
+    plan.pp = 2;
+    plan.microbatch_size = 16;  // 16·32 tokens · 8192 · 2 B / 8 = 1 MiB per flow
+    auto lowered = lower_megatron_plan(tiny_gpt(4, 8192), training(32), plan, *cm);
+    REQUIRE_MESSAGE(lowered.ok(), lowered.status().message());
+    return lowered->p2p_send_s.value();
+  };
+  const double one = send_s(1);
+  const double eight = send_s(8);
+  MESSAGE("send 1 NIC " << one << " s, 8 NICs " << eight << " s");
+  CHECK(one > 6 * eight);  // 8x the wire time; the latency is paid once in both
+  CHECK(one < 8 * eight);
+}
+
 TEST_CASE("pipeline: p2p carries 1/tp of the boundary tensor; layers split evenly") {
   const auto cm = dgx(1);
   MegatronPlan plan;
