@@ -118,6 +118,14 @@ core::Bytes reserve_on_gpu(const ClusterSpec& from, const GpuSpec& gpu) {
                                                                    : from.reserved_memory;
 }
 
+std::string move_to_gpu(ClusterSpec& spec, const ClusterSpec& from, const GpuSpec& gpu) {
+  spec.gpu = gpu;
+  spec.reserved_memory = reserve_on_gpu(from, gpu);
+  if (spec.reserved_memory < gpu.memory) return "";
+  return "the scenario's reserved memory (" + core::format_bytes(spec.reserved_memory.value()) +
+         ") is not less than the " + gpu.name + "'s " + core::format_bytes(gpu.memory.value());
+}
+
 namespace {
 
 // The optional "reserved_memory_gib" of either cluster form: GiB in [0, capacity - 1 MiB],

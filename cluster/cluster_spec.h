@@ -65,6 +65,10 @@ core::Bytes default_reserved_memory(const GpuSpec& gpu);
 /// the new GPU's default where `from` used its own default, else `from`'s chosen reserve.
 core::Bytes reserve_on_gpu(const ClusterSpec& from, const GpuSpec& gpu);
 
+/// `spec` on `gpu`, its reserve carried over by reserve_on_gpu; "" when that leaves memory
+/// for a plan, else why not ("the scenario's reserved memory (X) is not less than the G's Y").
+std::string move_to_gpu(ClusterSpec& spec, const ClusterSpec& from, const GpuSpec& gpu);
+
 /// Names of the cluster presets ("aws-p3.16xlarge", "dgx-a100-80gb", "dgx-h100", ...).
 std::vector<std::string> cluster_preset_names();
 

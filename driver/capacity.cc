@@ -7,7 +7,6 @@
 
 #include "cluster/cluster_spec.h"
 #include "core/check.h"
-#include "core/text.h"
 #include "planner/search/search.h"
 #include "driver/report_html.h"
 #include "driver/report_markdown.h"
@@ -148,14 +147,8 @@ Result<CapacityResult> run_capacity(const Scenario& scenario, const PlanPointFn&
       p.scenario = scenario;
       auto cluster = cluster::make_preset_cluster(cand.preset, n);
       if (cluster.ok()) {
-        cluster->reserved_memory = cluster::reserve_on_gpu(scenario.cluster, cluster->gpu);
-        if (cluster->reserved_memory < cluster->gpu.memory) {
-          p.scenario.cluster = *cluster;
-        } else {
-          p.error = "the scenario's reserved memory (" +
-                    core::format_bytes(cluster->reserved_memory.value()) + ") is not less than the " +
-                    cluster->gpu.name + "'s " + core::format_bytes(cluster->gpu.memory.value());
-        }
+        p.error = cluster::move_to_gpu(*cluster, scenario.cluster, cluster->gpu);
+        if (p.error.empty()) p.scenario.cluster = *cluster;
       } else {
         p.error = cluster.status().message();
       }

@@ -14,7 +14,6 @@
 #include "cluster/gpu_spec.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
-#include "core/text.h"
 #include "planner/search/search.h"
 #include "driver/report_html.h"
 #include "driver/report_markdown.h"
@@ -150,11 +149,7 @@ std::string apply_point(Scenario& s, const WhatIfSpec& spec, const std::vector<s
            std::to_string(full_gpn) + " GPUs) needs nodes 1, got " + std::to_string(c.nodes);
   }
   if (!spec.nics_per_node.empty()) c.inter_node.nics_per_node = spec.nics_per_node[next(true)];
-  c.reserved_memory = cluster::reserve_on_gpu(base_cluster, c.gpu);
-  if (c.reserved_memory >= c.gpu.memory) {
-    return "the scenario's reserved memory (" + core::format_bytes(c.reserved_memory.value()) +
-           ") is not less than the " + c.gpu.name + "'s " + core::format_bytes(c.gpu.memory.value());
-  }
+  if (std::string problem = cluster::move_to_gpu(c, base_cluster, c.gpu); !problem.empty()) return problem;
   if (!spec.nic_bandwidth_gbit_per_s.empty()) {
     c.inter_node.nic_bandwidth_gbit_per_s = spec.nic_bandwidth_gbit_per_s[next(true)];
   }
