@@ -143,7 +143,7 @@ std::string search_text(const SearchRun& run, bool include_timing) {
   s << simulation_report_text(run.simulation.report, "prediction (simulated)");
   if (!r.baselines.empty()) {
     s << "comparison under the same cost model and simulator:\n"
-      << planner::format_comparison(r);
+      << planner::format_comparison(r) << planner::faster_baseline_note(r);
   }
   s << "search: " << r.intra_op_solves << " intra-op solves for " << r.intra_op_queries
     << " layer x mesh queries, " << r.candidates_simulated << " candidates simulated";

@@ -1872,4 +1872,23 @@ std::string format_comparison(const SearchResult& result) {
   return os.str();
 }
 
+std::string faster_baseline_note(const SearchResult& result) {
+  const BaselineRow* fastest = nullptr;
+  for (const BaselineRow& b : result.baselines) {
+    if (!b.ok || !b.prediction.fits) continue;
+    if (b.prediction.iteration_time_s >= result.prediction.iteration_time_s) continue;
+    if (fastest == nullptr || b.prediction.iteration_time_s < fastest->prediction.iteration_time_s) {
+      fastest = &b;
+    }
+  }
+  if (fastest == nullptr) return "";
+  const double gain = 1 - fastest->prediction.iteration_time_s / result.prediction.iteration_time_s;
+  return "note: the " + fastest->mode + " baseline (" +
+         core::format_fixed(fastest->prediction.iteration_time_s, 3) + " s) is " +
+         core::format_fixed(100 * gain, 1) + " % faster than the searched plan (" +
+         core::format_fixed(result.prediction.iteration_time_s, 3) +
+         " s): the search space does not contain its plan; \"search\": {\"mode\": \"" +
+         fastest->mode + "\"} plans it\n";
+}
+
 }  // namespace alpasim::planner

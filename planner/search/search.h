@@ -140,5 +140,8 @@ core::Result<SearchResult> evaluate_plan(const SearchInput& input, const schema:
 
 /// A fixed-width text table of result.baselines with the chosen plan first.
 std::string format_comparison(const SearchResult& result);
+/// "" unless a baseline row that fits is faster than the searched plan; then one line that
+/// says which (the fastest), by how much, and how to get its plan (its mode as search.mode).
+std::string faster_baseline_note(const SearchResult& result);
 
 }  // namespace alpasim::planner

@@ -422,6 +422,29 @@ TEST_CASE("the cluster's reserved memory is out of every plan's reach") {
         std::string::npos);
 }
 
+TEST_CASE("a baseline faster than the searched plan is pointed out") {
+  planner::SearchResult r;
+  r.prediction.iteration_time_s = 10.0;
+  r.prediction.fits = true;
+  auto row = [](const std::string& mode, double t, bool fits) {
+    planner::BaselineRow b;
+    b.mode = mode;
+    b.ok = fits;
+    b.prediction.iteration_time_s = t;
+    b.prediction.fits = fits;
+    return b;
+  };
+  r.baselines = {row("megatron", 10.5, true), row("zero3", 12.0, true)};
+  CHECK(planner::faster_baseline_note(r).empty());
+  r.baselines.push_back(row("equal_layer", 9.5, true));
+  r.baselines.push_back(row("data_parallel", 8.0, false));  // does not fit: not an answer
+  r.baselines.push_back(row("equal_operator", 9.0, true));
+  CHECK(planner::faster_baseline_note(r) ==
+        "note: the equal_operator baseline (9.000 s) is 10.0 % faster than the searched plan "
+        "(10.000 s): the search space does not contain its plan; \"search\": {\"mode\": "
+        "\"equal_operator\"} plans it\n");
+}
+
 TEST_CASE("bad inputs are reported") {
   planner::SearchInput in = tiny_input("fastest");
   auto r = planner::search(in);
