@@ -152,9 +152,9 @@ Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
     g.mutable_op(probs).selective_recompute = true;
     if (c.dropout) probs = b.dropout("attn/probs_dropout", probs, true);
     if (c.fused_attention) {
-      // scores -> softmax [-> mask, dropout]: the ops a Flash kernel fuses (its output,
-      // attn/context, is stored as usual: attn/out reads it).
-      g.mutable_op(scores).fused_attention = true;
+      // scores -> softmax [-> mask, dropout], the ops created since `scores` and marked for
+      // selective recomputation: what a Flash kernel fuses (its output, attn/context, is
+      // stored as usual: attn/out reads it).
       for (OpId id = scores; id <= probs; ++id) {
         if (g.op(id).layer == b.layer && g.op(id).selective_recompute) g.mutable_op(id).fused_attention = true;
       }
