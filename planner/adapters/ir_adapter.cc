@@ -363,9 +363,6 @@ std::string cost_fingerprint(const cost_model::CostModel& cost, const SubmeshSha
          std::to_string(submesh.nodes) + "x" + std::to_string(submesh.gpus_per_node);
 }
 
-namespace {
-
-// One operator's compute time on `d` GPUs splitting its work evenly (layer_range_compute).
 core::Seconds op_compute(const ir::Graph& training, const ir::Op& op, std::int64_t d,
                          const cost_model::CostModel& cost) {
   core::Seconds time{0};
@@ -398,6 +395,8 @@ core::Seconds op_compute(const ir::Graph& training, const ir::Op& op, std::int64
   }
   return time;
 }
+
+namespace {
 
 void add_by_phase(const ir::Op& op, core::Seconds time, ComputeTimes* t) {
   switch (op.phase) {

@@ -78,6 +78,11 @@ struct ComputeTimes {
   core::Seconds backward{0};
   core::Seconds optimizer{0};
 };
+/// One operator's compute time on `d` GPUs splitting its work evenly, as
+/// layer_range_compute sums it (a memory-bound operator: memory_bound of its bytes / d).
+core::Seconds op_compute(const ir::Graph& training, const ir::Op& op, std::int64_t d,
+                         const cost_model::CostModel& cost);
+
 ComputeTimes layer_range_compute(const ir::Graph& training, std::int32_t layer_begin,
                                  std::int32_t layer_end, std::int64_t devices,
                                  const cost_model::CostModel& cost);

@@ -26,6 +26,7 @@
 #include "planner/adapters/ir_adapter.h"
 #include "planner/intra_op/intra_op_pass.h"
 #include "planner/inter_op/inter_op_dp.h"
+#include "planner/search/layer_boundary.h"
 #include "planner/search/pipeline_bound.h"
 #include "planner/search/stage_memory.h"
 #include "sim/pipeline_sim.h"
@@ -75,7 +76,17 @@ struct Point {
   std::map<int, intra_op::IntraOpGraph> graphs_w;
   std::map<int, std::vector<ir::OpId>> node_ops_w;
   std::map<int, std::string> keys;
-  bool layer_graphs_built = false;  // rep, graphs, node_ops, graphs_w, node_ops_w, keys
+  // Per representative: variant-0 node index -> variant-1 node index (the same operator
+  // or the same input tensor; -1 when variant 1 has no such node).
+  std::map<int, std::vector<int>> node_w;
+  // Tensors crossing the boundary between layers l - 1 and l, by l (layer_boundary.h).
+  // Nodes are variant-0 indices of the layers' own graphs, equal to their representatives'
+  // (same structural key).
+  std::vector<std::vector<BoundaryEdge>> boundary;
+  // Per l: an id shared by boundaries with the same representatives and edges (-1: none),
+  // the key of the layer_boundary cache.
+  std::vector<int> boundary_class;
+  bool layer_graphs_built = false;  // rep, graphs, node_ops, graphs_w, node_ops_w, keys, boundary
 };
 
 ir::RecomputePolicy to_ir(schema::Recompute r) {
@@ -180,6 +191,7 @@ class Searcher {
     Point* p = &pt;
     p->layer_graphs_built = true;
     std::map<std::string, int> first;
+    std::vector<std::vector<ir::OpId>> layer_ops(static_cast<std::size_t>(p->num_layers));
     for (int l = 0; l < p->num_layers; ++l) {
       std::vector<ir::OpId> ops;
       ALPASIM_ASSIGN_OR_RETURN(intra_op::IntraOpGraph g,
@@ -187,10 +199,19 @@ class Searcher {
       std::string skey = g.structural_key();
       auto [f, inserted] = first.emplace(skey, l);
       p->rep.push_back(f->second);
+      layer_ops[static_cast<std::size_t>(l)] = ops;
       if (inserted) {
         std::vector<ir::OpId> ops_w;
         ALPASIM_ASSIGN_OR_RETURN(intra_op::IntraOpGraph gw,
                                  adapters::layer_range_graph(p->graph, l, l + 1, &ops_w, true));
+        std::map<ir::OpId, int> index_w;
+        for (std::size_t v = 0; v < ops_w.size(); ++v) index_w.emplace(ops_w[v], static_cast<int>(v));
+        std::vector<int> to_w;
+        for (ir::OpId id : ops) {
+          auto it = index_w.find(id);
+          to_w.push_back(it == index_w.end() ? -1 : it->second);
+        }
+        p->node_w.emplace(l, std::move(to_w));
         p->graphs_w.emplace(l, std::move(gw));
         p->node_ops_w.emplace(l, std::move(ops_w));
         p->graphs.emplace(l, std::move(g));
@@ -198,10 +219,24 @@ class Searcher {
         p->keys.emplace(l, std::move(skey));
       }
     }
+    p->boundary = layer_boundary_edges(p->graph, layer_ops);
+    std::map<std::string, int> classes;
+    p->boundary_class.assign(static_cast<std::size_t>(p->num_layers), -1);
+    for (int l = 1; l < p->num_layers; ++l) {
+      const auto& edges = p->boundary[static_cast<std::size_t>(l)];
+      if (edges.empty()) continue;
+      std::string key = std::to_string(p->rep[static_cast<std::size_t>(l - 1)]) + "," +
+                        std::to_string(p->rep[static_cast<std::size_t>(l)]);
+      for (const auto& e : edges) {
+        key += ";" + std::to_string(e.producer_layer - l) + ":" + std::to_string(e.producer_node) +
+               ">" + std::to_string(e.consumer_layer - l) + ":" + std::to_string(e.consumer_node);
+      }
+      p->boundary_class[static_cast<std::size_t>(l)] =
+          classes.emplace(key, static_cast<int>(classes.size())).first->second;
+    }
     return core::Status();
   }
 
-  // Solves every (representative layer, mesh) of `p` not solved yet, in parallel.
   // Solves every (representative layer, mesh, variant) of `p` not solved yet, in parallel.
   // Variant 0: the layer without weight gradients (they accumulate over the microbatches
   // and synchronise once per iteration, priced afterwards from the weights' shardings): the
@@ -225,10 +260,9 @@ class Searcher {
     for (const auto& [sub, mesh] : meshes) {
       const std::string mk = mesh_key(sub, mesh);
       if (!hook_of.count(mk)) {
-        ALPASIM_ASSIGN_OR_RETURN(intra_op::CollectiveCostFn h,
-                                 adapters::make_collective_hook(cost_, sub, mesh));
+        ALPASIM_ASSIGN_OR_RETURN(const intra_op::CollectiveCostFn* h, hook(sub, mesh));
         hook_of[mk] = static_cast<int>(hooks.size());
-        hooks.push_back(std::move(h));
+        hooks.push_back(*h);
       }
       for (const auto& [rep, g] : p.graphs) {
         for (int var = 0; var < (mesh.num_devices() > 1 ? 2 : 1); ++var) {
@@ -272,6 +306,63 @@ class Searcher {
       plans_.emplace(key, std::move(results[i]).value());
     }
     return core::Status();
+  }
+
+  // The intra-op pass's collective hook of a mesh (make_collective_hook), cached.
+  core::Result<const intra_op::CollectiveCostFn*> hook(const SubmeshShape& sub, const LogicalMesh& mesh) {
+    const std::string mk = mesh_key(sub, mesh);
+    auto it = hooks_.find(mk);
+    if (it == hooks_.end()) {
+      ALPASIM_ASSIGN_OR_RETURN(intra_op::CollectiveCostFn h, adapters::make_collective_hook(cost_, sub, mesh));
+      it = hooks_.emplace(mk, std::move(h)).first;
+    }
+    return &it->second;
+  }
+
+  // Resharding at the boundary between layers l - 1 and l of one stage, per microbatch:
+  // each crossing tensor (Point::boundary) goes from the layout its producer's solution
+  // writes to the layout its consumer's solution reads (price_boundary). Layers in
+  // different stages pay the pipeline send instead. Zero when the two solutions agree
+  // (Megatron's layouts: replicated between blocks, or sequence-split on both sides).
+  // ensure_costs(p, {sub, mesh}) must have run.
+  const BoundaryCost& layer_boundary(const Point& p, int l, const SubmeshShape& sub,
+                                     const LogicalMesh& mesh, int variant) {
+    static const BoundaryCost kNone;
+    if (l <= 0 || l >= p.num_layers || mesh.num_devices() == 1) return kNone;
+    const int cls = p.boundary_class[static_cast<std::size_t>(l)];
+    if (cls < 0) return kNone;
+    const std::string key = std::to_string(p.mbs) + "|" + std::to_string(static_cast<int>(p.recompute)) +
+                            "|" + std::to_string(cls) + "|" + mesh_key(sub, mesh) + "|" +
+                            std::to_string(variant);
+    auto it = boundary_costs_.find(key);
+    if (it != boundary_costs_.end()) return it->second;
+    std::vector<BoundaryTransfer> transfers;
+    for (const BoundaryEdge& e : p.boundary[static_cast<std::size_t>(l)]) {
+      const int prep = p.rep[static_cast<std::size_t>(e.producer_layer)];
+      const int crep = p.rep[static_cast<std::size_t>(e.consumer_layer)];
+      int pu = e.producer_node, cv = e.consumer_node;
+      if (variant == 1) {
+        pu = p.node_w.at(prep)[static_cast<std::size_t>(pu)];
+        cv = p.node_w.at(crep)[static_cast<std::size_t>(cv)];
+        ALPASIM_CHECK(pu >= 0 && cv >= 0) << "variant 1 adds weight gradients, it removes no node";
+      }
+      const auto& from = layer_plan(p, e.producer_layer, sub, mesh, variant).shardings;
+      const auto& to = layer_plan(p, e.consumer_layer, sub, mesh, variant).shardings;
+      ALPASIM_CHECK(static_cast<std::size_t>(pu) < from.size() && static_cast<std::size_t>(cv) < to.size());
+      const auto& node = p.graphs.at(crep).nodes[static_cast<std::size_t>(e.consumer_node)];
+      transfers.push_back({node.shape, node.element_bytes, from[static_cast<std::size_t>(pu)].output,
+                           to[static_cast<std::size_t>(cv)].output, e.phase});
+    }
+    auto fn = hook(sub, mesh);
+    ALPASIM_CHECK(fn.ok()) << fn.status().message();  // built by ensure_costs for this mesh
+    const BoundaryCost b = price_boundary(transfers, mesh, **fn);
+    if (std::getenv("ALPASIM_SEARCH_DEBUG") != nullptr) {
+      std::fprintf(stderr, "boundary %d mbs %lld rc %d mesh %s var %d: %zu tensors, fwd %.3g bwd %.3g rc %.3g s\n",
+                   l, static_cast<long long>(p.mbs), static_cast<int>(p.recompute),
+                   mesh_key(sub, mesh).c_str(), variant, transfers.size(), b.forward_s, b.backward_s,
+                   b.recompute_s);
+    }
+    return boundary_costs_.emplace(key, b).first->second;
   }
 
   const LayerCost& layer_cost(const Point& p, int layer, const SubmeshShape& sub,
@@ -613,6 +704,16 @@ class Searcher {
           lc.opt_b = lc.opt_replicated_b;
         }
         if (!st.weight_update_sharding) lc.tied_opt_b = lc.tied_opt_replicated_b;
+        if (l > st.layer_begin) {
+          const BoundaryCost& b = layer_boundary(*pt, static_cast<int>(l), meshes[static_cast<std::size_t>(c)].first,
+                                                 meshes[static_cast<std::size_t>(c)].second,
+                                                 variants[static_cast<std::size_t>(c)]);
+          lc.fwd_s += b.forward_s;
+          lc.fwd_comm_s += b.forward_s;
+          lc.bwd_s += b.backward_s;
+          lc.bwd_comm_s += b.backward_s;
+          lc.rc_s += b.recompute_s;
+        }
         layers.push_back(lc);
       }
       lw.chunk_layers.push_back(std::move(layers));
@@ -779,6 +880,20 @@ class Searcher {
                (spec.uses_mesh_axis(1) ? intra_op::kAxis1 : 0u);
       }
       const std::int64_t bytes = op.out.bytes() / shards;
+      if (op.layer == rep && !op.is_source() && !op.is_matmul() && op.kind != ir::OpKind::kConv2d &&
+          shards < devices && op.phase != ir::Phase::kOptimizer) {
+        // A memory-bound operator computes its output tile on every device: a replicated
+        // one (Megatron's layer norms, dropouts and residual adds under tensor parallelism
+        // without sequence parallelism) its whole size. compute_for split it `devices`
+        // ways; the rest is added here (issue 15 #7). The pass's einsum strategies split
+        // their work over every device (strategies.h, device_flops_per_s = 0), so matmuls
+        // keep the even split.
+        const double extra = (adapters::op_compute(p.graph, op, shards, cost_) -
+                              adapters::op_compute(p.graph, op, devices, cost_)).value();
+        if (op.phase == ir::Phase::kForward) c.fwd_s += extra;
+        if (op.phase == ir::Phase::kBackward) c.bwd_s += extra;
+        if (op.phase == ir::Phase::kRecompute) c.rc_s += extra;
+      }
       if (op.layer != rep) {  // a weight of another layer read here (tied embedding)
         c.tied_owner = op.layer;
         c.tied_param_b += bytes;
@@ -932,6 +1047,8 @@ class Searcher {
   std::map<std::tuple<std::int64_t, int, std::int64_t>, std::vector<adapters::ComputeTimes>> compute_;
   std::map<std::tuple<std::int64_t, int, std::set<std::int64_t>>, double> point_bounds_;
   std::map<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>, double> send_bandwidth_;
+  std::map<std::string, intra_op::CollectiveCostFn> hooks_;  // by mesh_key
+  std::map<std::string, BoundaryCost> boundary_costs_;       // layer_boundary
   int solves_ = 0;
   int queries_ = 0;
 };
@@ -1186,9 +1303,18 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
           // a stage without the owner holds a copy, its gradient and optimizer state.
           std::vector<double> tied(static_cast<std::size_t>(L), 0);
           std::vector<int> tied_owner(static_cast<std::size_t>(L), -1);
+          // Resharding between layer starts[g] and the one before, paid only when a stage
+          // holds both (the boundaries inside a clustered layer are in t).
+          std::vector<double> entry(static_cast<std::size_t>(L), 0);
           for (int g = 0; g < L; ++g) {
             for (int l = starts[static_cast<std::size_t>(g)]; l < starts[static_cast<std::size_t>(g + 1)]; ++l) {
               const LayerCost& c = s.layer_cost(*pt, l, subs[j], logical[j][q], var);
+              const double b = s.layer_boundary(*pt, l, subs[j], logical[j][q], var).total_s();
+              if (l == starts[static_cast<std::size_t>(g)]) {
+                entry[static_cast<std::size_t>(g)] = b;
+              } else {
+                t[static_cast<std::size_t>(g)] += b;
+              }
               t[static_cast<std::size_t>(g)] += c.total_s();
               st[static_cast<std::size_t>(g)] += static_cast<double>(c.param_b + c.grad_b + c.opt_b);
               act[static_cast<std::size_t>(g)] += static_cast<double>(c.act_b);
@@ -1208,6 +1334,7 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
             double tt = 0, ss = 0, aa = 0, ww = 0;
             for (int i = k + 1; i <= L; ++i) {
               tt += t[static_cast<std::size_t>(i - 1)];
+              if (i - 1 > k) tt += entry[static_cast<std::size_t>(i - 1)];
               ss += st[static_cast<std::size_t>(i - 1)];
               if (tied_owner[static_cast<std::size_t>(i - 1)] >= 0 &&
                   tied_owner[static_cast<std::size_t>(i - 1)] < k) {

@@ -177,6 +177,48 @@ TEST_CASE("stored activations follow the plan's shardings: a replicated tensor i
   if (replicated > 0) CHECK(stored > split_everywhere);
 }
 
+TEST_CASE("a memory-bound operator computes its tile: a replicated one its whole size on every device") {
+  // intra_op_only: one stage on the 4 GPUs. Its forward compute is the even split of every
+  // operator over the 4 GPUs (adapters::per_layer_compute) plus, for each memory-bound
+  // operator the plan does not split 4 ways, its time on its tile instead of on a quarter
+  // (before: the even split whatever the layout).
+  planner::SearchInput in = tiny_input("intra_op_only");
+  auto r = planner::search(in);
+  REQUIRE(r.ok());
+  const schema::Plan& plan = r.value().plan;
+  REQUIRE(plan.stages.size() == 1);
+  const schema::PlanStage& stage = plan.stages[0];
+  ir::BuildOptions bo;
+  bo.microbatch_size = plan.global_batch_size / plan.num_microbatches;
+  bo.dtype = in.dtype;
+  ir::TrainingOptions to;
+  to.recompute = plan.recompute == schema::Recompute::kFull        ? ir::RecomputePolicy::kFull
+                 : plan.recompute == schema::Recompute::kSelective ? ir::RecomputePolicy::kSelective
+                                                                   : ir::RecomputePolicy::kNone;
+  const ir::Graph g = ir::derive_training_graph(ir::build_forward_graph(in.model, bo).value(), to);
+  double even = 0;
+  for (const auto& t : planner::adapters::per_layer_compute(g, 4, *in.cost)) even += t.forward.value();
+  std::map<std::string, const schema::OperatorSharding*> sharding_of;
+  for (const auto& sh : stage.shardings) sharding_of[sh.op] = &sh;
+  double extra = 0;
+  int replicated = 0;
+  for (const ir::Op& op : g.ops()) {
+    if (op.phase != ir::Phase::kForward || op.is_source() || op.is_matmul() || op.kind == ir::OpKind::kConv2d) continue;
+    auto it = sharding_of.find(op.name);
+    if (it == sharding_of.end()) continue;
+    const std::int64_t shards = it->second->output.num_shards(stage.logical_rows, stage.logical_cols);
+    if (shards >= 4) continue;
+    ++replicated;
+    extra += (planner::adapters::op_compute(g, op, shards, *in.cost) -
+              planner::adapters::op_compute(g, op, 4, *in.cost)).value();
+  }
+  const sim::StageCosts& st = r.value().problem.stages.at(0);
+  const double compute = st.forward_s.value() - st.forward_tp_comm_s.value();
+  MESSAGE(replicated << " forward memory-bound operators not split 4 ways: +" << extra * 1e6 << " us");
+  CHECK(compute == doctest::Approx(even + extra).epsilon(1e-9));
+  if (replicated > 0) CHECK(compute > even * (1 + 1e-6));
+}
+
 TEST_CASE("pipeline sends that leave a node share its NICs: 1 NIC vs 8 per node") {
   // Two p3.16xlarge-like nodes and a 2-stage plan with one whole node per stage (8x1
   // data-parallel meshes): each microbatch's activation crosses the network as 8 flows,
