@@ -22,7 +22,7 @@ CostHooks hooks_for(const LogicalMesh& mesh) {
   ab.mesh = mesh;
   ab.bandwidth = {core::gbyte_per_s(50.0), core::gbyte_per_s(100.0)};
   ab.latency = {core::microseconds(5.0), core::microseconds(5.0)};
-  return {ab, 0.0};
+  return {ab, 0.0, {}};
 }
 
 // GPT-3 2.6B (Brown et al. 2020, Table 2.1: d_model 2560, 32 heads, d_head 80); sequence

@@ -72,6 +72,12 @@ class Converter {
       std::vector<int> operands;
       for (ir::OpId in : op.inputs) operands.push_back(node_of(in));
       IntraOpNode n = convert(op, operands);
+      const bool memory_bound = n.kind == intra_op::OpKind::kElementwise ||
+                                n.kind == intra_op::OpKind::kSoftmax ||
+                                n.kind == intra_op::OpKind::kLayerNorm ||
+                                n.kind == intra_op::OpKind::kReduce;
+      // The same bytes op_compute splits evenly: a strategy pays for what its tile adds.
+      if (memory_bound && !op.is_source()) n.bytes_accessed = op.bytes_read + op.bytes_written;
       index_[op.id] = push(std::move(n), op.id);
     }
     ALPASIM_RETURN_IF_ERROR(graph_.validate());

@@ -30,7 +30,10 @@ namespace alpasim::planner::adapters {
 /// layers: the producing op). With `weight_gradients` false, weight-gradient ops and
 /// optimizer updates are left out: with gradient accumulation they run once per iteration
 /// (Alpa §5: accumulate, then synchronise), so the caller prices the gradient
-/// synchronisation from the parameters' shardings instead of per microbatch.
+/// synchronisation from the parameters' shardings instead of per microbatch. Memory-bound
+/// nodes (elementwise, softmax, layer-norm, reduce) carry the operator's bytes read +
+/// written (IntraOpNode::bytes_accessed), so that CostHooks::memory_bound can price the
+/// extra work of a replicated layout.
 core::Result<intra_op::IntraOpGraph> layer_range_graph(const ir::Graph& training,
                                                        std::int32_t layer_begin,
                                                        std::int32_t layer_end,

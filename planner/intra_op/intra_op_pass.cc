@@ -112,6 +112,7 @@ void rewrite_weight_updates(const IntraOpGraph& g, const LogicalMesh& mesh,
         hooks.collective(Collective::kReduceScatter, gs.all_reduce_bytes, axes) +
         hooks.collective(Collective::kAllGather, weight_bytes, axes);
     plan->cost += w.reduce_scatter_plus_all_gather - w.all_reduce;
+    plan->node_cost_s[grad] += (w.reduce_scatter_plus_all_gather - w.all_reduce).value();
     plan->memory_after_rewrite -= w.state_bytes_before - w.state_bytes_after;
     plan->weight_update_sharding.push_back(std::move(w));
   }
@@ -219,6 +220,18 @@ core::Result<IntraOpPlan> IntraOpPass::run(const IntraOpGraph& graph, const Logi
       for (std::size_t v = 0; v < graph.nodes.size(); ++v) {
         const Strategy& s = built.strategies[v][static_cast<std::size_t>(plan.choice[v])];
         plan.shardings.push_back({graph.nodes[v].name, s.name, s.inputs, s.output});
+        plan.node_compute_s.push_back(s.compute.value());
+      }
+      ALPASIM_CHECK(built.problem.cost_constant == 0.0) << "per-node costs would not sum to the cost";
+      const CostProblem& cp = built.problem;
+      for (std::size_t v = 0; v < cp.nodes.size(); ++v) {
+        plan.node_cost_s.push_back(cp.nodes[v].cost[static_cast<std::size_t>(plan.choice[v])]);
+      }
+      for (const CostProblem::Edge& e : cp.edges) {
+        const auto kv = static_cast<std::size_t>(cp.num_strategies(e.v));
+        plan.node_cost_s[static_cast<std::size_t>(e.v)] +=
+            e.cost[static_cast<std::size_t>(plan.choice[static_cast<std::size_t>(e.u)]) * kv +
+                   static_cast<std::size_t>(plan.choice[static_cast<std::size_t>(e.v)])];
       }
       if (options.weight_update_sharding) {
         rewrite_weight_updates(graph, mesh, hooks, built.strategies, &plan);

@@ -69,6 +69,13 @@ struct IntraOpPlan {
   core::Bytes memory_after_rewrite = core::bytes(0);
   std::vector<int> choice;                               ///< strategy index per node
   std::vector<schema::OperatorSharding> shardings;       ///< per node, for plan.json
+  /// Per node, seconds: its strategy's cost plus the resharding of its operands into the
+  /// layouts it reads (the weight -> update edge both ways), after the weight-update
+  /// rewrite; they sum to `cost` (the problem has no constant cost). Lets a caller charge
+  /// each operator's communication to its phase (forward, backward, recompute, optimizer).
+  std::vector<double> node_cost_s;
+  /// Per node, seconds: the compute part of its strategy's cost (CostHooks), <= node_cost_s.
+  std::vector<double> node_compute_s;
   std::vector<WeightUpdateSharding> weight_update_sharding;
   // Statistics.
   int nodes = 0;                ///< operators in the graph

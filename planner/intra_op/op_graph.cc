@@ -225,7 +225,8 @@ std::string IntraOpGraph::structural_key() const {
     for (const auto& m : n.operand_axis_map) list(m);
     list(n.splittable);
     list(n.reduce_axes);
-    os << n.norm_axis << ':' << n.state_bytes_per_element << ':' << n.flops << ';';
+    os << n.norm_axis << ':' << n.state_bytes_per_element << ':' << n.flops << ':'
+       << n.bytes_accessed << ';';
   }
   return os.str();
 }

@@ -77,6 +77,10 @@ struct IntraOpNode {
   /// Peak FLOPs of one execution of the unsharded operator (einsum: 2 · prod(loop sizes));
   /// 0 lets the pass derive it for einsums and ignore it for everything else.
   double flops = 0.0;
+
+  /// kElementwise / kSoftmax / kLayerNorm / kReduce: bytes the unsharded operator reads and
+  /// writes as one memory-bound kernel; 0 leaves its compute out (CostHooks::memory_bound).
+  std::int64_t bytes_accessed = 0;
 };
 
 /// A DAG of operators in topological order (operands before users).

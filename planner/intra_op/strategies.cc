@@ -350,6 +350,19 @@ std::vector<Strategy> enumerate_strategies(const IntraOpGraph& graph, int v,
       break;
   }
   ALPASIM_CHECK(!out.empty()) << "node " << v << " (\"" << n.name << "\") has no strategy";
+  if (hooks.memory_bound && n.bytes_accessed > 0 && n.kind != OpKind::kUpdate) {
+    // Shards of the work: a reduce's operand tiles (its result may be replicated after the
+    // all-reduce of split summed axes), every other operator's output tiles.
+    const std::int64_t devices = mesh.num_devices();
+    const core::Seconds even = hooks.memory_bound(core::bytes(n.bytes_accessed / devices));
+    for (Strategy& s : out) {
+      const schema::ShardingSpec& work =
+          n.kind == OpKind::kReduce && !s.inputs.empty() ? s.inputs[0] : s.output;
+      const std::int64_t shards = std::max<std::int64_t>(1, work.num_shards(mesh.rows, mesh.cols));
+      if (shards >= devices) continue;
+      s.compute += hooks.memory_bound(core::bytes(n.bytes_accessed / shards)) - even;
+    }
+  }
   return out;
 }
 

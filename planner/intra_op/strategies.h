@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,14 @@ struct CostHooks {
   /// §4.2 does (all strategies of a heavy operator split its work evenly); > 0 also charges
   /// strategies that leave a mesh axis idle for their replicated compute.
   double device_flops_per_s = 0.0;
+  /// Time of one device's memory-bound kernel over `bytes`, monotone in them; empty ignores
+  /// memory-bound compute. Set: a memory-bound operator's strategy (nodes with
+  /// bytes_accessed > 0) pays, as compute, what its tile costs beyond an even split over
+  /// the mesh, memory_bound(bytes / shards) - memory_bound(bytes / devices) >= 0: nothing
+  /// when its layout splits it over every device, its whole size less a share when it is
+  /// replicated (Megatron's layer norms and dropouts under tensor parallelism without
+  /// sequence parallelism). The even split itself is the caller's to add.
+  std::function<core::Seconds(core::Bytes)> memory_bound;
 };
 
 /// One parallel algorithm of one operator (Alpa §4.1, Table 3).

@@ -285,6 +285,8 @@ class Searcher {
         const Task& t = tasks[i];
         intra_op::CostHooks h;
         h.collective = hooks[static_cast<std::size_t>(t.hook)];
+        // Replicated memory-bound work (strategies.h); the even split is compute_for's.
+        h.memory_bound = [this](core::Bytes b) { return cost_.memory_bound(b); };
         intra_op::IntraOpOptions o;
         o.time_limit = core::seconds(30.0);
         const auto& graph = t.variant == 0 ? p.graphs.at(t.rep) : p.graphs_w.at(t.rep);
@@ -848,21 +850,36 @@ class Searcher {
     const auto& g = variant == 0 ? p.graphs.at(rep) : p.graphs_w.at(rep);
     const auto& ops = variant == 0 ? p.node_ops.at(rep) : p.node_ops_w.at(rep);
     const std::int64_t devices = mesh.num_devices();
-    // The pass prices forward and activation-gradient collectives per microbatch (weight
-    // gradients are not in its graph); a third is charged to the forward, two thirds to
-    // the backward (two matmuls per forward matmul there).
-    // Variant 1 priced its (weight-update-sharded) gradient collectives per microbatch:
-    // they are taken out here and priced once per iteration below, like variant 0's.
-    double comm = plan.cost.value();
-    for (const auto& w : plan.weight_update_sharding) comm -= w.reduce_scatter_plus_all_gather.value();
-    comm = std::max(0.0, comm);
-    c.fwd_comm_s = comm / 3;
-    c.bwd_comm_s = comm - c.fwd_comm_s;
+    // The pass prices each operator's collectives, the resharding of its operands and the
+    // work its layout adds to an even split (a replicated memory-bound operator computes
+    // its whole size on every device) per microbatch (plan.node_cost_s, of which
+    // node_compute_s is the work); each is charged to the operator's phase: forward,
+    // backward, recompute, or (variant 1's optimizer updates, once per iteration) the
+    // gradient synchronisation. Variant 1 priced its weight-update-sharded gradient
+    // collectives (backward) per microbatch: they are taken out here and priced once per
+    // iteration below, like variant 0's.
+    ALPASIM_CHECK(plan.node_cost_s.size() == g.nodes.size() && plan.node_compute_s.size() == g.nodes.size() &&
+                  ops.size() == g.nodes.size());
+    double fwd_work = 0, bwd_work = 0, rc_comm = 0, opt_comm = 0;
+    for (std::size_t v = 0; v < g.nodes.size(); ++v) {
+      const double work = plan.node_compute_s[v];
+      const double comm_v = plan.node_cost_s[v] - work;
+      switch (p.graph.op(ops[v]).phase) {
+        case ir::Phase::kForward: c.fwd_comm_s += comm_v; fwd_work += work; break;
+        case ir::Phase::kBackward: c.bwd_comm_s += comm_v; bwd_work += work; break;
+        case ir::Phase::kRecompute: rc_comm += plan.node_cost_s[v]; break;
+        case ir::Phase::kOptimizer: opt_comm += plan.node_cost_s[v]; break;
+      }
+    }
+    for (const auto& w : plan.weight_update_sharding) c.bwd_comm_s -= w.reduce_scatter_plus_all_gather.value();
+    c.bwd_comm_s = std::max(0.0, c.bwd_comm_s);
+    const double comm = c.fwd_comm_s + c.bwd_comm_s + rc_comm + opt_comm;
     const auto ct = compute_for(p, rep, devices);
-    c.fwd_s = ct.forward.value() + c.fwd_comm_s;
-    c.bwd_s = ct.backward.value() + c.bwd_comm_s;
-    c.rc_s = ct.recompute.value();
+    c.fwd_s = ct.forward.value() + fwd_work + c.fwd_comm_s;
+    c.bwd_s = ct.backward.value() + bwd_work + c.bwd_comm_s;
+    c.rc_s = ct.recompute.value() + rc_comm;
     c.opt_s = ct.optimizer.value();
+    c.grad_sync_s = opt_comm;
     const std::int64_t state_per_param =
         ir::optimizer_state_bytes_per_parameter(optimizer_, in_.dtype);
     // Gradient bytes per device to synchronise, by the mesh axes each weight is
@@ -880,20 +897,6 @@ class Searcher {
                (spec.uses_mesh_axis(1) ? intra_op::kAxis1 : 0u);
       }
       const std::int64_t bytes = op.out.bytes() / shards;
-      if (op.layer == rep && !op.is_source() && !op.is_matmul() && op.kind != ir::OpKind::kConv2d &&
-          shards < devices && op.phase != ir::Phase::kOptimizer) {
-        // A memory-bound operator computes its output tile on every device: a replicated
-        // one (Megatron's layer norms, dropouts and residual adds under tensor parallelism
-        // without sequence parallelism) its whole size. compute_for split it `devices`
-        // ways; the rest is added here (issue 15 #7). The pass's einsum strategies split
-        // their work over every device (strategies.h, device_flops_per_s = 0), so matmuls
-        // keep the even split.
-        const double extra = (adapters::op_compute(p.graph, op, shards, cost_) -
-                              adapters::op_compute(p.graph, op, devices, cost_)).value();
-        if (op.phase == ir::Phase::kForward) c.fwd_s += extra;
-        if (op.phase == ir::Phase::kBackward) c.bwd_s += extra;
-        if (op.phase == ir::Phase::kRecompute) c.rc_s += extra;
-      }
       if (op.layer != rep) {  // a weight of another layer read here (tied embedding)
         c.tied_owner = op.layer;
         c.tied_param_b += bytes;
@@ -938,11 +941,11 @@ class Searcher {
     c.bwd_flops = static_cast<double>(s.flops.matmul_backward) / d;
     c.rc_flops = static_cast<double>(s.flops.matmul_recompute) / d;
     if (std::getenv("ALPASIM_SEARCH_DEBUG") != nullptr) {
-      std::fprintf(stderr, "layer %d mbs %lld rc %d mesh %s: fwd %.3g bwd %.3g rc %.3g comm %.3g gs %.3g opt %.3g | param %lld opt %lld act %lld work %lld | %s %zu wus | %.3f s var %d nodes %d reduced %d\n",
+      std::fprintf(stderr, "layer %d mbs %lld rc %d mesh %s: fwd %.3g bwd %.3g rc %.3g comm %.3g gs %.3g opt %.3g | param %lld opt %lld act %lld work %lld | %s%s %zu wus | %.3f s var %d nodes %d reduced %d\n",
                    rep, static_cast<long long>(p.mbs), static_cast<int>(p.recompute), mesh.to_string().c_str(),
                    c.fwd_s, c.bwd_s, c.rc_s, comm, c.grad_sync_s, c.opt_s, static_cast<long long>(c.param_b),
                    static_cast<long long>(c.opt_b), static_cast<long long>(c.act_b),
-                   static_cast<long long>(c.work_b), plan.method.c_str(), sync_bytes.size(),
+                   static_cast<long long>(c.work_b), plan.method.c_str(), plan.proven_optimal ? "" : " (not proven optimal)", sync_bytes.size(),
                    plan.wall_time.value(), variant, plan.nodes, plan.reduced_nodes);
     }
     return c;

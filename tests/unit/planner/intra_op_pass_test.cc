@@ -12,7 +12,7 @@ CostHooks hooks_for(const LogicalMesh& mesh) {
   ab.mesh = mesh;
   ab.bandwidth = {core::gbyte_per_s(100.0), core::gbyte_per_s(100.0)};
   ab.latency = {core::microseconds(1.0), core::microseconds(1.0)};
-  return {ab, 0.0};
+  return {ab, 0.0, {}};
 }
 
 bool any_weight_sharded(const IntraOpPlan& plan) {

@@ -39,7 +39,7 @@ IntraOpPlan plan_mlp(const MlpShape& shape, const LogicalMesh& mesh, double flop
   o.algorithm = alg;
   o.weight_update_sharding = false;  // compare the ILP objective itself
   IntraOpPass pass;
-  auto plan = pass.run(mlp_graph(shape), mesh, {ab, flops_per_s}, o);
+  auto plan = pass.run(mlp_graph(shape), mesh, {ab, flops_per_s, {}}, o);
   ALPASIM_CHECK(plan.ok()) << plan.status().to_string();
   return plan.value();
 }

@@ -181,7 +181,8 @@ TEST_CASE("a memory-bound operator computes its tile: a replicated one its whole
   // intra_op_only: one stage on the 4 GPUs. Its forward compute is the even split of every
   // operator over the 4 GPUs (adapters::per_layer_compute) plus, for each memory-bound
   // operator the plan does not split 4 ways, its time on its tile instead of on a quarter
-  // (before: the even split whatever the layout).
+  // (before: the even split whatever the layout). The intra-op pass sees that price
+  // (CostHooks::memory_bound) and chooses layouts with it.
   planner::SearchInput in = tiny_input("intra_op_only");
   auto r = planner::search(in);
   REQUIRE(r.ok());
@@ -203,10 +204,18 @@ TEST_CASE("a memory-bound operator computes its tile: a replicated one its whole
   double extra = 0;
   int replicated = 0;
   for (const ir::Op& op : g.ops()) {
-    if (op.phase != ir::Phase::kForward || op.is_source() || op.is_matmul() || op.kind == ir::OpKind::kConv2d) continue;
+    // Memory-bound operators only: the embedding lookup and a two-operand reduce are
+    // contractions whose strategies split their work over every device.
+    if (op.phase != ir::Phase::kForward || op.is_source() || op.is_matmul() || op.kind == ir::OpKind::kConv2d ||
+        op.kind == ir::OpKind::kEmbedding || (op.kind == ir::OpKind::kReduce && op.inputs.size() == 2)) {
+      continue;
+    }
     auto it = sharding_of.find(op.name);
     if (it == sharding_of.end()) continue;
-    const std::int64_t shards = it->second->output.num_shards(stage.logical_rows, stage.logical_cols);
+    // A reduce works on its operand's tiles (its result may be replicated).
+    const schema::ShardingSpec& work =
+        op.kind == ir::OpKind::kReduce ? it->second->inputs.at(0) : it->second->output;
+    const std::int64_t shards = work.num_shards(stage.logical_rows, stage.logical_cols);
     if (shards >= 4) continue;
     ++replicated;
     extra += (planner::adapters::op_compute(g, op, shards, *in.cost) -

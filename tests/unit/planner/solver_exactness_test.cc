@@ -26,7 +26,7 @@ CostHooks hooks_for(const LogicalMesh& mesh) {
   ab.mesh = mesh;
   ab.bandwidth = {core::gbyte_per_s(10.0), core::gbyte_per_s(100.0)};
   ab.latency = {core::microseconds(2.0), core::microseconds(1.0)};
-  return {ab, 1e9};  // a slow device so replicated compute matters in the objective
+  return {ab, 1e9, {}};  // a slow device so replicated compute matters in the objective
 }
 
 double product_of_strategy_counts(const CostProblem& p) {

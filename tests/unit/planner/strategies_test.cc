@@ -18,7 +18,7 @@ CostHooks hooks_for(const LogicalMesh& mesh) {
   AlphaBetaCollectives ab;
   ab.mesh = mesh;
   ab.bandwidth = {core::gbyte_per_s(10.0), core::gbyte_per_s(100.0)};
-  return {ab, 0.0};
+  return {ab, 0.0, {}};
 }
 
 TEST_CASE("batched matmul strategies follow Alpa Table 3") {
@@ -49,6 +49,41 @@ TEST_CASE("batched matmul strategies follow Alpa Table 3") {
   // 4 loops, each mesh axis on one loop or none: 25 maps; 9 of them split k and add one
   // reduce-scatter variant per still-whole output axis.
   CHECK(all.size() > 25);
+}
+
+TEST_CASE("a memory-bound operator pays for the work its layout adds to an even split") {
+  // y = x + 1 over [8, 64] on a 2x2 mesh, reading and writing 4,096 bytes in all; the
+  // memory-bound hook charges 1 ns per byte. Split over both axes: nothing beyond the even
+  // split (1,024 bytes per device); over one axis: 2,048 - 1,024; replicated: 4,096 - 1,024.
+  GraphBuilder g;
+  const int x = g.input("x", {8, 64});
+  const int y = g.elementwise("y", {x});
+  IntraOpGraph graph = g.take();
+  graph.nodes[static_cast<std::size_t>(y)].bytes_accessed = 4096;
+  const LogicalMesh mesh{2, 2};
+  CostHooks hooks = hooks_for(mesh);
+  hooks.memory_bound = [](core::Bytes b) { return core::seconds(1e-9 * static_cast<double>(b.value())); };
+  const auto all = enumerate_strategies(graph, y, mesh, hooks);
+  int checked = 0;
+  for (const Strategy& s : all) {
+    const std::int64_t shards = s.output.num_shards(2, 2);
+    const double expected = shards == 4 ? 0.0 : 1e-9 * (4096.0 / static_cast<double>(shards) - 1024.0);
+    CHECK(s.compute.value() == doctest::Approx(expected).epsilon(kRel));
+    CHECK(s.cost().value() == doctest::Approx(s.communication.value() + expected).epsilon(kRel));
+    ++checked;
+  }
+  CHECK(checked == static_cast<int>(all.size()));
+  // Replicated, one axis, both axes all appear.
+  bool replicated = false, one_axis = false, both = false;
+  for (const Strategy& s : all) {
+    const std::int64_t shards = s.output.num_shards(2, 2);
+    replicated = replicated || shards == 1;
+    one_axis = one_axis || shards == 2;
+    both = both || shards == 4;
+  }
+  CHECK((replicated && one_axis && both));
+  // Without the hook (or without bytes) the same strategies cost no compute.
+  for (const Strategy& s : enumerate_strategies(graph, y, mesh, hooks_for(mesh))) CHECK(s.compute.value() == 0.0);
 }
 
 TEST_CASE("embedding lookup is vocabulary-parallel with an all-reduce") {
