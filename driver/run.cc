@@ -87,6 +87,23 @@ ir::SummaryOptions summary_options(const Scenario& scenario) {
 
 }  // namespace
 
+std::vector<std::string> scenario_warnings(const Scenario& scenario) {
+  std::vector<std::string> out;
+  const cluster::GpuSpec& gpu = scenario.cluster.gpu;
+  const core::DType dtype = scenario.training.dtype;
+  if (dtype != core::DType::kFp32 && gpu.peak(dtype).value() <= 0) {
+    // compute_cost.cc prices such GEMMs at the fp32 peak (emulated, as frameworks run them).
+    const double slower = gpu.peak_fp16.value() > 0 && gpu.peak_fp32.value() > 0
+                              ? gpu.peak_fp16.value() / gpu.peak_fp32.value() : 0.0;
+    out.push_back("training.dtype " + std::string(core::dtype_name(dtype)) + ": the " +
+                  gpu.display_name + " has no " + std::string(core::dtype_name(dtype)) +
+                  " tensor cores, so its matmuls are priced at the fp32 peak" +
+                  (slower > 0 ? " (" + core::format_fixed(slower, 1) + "x below fp16)" : std::string()) +
+                  "; use \"fp16\" to train in 16 bits on this GPU");
+  }
+  return out;
+}
+
 core::Result<RunReport> run_scenario(const Scenario& scenario, const RunSettings& settings) {
   // The header and the model summary; the summary's microbatch size and recomputation are
   // the plan's (`options`), so it is written once the plan is known.
@@ -115,6 +132,8 @@ core::Result<RunReport> run_scenario(const Scenario& scenario, const RunSettings
     j["scenario_file"] = scenario.file;
     j["scenario"] = scenario_to_json(scenario);
     j["model_summary"] = ir::summary_to_json(summary);
+    report->warnings = scenario_warnings(scenario);
+    if (!report->warnings.empty()) j["warnings"] = report->warnings;
     return core::ok_status();
   };
 

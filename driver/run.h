@@ -4,6 +4,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/json_reader.h"
 #include "core/status.h"
@@ -19,7 +20,14 @@ struct RunReport {
   std::string text;  ///< the human summary
   std::optional<schema::Plan> plan;                   ///< the plan, when one was made or read
   std::optional<sim::PipelineSimulation> simulation;  ///< its simulated iteration
+  /// What the user should know although the run succeeded (scenario_warnings); also in
+  /// `json["warnings"]` when there are any. The CLI prints each on stderr.
+  std::vector<std::string> warnings;
 };
+
+/// Settings that work but are probably not what the user meant: a 16-bit format the GPU
+/// has no tensor cores for (bf16 on V100 runs at the fp32 peak, about 8x below fp16).
+std::vector<std::string> scenario_warnings(const Scenario& scenario);
 
 struct RunSettings {
   /// Report wall-clock measurements (search.wall_time_s). Everything else in the output

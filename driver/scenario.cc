@@ -54,6 +54,9 @@ Result<TrainingConfig> parse_training(JsonObject obj) {
       t.num_microbatches = n;
     }
   }
+  if (obj.has("seq_len")) {
+    ALPASIM_ASSIGN_OR_RETURN(t.seq_len, obj.get_count("seq_len", L::kMaxSeqLen));
+  }
   ALPASIM_RETURN_IF_ERROR(obj.finish());
   return t;
 }
@@ -248,6 +251,20 @@ Result<Scenario> parse_document(const core::JsonDocument& doc,
   ALPASIM_ASSIGN_OR_RETURN(s.cluster, cluster::parse_cluster_spec(cluster));
   ALPASIM_ASSIGN_OR_RETURN(JsonObject training, obj.get_object("training"));
   ALPASIM_ASSIGN_OR_RETURN(s.training, parse_training(std::move(training)));
+  if (s.training.seq_len) {
+    // The training length wins over the model's (an HF config's max_position_embeddings
+    // is the longest context the model supports, not what a run trains on).
+    if (auto* t = std::get_if<ir::TransformerConfig>(&s.model.spec)) {
+      t->seq_len = *s.training.seq_len;
+    } else if (auto* f = std::get_if<ir::ModelFileConfig>(&s.model.spec); f != nullptr && f->format == "hf_config") {
+      f->seq_len = *s.training.seq_len;
+    } else {
+      return root.child("training", root.raw()["training"])
+          .child("seq_len", root.raw()["training"]["seq_len"])
+          .error("expected no seq_len for this model (it applies to transformers: a builtin "
+                 "transformer or an hf_config file), got " + std::to_string(*s.training.seq_len));
+    }
+  }
   if (auto profile = obj.optional("profile")) {
     ALPASIM_ASSIGN_OR_RETURN(s.profile, parse_profile(*profile, base_dir));
   } else {
@@ -321,6 +338,7 @@ core::Json scenario_to_json(const Scenario& s) {
   training["global_batch_size"] = s.training.global_batch_size;
   training["dtype"] = std::string(core::dtype_name(s.training.dtype));
   training["optimizer"] = s.training.optimizer;
+  if (s.training.seq_len) training["seq_len"] = *s.training.seq_len;
   training["microbatches"] =
       s.training.num_microbatches ? Json(*s.training.num_microbatches) : Json("auto");
   j["training"] = training;

@@ -21,6 +21,9 @@ struct TrainingConfig {
   std::string optimizer;  ///< "adam" (mixed precision: fp32 master weights + 2 moments) or "sgd"
   /// Microbatches per iteration; nullopt = "auto" (the planner chooses).
   std::optional<std::int64_t> num_microbatches;
+  /// Tokens per sequence when given (training.seq_len): replaces the model's seq_len
+  /// (builtin transformers and hf_config; an error for other models).
+  std::optional<std::int64_t> seq_len;
 };
 
 /// A Megatron-style 3D-parallel plan: search.megatron.

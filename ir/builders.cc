@@ -297,7 +297,7 @@ core::Result<Graph> build_forward_graph(const ModelConfig& config, const BuildOp
   }
   const auto& f = std::get<ModelFileConfig>(config.spec);
   if (f.format == "hf_config") {
-    ALPASIM_ASSIGN_OR_RETURN(TransformerConfig t, read_hf_config(f.path, f.path_as_written));
+    ALPASIM_ASSIGN_OR_RETURN(TransformerConfig t, read_hf_config(f.path, f.path_as_written, f.seq_len));
     t.fused_attention = f.fused_attention;
     // The same size limits as a builtin model (core/limits.h), for this microbatch.
     if (std::string problem = model_size_problem(ModelConfig{config.name, t}, options.microbatch_size);

@@ -180,6 +180,9 @@ Result<ModelConfig> parse_model_config(const core::JsonValue& value,
     ALPASIM_ASSIGN_OR_RETURN(f.format, obj.get_enum("format", file_formats()));
     if (f.format == "hf_config") {
       ALPASIM_ASSIGN_OR_RETURN(f.fused_attention, obj.get_bool_or("fused_attention", true));
+      if (obj.has("seq_len")) {
+        ALPASIM_ASSIGN_OR_RETURN(f.seq_len, obj.get_count("seq_len", L::kMaxSeqLen));
+      }
     }
     std::filesystem::path p(f.path_as_written);
     f.path = p.is_absolute() ? p : base_dir / p;
@@ -235,6 +238,7 @@ core::Json model_config_to_json(const ModelConfig& config) {
     j["file"] = f.path_as_written;
     j["format"] = f.format;
     if (f.format == "hf_config") j["fused_attention"] = f.fused_attention;
+    if (f.format == "hf_config" && f.seq_len > 0) j["seq_len"] = f.seq_len;
   }
   return j;
 }

@@ -71,6 +71,10 @@ struct ModelFileConfig {
   /// "hf_config" only: TransformerConfig::fused_attention of the imported model (the
   /// scenario key "fused_attention", default true).
   bool fused_attention = true;
+  /// "hf_config" only: tokens per sequence (the model key "seq_len", or the scenario's
+  /// training.seq_len); 0 = the config's max_position_embeddings (n_positions), the
+  /// longest context the model supports, which is rarely the training length.
+  std::int64_t seq_len = 0;
 };
 
 /// The scenario's "model" block.

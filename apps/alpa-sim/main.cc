@@ -130,6 +130,7 @@ int run(const Options& opt) {
   core::Result<driver::RunReport> report = driver::run_scenario(*scenario, settings);
   if (show_progress) std::cerr << "\r\033[K" << std::flush;
   if (!report.ok()) return report_error(report.status());
+  for (const std::string& w : report->warnings) std::cerr << "alpa-sim: warning: " << w << "\n";
   if (!opt.out_dir.empty()) {
     if (auto st = driver::write_run_outputs(*report, *scenario, opt.out_dir); !st.ok()) {
       return report_error(st);

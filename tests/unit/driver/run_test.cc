@@ -9,6 +9,20 @@
 namespace alpasim::driver {
 namespace {
 
+TEST_CASE("bf16 on a GPU without bf16 tensor cores is a warning, fp16 is not") {
+  Scenario s = load_default_scenario().value();  // 8 V100
+  s.training.dtype = core::DType::kBf16;
+  const auto warnings = scenario_warnings(s);
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("V100") != std::string::npos);
+  CHECK(warnings[0].find("no bf16 tensor cores") != std::string::npos);
+  CHECK(warnings[0].find("(8.0x below fp16)") != std::string::npos);  // 125 / 15.7 TFLOP/s
+  s.training.dtype = core::DType::kFp16;
+  CHECK(scenario_warnings(s).empty());
+  s.training.dtype = core::DType::kFp32;
+  CHECK(scenario_warnings(s).empty());
+}
+
 // The default scenario is searched (mode "alpa"): a whole planner run, a few seconds.
 TEST_CASE("the same scenario gives byte-identical JSON without wall-clock fields") {
   RunSettings settings;

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include "ir/builders.h"
+
 namespace alpasim::driver {
 namespace {
 
@@ -35,6 +37,52 @@ TEST_CASE("the issue's fixed spellings parse") {
   CHECK_FALSE(s.training.num_microbatches.has_value());
   CHECK(s.profile.preset == "auto");
   CHECK(s.search.time_limit_s == 600);
+}
+
+TEST_CASE("training.seq_len replaces the model's sequence length, for an HF config too") {
+  // Builtin transformer: model.seq_len 2048 -> 1024; the echo keeps the override.
+  std::string text = kBase;
+  const std::string from = R"("microbatches": "auto"})";
+  text.replace(text.find(from), from.size(), R"("microbatches": "auto", "seq_len": 1024})");
+  Scenario s = parse_scenario(text, "s.json", ".").value();
+  CHECK(std::get<ir::TransformerConfig>(s.model.spec).seq_len == 1024);
+  CHECK(s.training.seq_len == 1024);
+  CHECK(scenario_to_json(s)["training"]["seq_len"] == 1024);
+  // An HF config trains on max_position_embeddings (32,768 for Qwen2-0.5B) unless told:
+  // by training.seq_len, or by "seq_len" in the model block. The graph follows it.
+  const std::string dir = std::string(ALPASIM_SOURCE_DIR) + "/tests/data/ir";
+  auto hf = [&](const std::string& model_extra, const std::string& training_extra) {
+    const std::string t = R"({"schema_version": 1,
+      "model": {"file": "qwen2_0_5b_config.json", "format": "hf_config")" + model_extra + R"(},
+      "cluster": {"preset": "dgx-a100-80gb", "nodes": 1},
+      "training": {"global_batch_size": 8, "dtype": "bf16")" + training_extra + "}}";
+    return parse_scenario(t, "s.json", dir);
+  };
+  auto tokens = [](const Scenario& sc) {
+    ir::BuildOptions bo;
+    bo.microbatch_size = 1;
+    const ir::Graph g = ir::build_forward_graph(sc.model, bo).value();
+    for (const ir::Op& op : g.ops()) {
+      if (op.kind == ir::OpKind::kInput) return op.out.num_elements();
+    }
+    return std::int64_t{0};
+  };
+  CHECK(tokens(hf("", "").value()) == 32768);
+  const Scenario by_training = hf("", R"(, "seq_len": 2048)").value();
+  CHECK(tokens(by_training) == 2048);
+  CHECK(std::get<ir::ModelFileConfig>(by_training.model.spec).seq_len == 2048);
+  CHECK(ir::model_config_to_json(by_training.model)["seq_len"] == 2048);
+  CHECK(tokens(hf(R"(, "seq_len": 1024)", "").value()) == 1024);
+  CHECK(tokens(hf(R"(, "seq_len": 1024)", R"(, "seq_len": 512)").value()) == 512);  // training wins
+  // Models with fixed shapes refuse it, naming the key.
+  const std::string resnet = R"({"schema_version": 1,
+    "model": {"builtin": "wide_resnet", "num_layers": 50, "base_channels": 64, "width_factor": 2},
+    "cluster": {"preset": "dgx-a100-80gb", "nodes": 1},
+    "training": {"global_batch_size": 8, "dtype": "fp16", "seq_len": 2048}})";
+  auto r = parse_scenario(resnet, "s.json", ".");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message().find("/training/seq_len") != std::string::npos);
+  CHECK(r.status().message().find("got 2048") != std::string::npos);
 }
 
 TEST_CASE("scenario errors name the file, the JSON path, what was expected and found") {
