@@ -23,12 +23,16 @@ using core::Json;
 constexpr std::size_t kMaxTimelineTasks = 4000;
 
 std::string megatron_summary(const MegatronPlanConfig& m) {
-  std::string s = "tp " + std::to_string(m.tp) + " · pp " + std::to_string(m.pp) + " · dp " +
-                  std::to_string(m.dp) + ", microbatch " + std::to_string(m.microbatch_size);
-  if (m.interleave > 1) s += ", interleave " + std::to_string(m.interleave);
-  if (m.recompute != schema::Recompute::kNone) s += ", recompute";
-  if (m.sequence_parallel) s += ", sequence parallel";
-  if (m.zero_stage > 0) s += ", ZeRO-" + std::to_string(m.zero_stage);
+  schema::MegatronShape shape;
+  shape.tp = m.tp;
+  shape.pp = m.pp;
+  shape.dp = m.dp;
+  shape.mbs = m.microbatch_size;
+  shape.vp = m.interleave;
+  shape.recompute = m.recompute;
+  std::string s = shape.to_string();
+  if (m.sequence_parallel) s += " sequence_parallel";
+  if (m.zero_stage > 0) s += " zero_stage=" + std::to_string(m.zero_stage);
   return s;
 }
 
@@ -71,9 +75,12 @@ core::Result<PointResult> evaluate_point(const Scenario& scenario) {
   return p;
 }
 
-// "pp 4: 2×(1×8), 2×(2×4) meshes, 32 microbatches, 1F1B, recompute full": consecutive
-// stages with the same logical mesh are counted, not repeated.
+// A 3D grid in Megatron-LM's terms ("tp=8 pp=4 dp=2 cp=1 ep=1 mbs=1 vp=1 recompute=full",
+// schema::megatron_shape); any other plan as "pp 4: 2×(1×8), 2×(2×4) meshes, 32
+// microbatches, 1F1B, recompute full", consecutive stages with the same logical mesh
+// counted, not repeated.
 std::string plan_summary(const schema::Plan& plan) {
+  if (const auto shape = schema::megatron_shape(plan)) return shape->to_string();
   std::string meshes;
   for (std::size_t i = 0; i < plan.stages.size();) {
     std::size_t j = i;

@@ -104,6 +104,9 @@ void add_search_json(const SearchRun& run, bool include_timing, Json* out) {
   const planner::SearchResult& r = run.result;
   Json& j = *out;
   j["plan"] = schema::plan_to_json(r.plan);
+  // The plan's grid in Megatron-LM's terms, null when it is not a 3D grid (schema/plan.h).
+  const auto shape = schema::megatron_shape(r.plan);
+  j["plan_megatron"] = shape ? shape->to_json() : Json(nullptr);
   Json prediction = simulation_report_json(run.simulation.report);
   prediction["search_prediction"] = prediction_members(r.prediction);
   prediction["num_microbatches"] = r.plan.num_microbatches;
@@ -132,6 +135,9 @@ std::string search_text(const SearchRun& run, bool include_timing) {
   if (plan.interleave > 1) s << " x" << plan.interleave << " virtual stages";
   s << ", " << plan.num_microbatches << " microbatches, recompute "
     << schema::recompute_name(plan.recompute) << "):\n";
+  if (const auto shape = schema::megatron_shape(plan)) {
+    s << "  in Megatron-LM terms: " << shape->to_string() << "\n";
+  }
   for (std::size_t i = 0; i < plan.stages.size(); ++i) {
     const auto& st = plan.stages[i];
     s << "  stage " << i << "  layers [" << st.layer_begin << ", " << st.layer_end << ")  submesh "

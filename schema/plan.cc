@@ -1,5 +1,6 @@
 #include "schema/plan.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -283,6 +284,45 @@ core::Json plan_to_json(const Plan& plan) {
 Result<Plan> read_plan_file(const std::filesystem::path& path) {
   ALPASIM_ASSIGN_OR_RETURN(core::JsonDocument doc, core::read_json_file(path));
   return parse_plan(JsonValue::root(doc), path.parent_path());
+}
+
+std::string MegatronShape::to_string() const {
+  return "tp=" + std::to_string(tp) + " pp=" + std::to_string(pp) + " dp=" + std::to_string(dp) +
+         " cp=" + std::to_string(cp) + " ep=" + std::to_string(ep) + " mbs=" + std::to_string(mbs) +
+         " vp=" + std::to_string(vp) + " recompute=" + std::string(recompute_name(recompute));
+}
+
+core::Json MegatronShape::to_json() const {
+  return core::Json{{"tp", tp}, {"pp", pp}, {"dp", dp}, {"cp", cp}, {"ep", ep},
+                    {"mbs", mbs}, {"vp", vp}, {"recompute", std::string(recompute_name(recompute))}};
+}
+
+std::optional<MegatronShape> megatron_shape(const Plan& plan) {
+  if (plan.stages.empty() || plan.interleave < 1 || plan.num_microbatches < 1 ||
+      plan.stages.size() % static_cast<std::size_t>(plan.interleave) != 0) {
+    return std::nullopt;
+  }
+  const PlanStage& first = plan.stages.front();
+  for (const PlanStage& st : plan.stages) {
+    if (st.logical_rows != first.logical_rows || st.logical_cols != first.logical_cols ||
+        st.submesh_nodes != first.submesh_nodes ||
+        st.submesh_gpus_per_node != first.submesh_gpus_per_node) {
+      return std::nullopt;
+    }
+  }
+  MegatronShape m;
+  m.tp = first.logical_cols;
+  m.dp = first.logical_rows;
+  m.vp = plan.interleave;
+  m.pp = static_cast<std::int64_t>(plan.stages.size()) / plan.interleave;
+  m.recompute = plan.recompute;
+  // Megatron's tensor-parallel group lives inside a node.
+  if (m.tp < 1 || m.dp < 1 || m.tp > std::max<std::int64_t>(1, first.submesh_gpus_per_node)) return std::nullopt;
+  if (m.pp > 1 && plan.schedule == Schedule::kGpipe) return std::nullopt;
+  const std::int64_t per_microbatch = plan.global_batch_size / plan.num_microbatches;
+  if (plan.global_batch_size % plan.num_microbatches != 0 || per_microbatch % m.dp != 0) return std::nullopt;
+  m.mbs = per_microbatch / m.dp;
+  return m;
 }
 
 }  // namespace alpasim::schema

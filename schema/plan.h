@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,28 @@ struct Plan {
   std::string generator;  ///< who wrote it, e.g. "alpa-sim 0.1.0 search.mode=alpa"
   friend bool operator==(const Plan& a, const Plan& b);
 };
+
+/// A plan's pipeline grid in Megatron-LM's terms (its flags --tensor-model-parallel-size,
+/// --pipeline-model-parallel-size, data parallelism, --context-parallel-size,
+/// --expert-model-parallel-size, --micro-batch-size, virtual pipeline stages, recompute).
+struct MegatronShape {
+  std::int64_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
+  std::int64_t mbs = 1;  ///< sequences per microbatch per data-parallel replica
+  std::int64_t vp = 1;   ///< virtual pipeline stages (model chunks) per GPU
+  Recompute recompute = Recompute::kNone;
+  /// "tp=8 pp=8 dp=16 cp=1 ep=1 mbs=1 vp=2 recompute=none".
+  std::string to_string() const;
+  core::Json to_json() const;
+};
+
+/// The plan as a 3D grid, or nullopt when it is not one: every physical stage (stages /
+/// interleave) on a logical mesh of the same rows x cols inside whole nodes or one node,
+/// a 1F1B schedule when pp > 1, and each microbatch split evenly over the rows. Then
+/// tp = cols (the model axis), dp = rows, mbs = global_batch_size / (num_microbatches · dp),
+/// cp = ep = 1. The operator shardings are not checked: tp names the grid's model axis, not
+/// a promise that the intra-op solution splits each matmul as Megatron's column/row-parallel
+/// linears do.
+std::optional<MegatronShape> megatron_shape(const Plan& plan);
 
 /// Reads a plan file and validates it (validate_plan).
 core::Result<Plan> read_plan_file(const std::filesystem::path& path);

@@ -1702,10 +1702,14 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
             cand.problem = std::move(pb).value();
             cand.plan = std::move(plan);
             cand.bound = bound.value();
-            cand.description = "tp=" + std::to_string(tp) + " pp=" + std::to_string(pp) +
-                               " dp=" + std::to_string(dp) + " mbs=" + std::to_string(mbs) +
-                               " v=" + std::to_string(v) + " recompute=" +
-                               std::string(schema::recompute_name(rc));
+            schema::MegatronShape shape;
+            shape.tp = tp;
+            shape.pp = pp;
+            shape.dp = dp;
+            shape.mbs = mbs;
+            shape.vp = v;
+            shape.recompute = rc;
+            cand.description = shape.to_string();
             cands.push_back(std::move(cand));
           }
         }

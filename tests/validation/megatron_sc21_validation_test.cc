@@ -193,5 +193,116 @@ TEST_CASE("Korthikanti 2022 table 4: one 22B layer's forward/backward within 15%
   CHECK(worst <= 0.15);
 }
 
+// Megatron-Core's H100 weak-scaling table (Megatron-LM README, r0.8.0, 2024; issue 20 (7)):
+// 9 runs from 48 to 6,144 H100. Plan choices, fixed before the first run and stated in
+// docs/validation.md: t, p, d, global batch, layers, hidden, heads, sequence 4,096 and
+// vocabulary 131,072 as published; a GPT block (4h MLP: the table gives no FFN size); bf16
+// mixed-precision Adam with Megatron-Core's standard performance flags: distributed
+// optimizer (ZeRO-1), sequence parallelism when t > 1, flash attention, no recomputation,
+// gradient-accumulation fusion; microbatch 1 and the SC'21 interleaving rule above (neither
+// is published). The published figure is model FLOP/s (41 % MFU = 408.8 of 989 TFLOP/s), so
+// it is compared with model_tflops_per_gpu. The runs overlapped their tensor-parallel,
+// gradient and parameter-gather communication with compute, which alpa-sim does not model
+// yet (issue 16): expect predictions below the published figures where that communication
+// is exposed. Target (issue 16, H100 group): MAPE <= 8 %, no row worse than 20 %.
+const cost_model::CalibratedParams& h100_params() {
+  static const cost_model::CalibratedParams params = [] {
+    auto shipped = cost_model::calibrate_shipped_profiles(ALPASIM_SOURCE_DIR "/profiles");
+    REQUIRE(shipped.ok());
+    auto p = cost_model::params_for_preset(*shipped, "dgx-h100");
+    REQUIRE(p.ok());
+    return *p;
+  }();
+  return params;
+}
+
+struct H100Row {
+  std::string model;
+  double published = 0, predicted = 0;
+};
+
+// Every H100 row of the table, evaluated with the plan choices above; prints the table.
+std::vector<H100Row> h100_weak_scaling_rows() {
+  const auto all = read_csv(ALPASIM_SOURCE_DIR "/validation/data/megatron_readme_tables.csv");
+  std::vector<H100Row> out;
+  std::printf("%-6s %3s %3s %3s %5s %5s %3s %10s %10s %8s %9s %8s\n", "model", "t", "p", "d", "GPUs",
+              "batch", "v", "published", "predicted", "error", "iter_s", "bubble");
+  for (const auto& row : all) {
+    if (row.at("table").rfind("H100 weak scaling", 0) != 0) continue;
+    const std::int64_t gpus = as_int(row.at("num_gpus"));
+    const std::int64_t layers = as_int(row.at("num_layers"));
+    MegatronPlan plan;
+    plan.tp = as_int(row.at("tensor_parallel"));
+    plan.pp = as_int(row.at("pipeline_parallel"));
+    plan.dp = as_int(row.at("data_parallel"));
+    REQUIRE(plan.tp * plan.pp * plan.dp == gpus);
+    plan.microbatch_size = 1;
+    plan.interleave = plan.pp > 1 ? smallest_divisor_above_one(layers / plan.pp) : 1;
+    plan.recompute = ir::RecomputePolicy::kNone;
+    plan.sequence_parallel = plan.tp > 1;
+    plan.zero_stage = 1;
+    plan.gradient_accumulation_fusion = true;
+    TrainingSetup training;
+    training.global_batch_size = as_int(row.at("global_batch_size"));
+    training.dtype = core::DType::kBf16;
+    auto spec = cluster::make_preset_cluster("dgx-h100", gpus / 8);
+    REQUIRE(spec.ok());
+    auto cm = cost_model::CostModel::create(*spec, h100_params());
+    REQUIRE(cm.ok());
+    ir::ModelConfig model = gpt(layers, as_int(row.at("hidden_size")), as_int(row.at("attention_heads")),
+                                as_int(row.at("seq_len")), as_int(row.at("vocab_size")));
+    std::get<ir::TransformerConfig>(model.spec).fused_attention = true;
+    auto lowered = lower_megatron_plan(model, training, plan, *cm);
+    REQUIRE_MESSAGE(lowered.ok(), lowered.status().message());
+    auto sim = simulate_pipeline(lowered->problem);
+    REQUIRE(sim.ok());
+    CHECK(sim->report.overflows.empty());
+    H100Row r;
+    r.model = row.at("model");
+    r.published = std::stod(row.at("achieved_tflops_per_gpu"));
+    r.predicted = core::to_tflops_per_s(sim->report.model_flops_per_gpu);
+    const double error = (r.predicted - r.published) / r.published;
+    std::printf("%-6s %3lld %3lld %3lld %5lld %5lld %3lld %10.1f %10.1f %+7.1f%% %9.3f %7.1f%%\n",
+                r.model.c_str(), static_cast<long long>(plan.tp), static_cast<long long>(plan.pp),
+                static_cast<long long>(plan.dp), static_cast<long long>(gpus),
+                static_cast<long long>(training.global_batch_size), static_cast<long long>(plan.interleave),
+                r.published, r.predicted, error * 100.0, sim->report.iteration_time.value(),
+                sim->report.bubble_fraction * 100.0);
+    out.push_back(r);
+  }
+  return out;
+}
+
+TEST_CASE("Megatron-Core H100 weak scaling (README table): all 9 runs evaluate, fit memory, finite") {
+  const auto rows = h100_weak_scaling_rows();
+  REQUIRE(rows.size() == 9);
+  for (const auto& r : rows) {
+    CAPTURE(r.model);
+    CHECK(std::isfinite(r.predicted));
+    CHECK(r.predicted > 0);
+  }
+}
+
+// The target is NOT met (2026-11-25: MAPE 22.7 %, worst row -42.9 %; every row but the
+// largest predicted slower than published; docs/validation.md): the runs overlapped
+// communication that alpa-sim still exposes. may_fail keeps the table and the two target
+// checks in every run without failing the suite (the test above is not optional). Remove
+// may_fail when issue 16's overlaps are modelled.
+TEST_CASE("Megatron-Core H100 weak scaling (README table): model TFLOP/s per GPU, MAPE <= 8%, no row worse than 20%" *
+          doctest::may_fail()) {
+  const auto rows = h100_weak_scaling_rows();
+  REQUIRE(rows.size() == 9);
+  double sum_abs = 0, worst = 0;
+  for (const auto& r : rows) {
+    const double error = std::abs(r.predicted - r.published) / r.published;
+    sum_abs += error;
+    worst = std::max(worst, error);
+  }
+  const double mape = sum_abs / static_cast<double>(rows.size());
+  std::printf("MAPE %.1f%%, worst row %.1f%%\n", mape * 100.0, worst * 100.0);
+  CHECK(mape <= 0.08);
+  CHECK(worst <= 0.20);
+}
+
 }  // namespace
 }  // namespace alpasim::sim::lowering

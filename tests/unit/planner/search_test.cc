@@ -277,6 +277,24 @@ TEST_CASE("pipeline sends that leave a node share its NICs: 1 NIC vs 8 per node"
   CHECK(one.prediction.iteration_time_s > eight.prediction.iteration_time_s);
 }
 
+TEST_CASE("the Megatron grid's plan reads back in Megatron-LM's terms as the grid described it") {
+  for (const std::int64_t gpus : {4, 8}) {
+    planner::SearchInput in = tiny_input("megatron");
+    if (gpus == 8) {
+      in.cluster = cluster::make_preset_cluster("aws-p3.16xlarge", 1).value();
+      in.cost = cost_model::CostModel::create(
+                    in.cluster, cost_model::params_for_preset(shipped(), "aws-p3.16xlarge").value())
+                    .value();
+    }
+    auto r = planner::search(in);
+    REQUIRE(r.ok());
+    const auto shape = schema::megatron_shape(r.value().plan);
+    REQUIRE(shape.has_value());
+    CHECK(r.value().explanation.at(0) == "mode megatron: " + shape->to_string());
+    CHECK(shape->tp * shape->pp * shape->dp == gpus);
+  }
+}
+
 TEST_CASE("a plan without weight-update sharding keeps whole optimizer states per replica") {
   // intra_op_only: one stage on the 4 GPUs; the search writes weight_update_sharding = true
   // (states split over the 4 devices). The same plan with the flag off keeps each replica's

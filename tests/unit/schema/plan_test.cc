@@ -77,5 +77,49 @@ TEST_CASE("interleaved stages reuse meshes with period stages / interleave") {
   CHECK(parse_text(text).ok());
 }
 
+TEST_CASE("a 3D grid plan reads in Megatron-LM's terms; other plans do not") {
+  // kPlan: a 2x2 and a 1x4 mesh: not one grid.
+  Plan plan = parse_text(kPlan).value();
+  CHECK_FALSE(megatron_shape(plan).has_value());
+  // Both stages 2x2 (rows = data parallel 2, cols = tensor parallel 2): 16 sequences in 4
+  // microbatches of 4, 2 per replica.
+  plan.stages[1].logical_rows = 2;
+  plan.stages[1].logical_cols = 2;
+  auto shape = megatron_shape(plan);
+  REQUIRE(shape.has_value());
+  CHECK(shape->to_string() == "tp=2 pp=2 dp=2 cp=1 ep=1 mbs=2 vp=1 recompute=none");
+  CHECK(shape->to_json() == core::Json{{"tp", 2}, {"pp", 2}, {"dp", 2}, {"cp", 1}, {"ep", 1},
+                                        {"mbs", 2}, {"vp", 1}, {"recompute", "none"}});
+  // Interleaved: two chunks per mesh, so pp = stages / 2.
+  Plan chunks = plan;
+  chunks.interleave = 2;
+  chunks.schedule = Schedule::kInterleavedOneFOneB;
+  chunks.recompute = Recompute::kFull;
+  chunks.stages.push_back(plan.stages[0]);
+  chunks.stages.push_back(plan.stages[1]);
+  CHECK(megatron_shape(chunks)->to_string() == "tp=2 pp=2 dp=2 cp=1 ep=1 mbs=2 vp=2 recompute=full");
+  // A microbatch of 4 does not split over 8 rows; GPipe is not Megatron's schedule; a model
+  // axis wider than the submesh's node share is not a tensor-parallel group.
+  Plan rows = plan;
+  for (auto& st : rows.stages) {
+    st.logical_rows = 4;
+    st.logical_cols = 1;
+  }
+  CHECK(megatron_shape(rows)->to_string() == "tp=1 pp=2 dp=4 cp=1 ep=1 mbs=1 vp=1 recompute=none");
+  rows.num_microbatches = 8;  // 2 sequences per microbatch, 4 rows
+  CHECK_FALSE(megatron_shape(rows).has_value());
+  Plan gpipe = plan;
+  gpipe.schedule = Schedule::kGpipe;
+  CHECK_FALSE(megatron_shape(gpipe).has_value());
+  Plan wide = plan;
+  for (auto& st : wide.stages) {
+    st.submesh_nodes = 2;
+    st.submesh_gpus_per_node = 2;
+    st.logical_rows = 1;
+    st.logical_cols = 4;
+  }
+  CHECK_FALSE(megatron_shape(wide).has_value());
+}
+
 }  // namespace
 }  // namespace alpasim::schema
