@@ -106,9 +106,44 @@ core::Result<OperatorShardings> match_operator_shardings(const Plan& plan, const
         return core::invalid_argument(where + "/op: expected an operator of the model graph, got \"" + sh.op + "\"");
       }
       const std::size_t occurrence = seen[sh.op]++;
-      if (occurrence >= it->second.size()) continue;  // more entries than ops of that name
+      if (occurrence >= it->second.size()) {
+        return core::invalid_argument(where + "/op: expected each operator once per stage, got \"" + sh.op +
+                                      "\" " + std::to_string(occurrence + 1) + " times (the model has " +
+                                      std::to_string(it->second.size()) + " of that name)");
+      }
       const ir::Op& o = g.op(it->second[occurrence]);
-      if (op_stage[static_cast<std::size_t>(o.id)] == s) r.hint[static_cast<std::size_t>(o.id)] = &sh;
+      const std::int32_t owner = op_stage[static_cast<std::size_t>(o.id)];
+      if (owner == s) {
+        r.hint[static_cast<std::size_t>(o.id)] = &sh;
+      } else {
+        // A tensor of another stage may carry the layout this stage reads it in (a received
+        // activation or gradient, a tied weight); an operator this stage neither runs nor
+        // reads is a plan for the wrong stage.
+        bool read_here = false;
+        for (OpId u : g.consumers(o.id)) read_here = read_here || op_stage[static_cast<std::size_t>(u)] == s;
+        if (!read_here) {
+          return core::invalid_argument(where + "/op: expected an operator of stage " + std::to_string(s) +
+                                        " or a tensor it reads, got \"" + sh.op + "\" of stage " +
+                                        std::to_string(owner));
+        }
+      }
+      // Each spec must have the rank of the tensor it lays out.
+      auto rank_error = [&](const std::string& field, const ShardingSpec& spec, OpId t) -> core::Status {
+        const auto rank = static_cast<int>(g.op(t).out.shape.size());
+        if (spec.rank() == rank) return core::ok_status();
+        return core::invalid_argument(where + "/" + field + ": expected a spec of rank " + std::to_string(rank) +
+                                      " (\"" + g.op(t).name + "\" has " + std::to_string(rank) +
+                                      " dimensions), got \"" + spec.to_string() + "\"");
+      };
+      ALPASIM_RETURN_IF_ERROR(rank_error("output", sh.output, o.id));
+      if (sh.inputs.size() > o.inputs.size()) {
+        return core::invalid_argument(where + "/inputs: expected at most " + std::to_string(o.inputs.size()) +
+                                      " specs (\"" + sh.op + "\" has that many operands), got " +
+                                      std::to_string(sh.inputs.size()));
+      }
+      for (std::size_t i = 0; i < sh.inputs.size(); ++i) {
+        ALPASIM_RETURN_IF_ERROR(rank_error("inputs/" + std::to_string(i), sh.inputs[i], o.inputs[i]));
+      }
       auto data_parallel = [&](OpId t, const ShardingSpec& spec) {
         const bool batch = batch_layout[static_cast<std::size_t>(t)] == BatchLayout::kBatch;
         for (int ax = 0; ax < spec.rank(); ++ax) {

@@ -90,5 +90,71 @@ TEST_CASE("block layouts: a sharding entry naming no operator is an error naming
         "plan: /stages/0/shardings/0/op: expected an operator of the model graph, got \"block0/no_such_op\"");
 }
 
+TEST_CASE("block layouts: duplicate entries, another stage's operators and specs of the wrong rank are errors") {
+  const ir::Graph g = training_graph(2), one = training_graph(1), two = training_graph(2);
+  auto batch = classify_batch_layouts(g, one, two);
+  REQUIRE(batch.ok());
+  // Two stages: layers [0, 2) and [2, L).
+  Plan plan;
+  PlanStage st;
+  st.logical_rows = 1;
+  st.logical_cols = 2;
+  st.layer_end = 2;
+  plan.stages.push_back(st);
+  st.layer_begin = 2;
+  st.layer_end = g.num_layers();
+  plan.stages.push_back(st);
+  std::vector<std::int32_t> op_stage(g.size(), 0);
+  for (const ir::Op& o : g.ops()) op_stage[static_cast<std::size_t>(o.id)] = o.layer >= 2 ? 1 : 0;
+  // A forward matmul of the last layer: stage 1 runs it, stage 0 never reads it.
+  const ir::Op* last = nullptr;
+  for (const ir::Op& o : g.ops()) {
+    if (last == nullptr && o.layer == g.num_layers() - 1 && o.is_matmul() && o.phase == ir::Phase::kForward) last = &o;
+  }
+  REQUIRE(last != nullptr);
+  const auto rank = static_cast<int>(last->out.shape.size());
+  const OperatorSharding good{last->name, "", {}, ShardingSpec::replicated(rank)};
+  auto match = [&](const Plan& p) { return match_operator_shardings(p, g, *batch, op_stage); };
+  {
+    Plan p = plan;
+    p.stages[1].shardings = {good};
+    CHECK(match(p).ok());
+    p.stages[1].shardings = {good, good};
+    auto r = match(p);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().message() == "plan: /stages/1/shardings/1/op: expected each operator once per stage, got \"" +
+                                      last->name + "\" 2 times (the model has 1 of that name)");
+  }
+  {
+    Plan p = plan;
+    p.stages[0].shardings = {good};
+    auto r = match(p);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().message() == "plan: /stages/0/shardings/0/op: expected an operator of stage 0 or a tensor it "
+                                  "reads, got \"" + last->name + "\" of stage 1");
+  }
+  {
+    Plan p = plan;
+    OperatorSharding wrong = good;
+    wrong.output = ShardingSpec::replicated(rank + 1);
+    p.stages[1].shardings = {wrong};
+    auto r = match(p);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().message().find("plan: /stages/1/shardings/0/output: expected a spec of rank " +
+                                    std::to_string(rank)) == 0);
+    wrong = good;
+    wrong.inputs = {ShardingSpec::replicated(1)};  // operand 0 of a matmul has rank >= 2
+    p.stages[1].shardings = {wrong};
+    r = match(p);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().message().find("plan: /stages/1/shardings/0/inputs/0: expected a spec of rank") == 0);
+    wrong.inputs.assign(last->inputs.size() + 1, ShardingSpec::replicated(2));
+    p.stages[1].shardings = {wrong};
+    r = match(p);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().message().find("plan: /stages/1/shardings/0/inputs: expected at most") == 0);
+  }
+}
+
 }  // namespace
 }  // namespace alpasim::schema
