@@ -50,4 +50,20 @@ inline ir::ModelConfig tiny_gpt_hidden16() {
   return {"tiny gpt", t};
 }
 
+/// A GPT with `layers` blocks of hidden 256 (4 heads, 128 tokens, vocabulary 1,024, FFN
+/// 1,024) for the search tests: large enough that the intra-op pass has real choices.
+inline ir::ModelConfig tiny_gpt_hidden256(std::int64_t layers = 2) {
+  ir::TransformerConfig t;
+  t.builtin = "gpt";
+  t.num_layers = layers;
+  t.hidden_size = 256;
+  t.num_heads = 4;
+  t.num_kv_heads = 4;
+  t.seq_len = 128;
+  t.vocab_size = 1024;
+  t.ffn_hidden_size = 1024;
+  ir::set_architecture_defaults(t);
+  return {"tiny GPT", t};
+}
+
 }  // namespace alpasim::testing

@@ -10,6 +10,7 @@
 #include "ir/builders.h"
 #include "planner/adapters/ir_adapter.h"
 #include "planner/search/layer_boundary.h"
+#include "tests/support/tiny_models.h"
 
 using namespace alpasim;
 namespace intra_op = alpasim::planner::intra_op;
@@ -17,21 +18,11 @@ namespace intra_op = alpasim::planner::intra_op;
 namespace {
 
 ir::Graph tiny_gpt_training(ir::RecomputePolicy recompute) {
-  ir::TransformerConfig t;
-  t.builtin = "gpt";
-  t.num_layers = 3;
-  t.hidden_size = 256;
-  t.num_heads = 4;
-  t.num_kv_heads = 4;
-  t.seq_len = 128;
-  t.vocab_size = 1024;
-  t.ffn_hidden_size = 1024;
-  ir::set_architecture_defaults(t);
   ir::BuildOptions bo;
   bo.microbatch_size = 2;
   ir::TrainingOptions to;
   to.recompute = recompute;
-  return ir::derive_training_graph(ir::build_forward_graph(ir::ModelConfig{"tiny GPT", t}, bo).value(), to);
+  return ir::derive_training_graph(ir::build_forward_graph(::alpasim::testing::tiny_gpt_hidden256(3), bo).value(), to);
 }
 
 schema::ShardingSpec spec(const char* text) { return schema::ShardingSpec::parse(text).value(); }

@@ -17,6 +17,7 @@
 #include "schema/plan.h"
 #include "sim/pipeline_sim.h"
 #include "tests/support/shipped_calibration.h"
+#include "tests/support/tiny_models.h"
 
 using namespace alpasim;
 
@@ -24,19 +25,7 @@ namespace {
 
 const std::map<std::string, cost_model::Calibration>& shipped() { return ::alpasim::testing::shipped_calibrations(); }
 
-ir::ModelConfig tiny_gpt(std::int64_t layers = 2) {
-  ir::TransformerConfig t;
-  t.builtin = "gpt";
-  t.num_layers = layers;
-  t.hidden_size = 256;
-  t.num_heads = 4;
-  t.num_kv_heads = 4;
-  t.seq_len = 128;
-  t.vocab_size = 1024;
-  t.ffn_hidden_size = 1024;
-  ir::set_architecture_defaults(t);
-  return ir::ModelConfig{"tiny GPT", t};
-}
+ir::ModelConfig tiny_gpt(std::int64_t layers = 2) { return ::alpasim::testing::tiny_gpt_hidden256(layers); }
 
 // 4 V100 of one p3.16xlarge (a partial node).
 planner::SearchInput tiny_input(const std::string& mode) {
@@ -52,6 +41,18 @@ planner::SearchInput tiny_input(const std::string& mode) {
   in.options.microbatch_sizes = {2, 4};
   in.options.compare_baselines = false;
   return in;
+}
+
+// The training graph the search priced `plan` with: its microbatch size and recomputation.
+ir::Graph training_graph_of(const planner::SearchInput& in, const schema::Plan& plan) {
+  ir::BuildOptions bo;
+  bo.microbatch_size = plan.global_batch_size / plan.num_microbatches;
+  bo.dtype = in.dtype;
+  ir::TrainingOptions to;
+  to.recompute = plan.recompute == schema::Recompute::kFull        ? ir::RecomputePolicy::kFull
+                 : plan.recompute == schema::Recompute::kSelective ? ir::RecomputePolicy::kSelective
+                                                                   : ir::RecomputePolicy::kNone;
+  return ir::derive_training_graph(ir::build_forward_graph(in.model, bo).value(), to);
 }
 
 core::Status validate(const schema::Plan& plan) {
@@ -146,10 +147,7 @@ TEST_CASE("stored activations follow the plan's shardings: a replicated tensor i
   const schema::Plan& plan = r.value().plan;
   REQUIRE(plan.stages.size() == 1);
   const schema::PlanStage& stage = plan.stages[0];
-  ir::BuildOptions bo;
-  bo.microbatch_size = plan.global_batch_size / plan.num_microbatches;
-  bo.dtype = in.dtype;
-  const ir::Graph g = ir::derive_training_graph(ir::build_forward_graph(in.model, bo).value(), {});
+  const ir::Graph g = training_graph_of(in, plan);
   std::map<std::string, const schema::OperatorSharding*> sharding_of;
   for (const auto& sh : stage.shardings) sharding_of[sh.op] = &sh;
   std::int64_t expected = 0, split_everywhere = 0;
@@ -189,14 +187,7 @@ TEST_CASE("a memory-bound operator computes its tile: a replicated one its whole
   const schema::Plan& plan = r.value().plan;
   REQUIRE(plan.stages.size() == 1);
   const schema::PlanStage& stage = plan.stages[0];
-  ir::BuildOptions bo;
-  bo.microbatch_size = plan.global_batch_size / plan.num_microbatches;
-  bo.dtype = in.dtype;
-  ir::TrainingOptions to;
-  to.recompute = plan.recompute == schema::Recompute::kFull        ? ir::RecomputePolicy::kFull
-                 : plan.recompute == schema::Recompute::kSelective ? ir::RecomputePolicy::kSelective
-                                                                   : ir::RecomputePolicy::kNone;
-  const ir::Graph g = ir::derive_training_graph(ir::build_forward_graph(in.model, bo).value(), to);
+  const ir::Graph g = training_graph_of(in, plan);
   double even = 0;
   for (const auto& t : planner::adapters::per_layer_compute(g, 4, *in.cost)) even += t.forward.value();
   std::map<std::string, const schema::OperatorSharding*> sharding_of;
