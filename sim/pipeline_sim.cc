@@ -419,8 +419,12 @@ core::Result<PipelineSimulation> simulate_pipeline(const PipelineProblem& proble
       }
       o.largest = static_cast<MemoryComponent>(largest);
       std::ostringstream msg;
+      // A peak at t = 0 is what the device holds before its first task: weights, gradients
+      // and optimizer states alone (a time there reads like a simulation artefact).
+      const std::string when = mem.peak_time == 0 ? "from the start (before its first task)"
+                                                  : "at its peak (t=" + seconds_text(dr.peak_memory_time) + ")";
       msg << "device " << d << " (pipeline stage " << d << ") needs " << core::format_bytes(o.peak_bytes)
-          << " at its peak (t=" << seconds_text(dr.peak_memory_time) << ") but may use "
+          << " " << when << " but may use "
           << core::format_bytes(limit) << ": over by " << core::format_bytes(o.excess_bytes) << " ("
           << o.excess_bytes << " bytes); at the peak:";
       for (int c = 0; c < kNumMemoryComponents; ++c) {

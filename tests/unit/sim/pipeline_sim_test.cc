@@ -298,6 +298,17 @@ TEST_CASE("a plan that does not fit names the device, the excess and the compone
       "flight under 1f1b)";
   CHECK(o.message == expected);
   CHECK(sim.report.memory_status().code() == core::StatusCode::kResourceExhausted);
+  // Static memory alone over the limit: the peak is there before the first task, and the
+  // message says so instead of "at its peak (t=0.000000 s)".
+  u.stage.parameter_bytes = core::mib(1024);
+  u.stage.stored_activation_bytes = core::bytes(0);
+  u.stage.working_activation_bytes = core::bytes(0);
+  auto static_sim = run(make_uniform_problem(u));
+  REQUIRE_FALSE(static_sim.report.overflows.empty());
+  const std::string& m = static_sim.report.overflows[0].message;
+  CHECK(m.find("device 0 (pipeline stage 0) needs 1.25 GiB from the start (before its first task) but may "
+               "use 1.00 GiB") == 0);
+  CHECK(m.find("t=0.000000 s") == std::string::npos);
   CHECK(sim.report.memory_status().message() == expected);
 }
 
