@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include "cluster/cluster_spec.h"
@@ -53,6 +54,27 @@ ir::Graph training_graph_of(const planner::SearchInput& in, const schema::Plan& 
                  : plan.recompute == schema::Recompute::kSelective ? ir::RecomputePolicy::kSelective
                                                                    : ir::RecomputePolicy::kNone;
   return ir::derive_training_graph(ir::build_forward_graph(in.model, bo).value(), to);
+}
+
+// The intra_op_only plan of tiny_input (one stage on the 4 GPUs), the training graph it was
+// priced with, and its stage's shardings by operator name.
+struct OneStagePlan {
+  planner::SearchInput in;
+  planner::SearchResult result;
+  ir::Graph graph;
+  std::map<std::string, const schema::OperatorSharding*> sharding_of;
+  const schema::PlanStage& stage() const { return result.plan.stages.at(0); }
+};
+std::unique_ptr<OneStagePlan> intra_op_only_plan() {
+  auto out = std::make_unique<OneStagePlan>();
+  out->in = tiny_input("intra_op_only");
+  auto r = planner::search(out->in);
+  REQUIRE(r.ok());
+  out->result = std::move(r).value();
+  REQUIRE(out->result.plan.stages.size() == 1);
+  out->graph = training_graph_of(out->in, out->result.plan);
+  for (const auto& sh : out->stage().shardings) out->sharding_of[sh.op] = &sh;
+  return out;
 }
 
 core::Status validate(const schema::Plan& plan) {
@@ -141,15 +163,10 @@ TEST_CASE("stored activations follow the plan's shardings: a replicated tensor i
   // intra_op_only: one stage on the 4 GPUs. Its stored activations are, per device, each
   // saved forward tensor's bytes divided by the shards of the layout the plan gives it
   // (before: divided by the 4 devices whatever the layout).
-  planner::SearchInput in = tiny_input("intra_op_only");
-  auto r = planner::search(in);
-  REQUIRE(r.ok());
-  const schema::Plan& plan = r.value().plan;
-  REQUIRE(plan.stages.size() == 1);
-  const schema::PlanStage& stage = plan.stages[0];
-  const ir::Graph g = training_graph_of(in, plan);
-  std::map<std::string, const schema::OperatorSharding*> sharding_of;
-  for (const auto& sh : stage.shardings) sharding_of[sh.op] = &sh;
+  const auto run = intra_op_only_plan();
+  const schema::PlanStage& stage = run->stage();
+  const ir::Graph& g = run->graph;
+  const auto& sharding_of = run->sharding_of;
   std::int64_t expected = 0, split_everywhere = 0;
   int replicated = 0;
   for (const ir::Op& op : g.ops()) {
@@ -169,7 +186,7 @@ TEST_CASE("stored activations follow the plan's shardings: a replicated tensor i
     split_everywhere += op.out.bytes() / 4;
     replicated += shards < 4 ? 1 : 0;
   }
-  const std::int64_t stored = r.value().problem.stages.at(0).stored_activation_bytes.value();
+  const std::int64_t stored = run->result.problem.stages.at(0).stored_activation_bytes.value();
   MESSAGE("stored " << stored << " B per device; " << replicated << " saved tensors not split 4 ways");
   CHECK(stored == expected);
   if (replicated > 0) CHECK(stored > split_everywhere);
@@ -181,17 +198,13 @@ TEST_CASE("a memory-bound operator computes its tile: a replicated one its whole
   // operator the plan does not split 4 ways, its time on its tile instead of on a quarter
   // (before: the even split whatever the layout). The intra-op pass sees that price
   // (CostHooks::memory_bound) and chooses layouts with it.
-  planner::SearchInput in = tiny_input("intra_op_only");
-  auto r = planner::search(in);
-  REQUIRE(r.ok());
-  const schema::Plan& plan = r.value().plan;
-  REQUIRE(plan.stages.size() == 1);
-  const schema::PlanStage& stage = plan.stages[0];
-  const ir::Graph g = training_graph_of(in, plan);
+  const auto run = intra_op_only_plan();
+  const planner::SearchInput& in = run->in;
+  const schema::PlanStage& stage = run->stage();
+  const ir::Graph& g = run->graph;
+  const auto& sharding_of = run->sharding_of;
   double even = 0;
   for (const auto& t : planner::adapters::per_layer_compute(g, 4, *in.cost)) even += t.forward.value();
-  std::map<std::string, const schema::OperatorSharding*> sharding_of;
-  for (const auto& sh : stage.shardings) sharding_of[sh.op] = &sh;
   double extra = 0;
   int replicated = 0;
   for (const ir::Op& op : g.ops()) {
@@ -212,7 +225,7 @@ TEST_CASE("a memory-bound operator computes its tile: a replicated one its whole
     extra += (planner::adapters::op_compute(g, op, shards, *in.cost) -
               planner::adapters::op_compute(g, op, 4, *in.cost)).value();
   }
-  const sim::StageCosts& st = r.value().problem.stages.at(0);
+  const sim::StageCosts& st = run->result.problem.stages.at(0);
   const double compute = st.forward_s.value() - st.forward_tp_comm_s.value();
   MESSAGE(replicated << " forward memory-bound operators not split 4 ways: +" << extra * 1e6 << " us");
   CHECK(compute == doctest::Approx(even + extra).epsilon(1e-9));
