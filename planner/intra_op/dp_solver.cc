@@ -53,6 +53,7 @@ std::optional<EliminationOrder> plan_elimination(const CostProblem& problem,
     done[vi] = true;
     out.order.push_back(v);
     out.largest_table = std::max(out.largest_table, entries);
+    out.work += entries * d[vi];
     out.largest_scope = std::max(out.largest_scope, static_cast<int>(degree));
     const std::vector<int> nbrs(adj[vi].begin(), adj[vi].end());
     for (int a : nbrs) {

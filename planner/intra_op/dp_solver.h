@@ -19,6 +19,9 @@ struct EliminationOrder {
   std::vector<int> order;                 ///< every node once
   std::int64_t largest_table = 0;         ///< entries of the largest intermediate table
   int largest_scope = 0;                  ///< neighbours of the widest eliminated node
+  /// The DP's operation count: sum over eliminations of the new table's entries times the
+  /// eliminated node's strategies (each entry minimises over them).
+  std::int64_t work = 0;
 };
 
 /// The order, or nullopt when the graph is too wide for `max_table_entries`.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace alpasim::planner::intra_op {
 
@@ -51,28 +52,63 @@ IlpFormulation formulate_ilp(const CostProblem& problem,
     if (std::all_of(r.begin(), r.end(), [](double x) { return x == 0.0; })) continue;
     const auto ku = static_cast<std::size_t>(problem.num_strategies(e.u));
     const auto kv = static_cast<std::size_t>(problem.num_strategies(e.v));
-    IlpFormulation::EdgeVars ev{e.u, e.v, static_cast<int>(f.model.vars.size())};
-    for (std::size_t i = 0; i < ku * kv; ++i) {
-      f.model.add_var({0.0, 1.0, r[i], ilp::VarKind::kContinuous});
+    // Strategies of u whose rows of R are equal differ only in what this edge does not see
+    // (say, a matmul's strategies writing the same output layout); one e variable per
+    // (row group, column group) is exact, and far smaller: e[a][b] = (sum of s[u] over
+    // group a) · (sum of s[v] over group b) at every integer s.
+    IlpFormulation::EdgeVars ev{e.u, e.v, static_cast<int>(f.model.vars.size()), {}, {}};
+    std::map<std::vector<double>, int> row_ids;
+    for (std::size_t i = 0; i < ku; ++i) {
+      std::vector<double> row(r.begin() + static_cast<std::ptrdiff_t>(i * kv),
+                              r.begin() + static_cast<std::ptrdiff_t>((i + 1) * kv));
+      ev.row_group.push_back(row_ids.emplace(std::move(row), static_cast<int>(row_ids.size()))
+                                 .first->second);
     }
-    for (std::size_t i = 0; i < ku; ++i) {  // sum_j e[i][j] = s[u][i]
-      ilp::IlpRow row;
+    std::map<std::vector<double>, int> col_ids;
+    for (std::size_t j = 0; j < kv; ++j) {
+      std::vector<double> col(ku);
+      for (std::size_t i = 0; i < ku; ++i) col[i] = r[i * kv + j];
+      ev.col_group.push_back(col_ids.emplace(std::move(col), static_cast<int>(col_ids.size()))
+                                 .first->second);
+    }
+    const std::size_t gu = row_ids.size();
+    const std::size_t gv = col_ids.size();
+    std::vector<double> grouped(gu * gv, 0.0);
+    for (std::size_t i = 0; i < ku; ++i) {
       for (std::size_t j = 0; j < kv; ++j) {
-        row.vars.push_back(ev.first + static_cast<int>(i * kv + j));
+        grouped[static_cast<std::size_t>(ev.row_group[i]) * gv +
+                static_cast<std::size_t>(ev.col_group[j])] = r[i * kv + j];
+      }
+    }
+    for (std::size_t g = 0; g < gu * gv; ++g) {
+      f.model.add_var({0.0, 1.0, grouped[g], ilp::VarKind::kContinuous});
+    }
+    const auto& su = f.node_vars[static_cast<std::size_t>(e.u)];
+    const auto& sv = f.node_vars[static_cast<std::size_t>(e.v)];
+    for (std::size_t a = 0; a < gu; ++a) {  // sum_b e[a][b] = sum_{i in a} s[u][i]
+      ilp::IlpRow row;
+      for (std::size_t b = 0; b < gv; ++b) {
+        row.vars.push_back(ev.first + static_cast<int>(a * gv + b));
         row.coefs.push_back(1.0);
       }
-      row.vars.push_back(f.node_vars[static_cast<std::size_t>(e.u)][i]);
-      row.coefs.push_back(-1.0);
+      for (std::size_t i = 0; i < ku; ++i) {
+        if (static_cast<std::size_t>(ev.row_group[i]) != a) continue;
+        row.vars.push_back(su[i]);
+        row.coefs.push_back(-1.0);
+      }
       f.model.add_row(std::move(row));
     }
-    for (std::size_t j = 0; j < kv; ++j) {  // sum_i e[i][j] = s[v][j]
+    for (std::size_t b = 0; b < gv; ++b) {  // sum_a e[a][b] = sum_{j in b} s[v][j]
       ilp::IlpRow row;
-      for (std::size_t i = 0; i < ku; ++i) {
-        row.vars.push_back(ev.first + static_cast<int>(i * kv + j));
+      for (std::size_t a = 0; a < gu; ++a) {
+        row.vars.push_back(ev.first + static_cast<int>(a * gv + b));
         row.coefs.push_back(1.0);
       }
-      row.vars.push_back(f.node_vars[static_cast<std::size_t>(e.v)][j]);
-      row.coefs.push_back(-1.0);
+      for (std::size_t j = 0; j < kv; ++j) {
+        if (static_cast<std::size_t>(ev.col_group[j]) != b) continue;
+        row.vars.push_back(sv[j]);
+        row.coefs.push_back(-1.0);
+      }
       f.model.add_row(std::move(row));
     }
     f.edge_vars.push_back(ev);
@@ -111,10 +147,11 @@ std::vector<double> IlpFormulation::values_of(const std::vector<int>& choice) co
     x[static_cast<std::size_t>(node_vars[v][static_cast<std::size_t>(choice[v])])] = 1.0;
   }
   for (const EdgeVars& ev : edge_vars) {
-    const std::size_t kv = node_vars[static_cast<std::size_t>(ev.v)].size();
-    const auto i = static_cast<std::size_t>(choice[static_cast<std::size_t>(ev.u)]);
-    const auto j = static_cast<std::size_t>(choice[static_cast<std::size_t>(ev.v)]);
-    x[static_cast<std::size_t>(ev.first) + i * kv + j] = 1.0;
+    const auto a = static_cast<std::size_t>(
+        ev.row_group[static_cast<std::size_t>(choice[static_cast<std::size_t>(ev.u)])]);
+    const auto b = static_cast<std::size_t>(
+        ev.col_group[static_cast<std::size_t>(choice[static_cast<std::size_t>(ev.v)])]);
+    x[static_cast<std::size_t>(ev.first) + a * ev.num_col_groups() + b] = 1.0;
   }
   return x;
 }

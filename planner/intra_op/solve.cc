@@ -76,13 +76,23 @@ Assignment greedy(const CostProblem& p, std::optional<std::int64_t> limit) {
 
 namespace {
 
+// What one solve_problem call shares across its recursion.
+struct SolveContext {
+  Clock::time_point start;
+  // DP operations (EliminationOrder::work) done so far. Conditioning stops branching once
+  // this passes SolveOptions::condition_work_budget: a count, not a clock, so whether a
+  // problem falls back to the ILP is the same on every machine.
+  std::int64_t dp_work = 0;
+  int condition_level = 0;  // conditioning calls open on the stack (0: top-level problem)
+};
+
 // Declared here, defined after prune_and_solve: the two recurse into each other once.
 core::Result<SolveOutcome> solve_impl(const CostProblem& problem, const SolveOptions& options,
-                                      Clock::time_point start, std::optional<Assignment> incumbent,
+                                      SolveContext& ctx, std::optional<Assignment> incumbent,
                                       int prune_rounds);
 
 core::Result<SolveOutcome> prune_and_solve(const CostProblem& problem,
-                                           const SolveOptions& options, Clock::time_point start,
+                                           const SolveOptions& options, SolveContext& ctx,
                                            std::optional<Assignment> incumbent, int prune_rounds) {
   const auto& limit = options.memory_limit_bytes;
   // Too wide for the DP: bound the problem (min-sum diffusion), take the best of a few
@@ -124,7 +134,7 @@ core::Result<SolveOutcome> prune_and_solve(const CostProblem& problem,
     std::vector<std::pair<double, Reparametrisation>> tried;
     for (int it = 0; it < options.lagrangian_prune_steps; ++it) {
       // Half the deadline at most for the bound: the DP or the ILP needs the rest.
-      if (seconds_since(start) > 0.5 * options.time_limit.value()) break;
+      if (seconds_since(ctx.start) > 0.5 * options.time_limit.value()) break;
       const double lambda = lo == 0.0 && it == 0 ? hi : (lo + hi) / 2.0;
       const CostProblem q = with_lambda(lambda);
       // A third of the sweeps: these bounds search for multipliers and fitting plans; the
@@ -204,7 +214,7 @@ core::Result<SolveOutcome> prune_and_solve(const CostProblem& problem,
       Assignment{ub_in_pruned, pr.problem.objective(ub_in_pruned),
                  pr.problem.memory(ub_in_pruned)};
   ALPASIM_ASSIGN_OR_RETURN(SolveOutcome inner,
-                           solve_impl(pr.problem, options, start, start_point,
+                           solve_impl(pr.problem, options, ctx, start_point,
                                       pr.removed > 0 ? prune_rounds - 1 : 0));
   if (inner.best) {
     inner.best->choice = pr.expand(inner.best->choice);
@@ -218,7 +228,7 @@ core::Result<SolveOutcome> prune_and_solve(const CostProblem& problem,
   }
   inner.pruned_strategies = pr.removed;
   if (inner.method.rfind("bound+", 0) != 0) inner.method = "bound+" + inner.method;
-  inner.wall_time = core::seconds(seconds_since(start));
+  inner.wall_time = core::seconds(seconds_since(ctx.start));
   return inner;
 }
 
@@ -226,11 +236,12 @@ core::Result<SolveOutcome> prune_and_solve(const CostProblem& problem,
 // best of the branches "node x uses strategy i"; fixing x removes it from every DP table.
 // x is the node whose fixing leaves the smallest largest table. Branches are solved with
 // the DP (bound, prune, eliminate); a branch whose lower bound exceeds the best assignment
-// found so far cannot hold a better one and is skipped. nullopt: some branch is still too
-// wide for the DP (the caller uses the ILP).
+// found so far cannot hold a better one and is skipped. A branch still too wide after
+// pruning conditions on a second node while options.condition_depth allows. nullopt: some
+// branch is too wide even so, or the work budget ran out (the caller uses the ILP).
 std::optional<SolveOutcome> condition_and_solve(const CostProblem& problem,
                                                 const SolveOptions& options,
-                                                Clock::time_point start, Assignment best) {
+                                                SolveContext& ctx, Assignment best) {
   const std::size_t n = problem.nodes.size();
   std::vector<std::vector<bool>> all(n);
   for (std::size_t v = 0; v < n; ++v) {
@@ -250,14 +261,18 @@ std::optional<SolveOutcome> condition_and_solve(const CostProblem& problem,
       x_table = order->largest_table;
     }
   }
-  // Each branch must get within reach of the DP by pruning; far above, use the ILP.
-  if (x < 0 || x_table > 64 * options.max_table_entries) return std::nullopt;
+  // Each branch must get within reach of the DP by pruning, or by fixing one more node
+  // when depth is left (each fixed node narrows the tables by about its strategy count).
+  const std::int64_t reach =
+      64 * options.max_table_entries * (options.condition_depth > 1 ? 64 : 1);
+  if (x < 0 || x_table > reach) return std::nullopt;
   SolveOptions branch_options = options;
   branch_options.algorithm = Algorithm::kDp;
   // Branch tables may be 4x the usual limit (2^24 entries by default: ~200 MB with the
   // argmins), still far cheaper than the ILP they replace.
   branch_options.max_table_entries = 4 * options.max_table_entries;
-  branch_options.condition_before_ilp = false;
+  branch_options.condition_depth = options.condition_depth - 1;
+  branch_options.condition_before_ilp = branch_options.condition_depth > 0;
   const double tolerance = 1e-12 + 1e-9 * std::abs(best.objective);
   const auto xs = static_cast<std::size_t>(x);
   for (std::size_t i = 0; i < all[xs].size(); ++i) {
@@ -267,7 +282,10 @@ std::optional<SolveOutcome> condition_and_solve(const CostProblem& problem,
     const Pruned branch = prune_to(problem, keep);
     const Reparametrisation r = diffuse(branch.problem, options.diffusion_sweeps);
     if (r.lower_bound > best.objective + tolerance) continue;
-    auto out = solve_impl(branch.problem, branch_options, start, std::nullopt, 3);
+    if (ctx.dp_work > options.condition_work_budget) return std::nullopt;
+    ++ctx.condition_level;
+    auto out = solve_impl(branch.problem, branch_options, ctx, std::nullopt, 3);
+    --ctx.condition_level;
     if (!out.ok() || !out.value().best || !out.value().proven_optimal) return std::nullopt;
     std::vector<int> choice = branch.expand(out.value().best->choice);
     const double objective = problem.objective(choice);
@@ -278,19 +296,19 @@ std::optional<SolveOutcome> condition_and_solve(const CostProblem& problem,
   out.proven_optimal = true;
   out.lower_bound = best.objective;
   out.method = "condition+dp";
-  out.wall_time = core::seconds(seconds_since(start));
+  out.wall_time = core::seconds(seconds_since(ctx.start));
   return out;
 }
 
 // The DP / ILP logic on one problem. `incumbent`: a known fitting assignment (may be empty).
 core::Result<SolveOutcome> solve_impl(const CostProblem& problem, const SolveOptions& options,
-                                      Clock::time_point start, std::optional<Assignment> incumbent,
+                                      SolveContext& ctx, std::optional<Assignment> incumbent,
                                       int prune_rounds) {
   const bool allow_prune = prune_rounds > 0;
   SolveOutcome out;
   const auto& limit = options.memory_limit_bytes;
   auto finish = [&]() -> core::Result<SolveOutcome> {
-    out.wall_time = core::seconds(seconds_since(start));
+    out.wall_time = core::seconds(seconds_since(ctx.start));
     return out;
   };
   if (limit && problem.min_memory() > *limit) {
@@ -303,10 +321,11 @@ core::Result<SolveOutcome> solve_impl(const CostProblem& problem, const SolveOpt
     const auto order = plan_elimination(problem, options.max_table_entries);
     if (order && !limit && allow_prune && options.prune_by_bound &&
         order->largest_table > options.prune_tables_above) {
-      return prune_and_solve(problem, options, start, incumbent, prune_rounds);
+      return prune_and_solve(problem, options, ctx, incumbent, prune_rounds);
     }
     if (order) {
       if (!limit) {
+        ctx.dp_work += order->work;
         out.best = eliminate(problem, *order, 0.0);
         out.dp_iterations = 1;
         out.proven_optimal = true;
@@ -315,6 +334,7 @@ core::Result<SolveOutcome> solve_impl(const CostProblem& problem, const SolveOpt
         return finish();
       }
       LagrangianResult lr = lagrangian_solve(problem, *order, *limit);
+      ctx.dp_work += lr.iterations * order->work;
       out.dp_iterations = lr.iterations;
       out.method = lr.iterations == 1 ? "dp" : "dp+lagrangian";
       out.lower_bound = lr.lower_bound;
@@ -331,15 +351,22 @@ core::Result<SolveOutcome> solve_impl(const CostProblem& problem, const SolveOpt
       }
       incumbent = lr.best;
     } else if (allow_prune && options.prune_by_bound) {
-      return prune_and_solve(problem, options, start, incumbent, prune_rounds);
+      return prune_and_solve(problem, options, ctx, incumbent, prune_rounds);
     } else if (options.algorithm == Algorithm::kDp) {
+      // Inside a conditioning branch (kDp there only forbids the ILP): fix one more node.
+      if (!limit && ctx.condition_level > 0 && options.condition_before_ilp &&
+          options.condition_depth > 0) {
+        auto conditioned = condition_and_solve(problem, options, ctx,
+                                               incumbent ? *incumbent : greedy(problem, limit));
+        if (conditioned) return *conditioned;
+      }
       return core::failed_precondition(
           "the DP needs a table of more than " + std::to_string(options.max_table_entries) +
           " entries for this graph; use the ILP");
     }
   }
   if (!limit && options.algorithm == Algorithm::kAuto && options.condition_before_ilp) {
-    auto conditioned = condition_and_solve(problem, options, start,
+    auto conditioned = condition_and_solve(problem, options, ctx,
                                            incumbent ? *incumbent : greedy(problem, limit));
     if (conditioned) return *conditioned;
   }
@@ -347,14 +374,14 @@ core::Result<SolveOutcome> solve_impl(const CostProblem& problem, const SolveOpt
     return core::failed_precondition("this problem needs the ILP, but no ILP solver was given");
   }
   if (options.algorithm == Algorithm::kIlp && allow_prune && options.prune_by_bound) {
-    return prune_and_solve(problem, options, start, incumbent, prune_rounds);
+    return prune_and_solve(problem, options, ctx, incumbent, prune_rounds);
   }
   if (!incumbent) incumbent = greedy(problem, limit);
   out.method += out.method.empty() ? "ilp" : "+ilp";
   IlpFormulation f = formulate_ilp(problem, limit);
   ilp::IlpOptions ilp_options;
   ilp_options.time_limit =
-      core::seconds(std::max(0.001, options.time_limit.value() - seconds_since(start)));
+      core::seconds(std::max(0.001, options.time_limit.value() - seconds_since(ctx.start)));
   if (options.ilp_warm_start) ilp_options.warm_start = f.values_of(incumbent->choice);
   ALPASIM_ASSIGN_OR_RETURN(ilp::IlpSolution sol, options.ilp_solver->solve(f.model, ilp_options));
   out.ilp_status = sol.status;
@@ -381,7 +408,8 @@ core::Result<SolveOutcome> solve_impl(const CostProblem& problem, const SolveOpt
 
 core::Result<SolveOutcome> solve_problem(const CostProblem& problem, const SolveOptions& options) {
   // Up to three rounds of bound-and-prune: each pruned problem has a tighter bound.
-  return solve_impl(problem, options, Clock::now(), std::nullopt, 3);
+  SolveContext ctx{Clock::now()};
+  return solve_impl(problem, options, ctx, std::nullopt, 3);
 }
 
 }  // namespace alpasim::planner::intra_op
