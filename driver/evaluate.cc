@@ -77,6 +77,11 @@ core::Result<Evaluation> evaluate_fixed_plan(const Scenario& scenario,
     plan.recompute = to_ir(m->recompute);
     plan.sequence_parallel = m->sequence_parallel;
     plan.zero_stage = m->zero_stage;
+    plan.tp_comm_overlap = m->tp_comm_overlap;
+    plan.overlap_grad_reduce = m->overlap_grad_reduce;
+    plan.overlap_param_gather = m->overlap_param_gather;
+    plan.overlap_p2p_comm = m->overlap_p2p_comm;
+    plan.ddp_bucket_size_params = m->ddp_bucket_size;
     sim::lowering::TrainingSetup training;
     training.global_batch_size = scenario.training.global_batch_size;
     training.dtype = scenario.training.dtype;

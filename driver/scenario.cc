@@ -72,8 +72,25 @@ Result<MegatronPlanConfig> parse_megatron(JsonObject obj) {
                            obj.get_enum("recompute", schema::recompute_names()));
   m.recompute = schema::parse_recompute(recompute);
   ALPASIM_ASSIGN_OR_RETURN(m.sequence_parallel, obj.get_bool_or("sequence_parallel", false));
-  if (auto zero = obj.optional("zero_stage")) {
+  auto zero = obj.optional("zero_stage");
+  if (zero) {
     ALPASIM_ASSIGN_OR_RETURN(m.zero_stage, zero->as_int(0, 3, "0, 1, 2 or 3"));
+  }
+  // Megatron-LM's --use-distributed-optimizer is ZeRO stage 1.
+  if (auto dist = obj.optional("distributed_optimizer")) {
+    ALPASIM_ASSIGN_OR_RETURN(bool on, dist->as_bool());
+    if (zero && (m.zero_stage >= 1) != on) {
+      return dist->error("contradicts zero_stage " + std::to_string(m.zero_stage) +
+                         " (the distributed optimizer is zero_stage 1)");
+    }
+    if (on && !zero) m.zero_stage = 1;
+  }
+  ALPASIM_ASSIGN_OR_RETURN(m.tp_comm_overlap, obj.get_bool_or("tp_comm_overlap", false));
+  ALPASIM_ASSIGN_OR_RETURN(m.overlap_grad_reduce, obj.get_bool_or("overlap_grad_reduce", false));
+  ALPASIM_ASSIGN_OR_RETURN(m.overlap_param_gather, obj.get_bool_or("overlap_param_gather", false));
+  ALPASIM_ASSIGN_OR_RETURN(m.overlap_p2p_comm, obj.get_bool_or("overlap_p2p_comm", true));
+  if (auto bucket = obj.optional("ddp_bucket_size")) {
+    ALPASIM_ASSIGN_OR_RETURN(m.ddp_bucket_size, bucket->as_int(1, std::int64_t{1} << 50, "a parameter count >= 1"));
   }
   ALPASIM_RETURN_IF_ERROR(obj.finish());
   return m;
@@ -359,7 +376,12 @@ core::Json scenario_to_json(const Scenario& s) {
                           {"interleave", m->interleave},
                           {"recompute", std::string(schema::recompute_name(m->recompute))},
                           {"sequence_parallel", m->sequence_parallel},
-                          {"zero_stage", m->zero_stage}};
+                          {"zero_stage", m->zero_stage},
+                          {"tp_comm_overlap", m->tp_comm_overlap},
+                          {"overlap_grad_reduce", m->overlap_grad_reduce},
+                          {"overlap_param_gather", m->overlap_param_gather},
+                          {"overlap_p2p_comm", m->overlap_p2p_comm}};
+    if (m->ddp_bucket_size > 0) search["megatron"]["ddp_bucket_size"] = m->ddp_bucket_size;
   }
   if (s.search.plan_file) search["plan"] = s.search.plan_file_as_written;
   j["search"] = search;

@@ -36,6 +36,12 @@ struct MegatronPlanConfig {
   schema::Recompute recompute = schema::Recompute::kNone;
   bool sequence_parallel = false;
   std::int64_t zero_stage = 0;  ///< 0 none, 1 optimizer states, 2 + gradients, 3 + parameters
+  /// Megatron-Core's overlap flags (sim::lowering::MegatronPlan), with its defaults.
+  bool tp_comm_overlap = false;
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
+  bool overlap_p2p_comm = true;  ///< Megatron-Core's default; matters only with interleave > 1
+  std::int64_t ddp_bucket_size = 0;  ///< parameters; 0: Megatron-Core's default
 };
 
 /// The scenario's "search" block.

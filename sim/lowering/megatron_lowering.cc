@@ -134,6 +134,21 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   if (plan.sequence_parallel && plan.tp == 1) {
     return bad("sequence_parallel", "needs tp > 1");
   }
+  // Megatron-LM's own argument checks (megatron/training/arguments.py).
+  if (plan.tp_comm_overlap && plan.tp > 1 && !plan.sequence_parallel) {
+    return bad("tp_comm_overlap", "needs sequence_parallel (Megatron-LM requires it)");
+  }
+  if (plan.overlap_param_gather && plan.zero_stage < 1) {
+    return bad("overlap_param_gather",
+               "needs the distributed optimizer (\"distributed_optimizer\": true or zero_stage >= 1)");
+  }
+  if (plan.overlap_param_gather && !plan.overlap_grad_reduce) {
+    return bad("overlap_param_gather", "needs overlap_grad_reduce (Megatron-LM requires it)");
+  }
+  if (plan.ddp_bucket_size_params < 0) {
+    return bad("ddp_bucket_size", "expected a parameter count >= 1, got " +
+                                      std::to_string(plan.ddp_bucket_size_params));
+  }
 
   ir::BuildOptions build;
   build.microbatch_size = plan.microbatch_size;
@@ -381,6 +396,23 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       }
     }
     c.bytes_each = Bytes(rows > 0 ? row_outputs[l].front() : column_input_bytes[l]);
+    if (plan.tp_comm_overlap) {
+      // Userbuffers split each collective into tp chunks pipelined with the GEMM it feeds
+      // or drains: the first chunk cannot overlap, the rest hides behind the phase's GEMMs
+      // as far as they last. Pairing with all of the phase's GEMMs (not each collective's
+      // own) is optimistic when one GEMM is much shorter than its collective; the GEMMs'
+      // slowdown from the SMs the communication kernels take is not modelled.
+      auto exposed = [&](Seconds comm, Seconds gemm) {
+        const Seconds first_chunk = comm / static_cast<double>(tp);
+        return first_chunk + std::max(Seconds{0}, comm - first_chunk - gemm);
+      };
+      const Seconds fwd_exposed = exposed(fwd, L.gemm_forward_s);
+      const Seconds bwd_exposed = exposed(bwd, L.gemm_backward_s);
+      L.tp_comm_hidden_forward_s = fwd - fwd_exposed;
+      L.tp_comm_hidden_backward_s = bwd - bwd_exposed;
+      fwd = fwd_exposed;
+      bwd = bwd_exposed;
+    }
     L.costs.forward_tp_comm_s = fwd;
     L.costs.backward_tp_comm_s = bwd;
     // Full recomputation re-runs the forward, its collectives included (selective
@@ -499,8 +531,27 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   spec.memory_limit = cluster.usable_memory();
   spec.grad_sync_mode = plan.zero_stage >= 1 ? GradSyncMode::kReduceScatterAllGather
                                              : GradSyncMode::kAllReduce;
-  spec.grad_sync_buckets = 1;   // SC'21 Megatron syncs after the backward
-  spec.blocking_p2p = true;     // batched isend/irecv + wait
+  // Without overlap_grad_reduce Megatron syncs after the backward (one bucket). With it,
+  // the buckets of Megatron-Core's DDP: the chunk with the most parameters sets the count.
+  int buckets = 1;
+  if (plan.overlap_grad_reduce && plan.dp > 1) {
+    const std::int64_t bucket_params =
+        plan.ddp_bucket_size_params > 0
+            ? plan.ddp_bucket_size_params
+            : std::max<std::int64_t>(40'000'000, 1'000'000 * plan.dp);
+    std::size_t l = 0;
+    for (int count : layers_per_chunk) {
+      std::int64_t chunk_params = 0;
+      for (int k = 0; k < count; ++k, ++l) {
+        chunk_params += layers[l].costs.grad_sync_bytes.value() / dtype_bytes;
+      }
+      buckets = std::max<int>(buckets, static_cast<int>(ceil_div(chunk_params, bucket_params)));
+    }
+  }
+  spec.grad_sync_buckets = buckets;
+  // Batched isend/irecv + wait, unless overlapped (Megatron-Core does that for the
+  // interleaved schedule only).
+  spec.blocking_p2p = !(plan.overlap_p2p_comm && plan.interleave > 1);
   spec.optimizer_barrier = true;  // global gradient-norm clipping
   ALPASIM_ASSIGN_OR_RETURN(PipelineProblem problem, make_layered_problem(spec));
 
@@ -570,14 +621,22 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       const cluster::GroupInfo& info = dp_infos[mesh * static_cast<std::size_t>(tp)];
       const auto kind = plan.zero_stage >= 1 ? cost_model::Collective::kReduceScatter
                                              : cost_model::Collective::kAllReduce;
-      st.grad_sync_s = cost_model.collective(kind, st.grad_sync_bytes, info).time;
+      // One collective per bucket (the simulator runs grad_sync_s / buckets per bucket).
+      const Bytes bucket_bytes(ceil_div(st.grad_sync_bytes.value(), buckets));
+      st.grad_sync_s = cost_model.collective(kind, bucket_bytes, info).time * static_cast<double>(buckets);
       if (embedding_all_reduce && (j == 0 || j + 1 == problem.stages.size())) {
         *st.grad_sync_s += *embedding_all_reduce;
       }
       if (plan.zero_stage >= 1) {
-        st.param_all_gather_s =
-            cost_model.collective(cost_model::Collective::kAllGather, st.grad_sync_bytes, info)
-                .time;
+        const Seconds bucket_ag =
+            cost_model.collective(cost_model::Collective::kAllGather, bucket_bytes, info).time;
+        Seconds all_gather = bucket_ag * static_cast<double>(buckets);
+        if (plan.overlap_param_gather) {
+          // Behind the next iteration's forward: the first bucket is waited for, the rest
+          // hides behind the chunk's first microbatch forward as far as it lasts.
+          all_gather = bucket_ag + std::max(Seconds{0}, all_gather - bucket_ag - st.forward_s);
+        }
+        st.param_all_gather_s = all_gather;
       }
     }
   }
@@ -628,6 +687,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   out.layers_per_chunk = std::move(layers_per_chunk);
   out.num_microbatches = num_microbatches;
   out.num_gpus = num_gpus;
+  out.grad_sync_buckets = buckets;
   if (plan.pp > 1 && plan.dp == 1 && tcfg != nullptr && tcfg->tied_embeddings) {
     out.notes.push_back(
         "the last stage holds a copy of the tied word embedding; with dp = 1 its gradient "

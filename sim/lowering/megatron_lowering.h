@@ -33,6 +33,26 @@ struct MegatronPlan {
   /// layers' weight gradients accumulate into main_grad inside the wgrad GEMM. false = the
   /// SC'21 code: a DDP hook runs main_grad.add_(grad) per parameter tensor per microbatch.
   bool gradient_accumulation_fusion = false;
+  /// Megatron-Core's communication overlaps, named after its flags. The struct's defaults
+  /// are the SC'21 / Korthikanti-era code this lowering was validated on (nothing
+  /// overlapped); a scenario's "search.megatron" block defaults to Megatron-Core's own
+  /// (docs/scenario.md).
+  /// --tp-comm-overlap (Transformer Engine userbuffers; needs sequence_parallel): each
+  /// tensor-parallel all-gather / reduce-scatter runs in tp chunks behind the layer's GEMMs
+  /// of the same phase; the first chunk and what the GEMMs cannot cover stay exposed.
+  bool tp_comm_overlap = false;
+  /// --overlap-grad-reduce: gradients are synchronised bucket by bucket during the last
+  /// microbatch's backward of each model chunk instead of after it.
+  bool overlap_grad_reduce = false;
+  /// --overlap-param-gather (distributed optimizer, with overlap_grad_reduce): the updated
+  /// parameters are all-gathered bucket by bucket behind the next iteration's forward;
+  /// the first bucket and what one microbatch's forward cannot cover stay exposed.
+  bool overlap_param_gather = false;
+  /// --overlap-p2p-communication (interleaved schedule only, as in Megatron-Core): pipeline
+  /// sends and receives run asynchronously instead of as blocking batched calls.
+  bool overlap_p2p_comm = false;
+  /// --ddp-bucket-size in parameters; 0: Megatron-Core's default max(4·10^7, 10^6·dp).
+  std::int64_t ddp_bucket_size_params = 0;
 };
 
 /// Training settings the lowering needs besides the plan.
@@ -68,6 +88,10 @@ struct LoweredLayer {
   core::Seconds recompute_s{0};  ///< recomputed ops (selective or full), incl. collectives
   core::Flops recompute_flops{0};  ///< matmul FLOPs of the recomputation, per GPU
   TpCollectives tp_collectives;
+  /// Tensor-parallel communication hidden behind GEMMs (tp_comm_overlap), per microbatch;
+  /// LayerCosts::forward_tp_comm_s / backward_tp_comm_s hold the exposed rest.
+  core::Seconds tp_comm_hidden_forward_s{0};
+  core::Seconds tp_comm_hidden_backward_s{0};
 };
 
 /// A lowered plan: the simulator problem plus what the report needs to explain it.
@@ -77,6 +101,7 @@ struct LoweredPlan {
   std::vector<int> layers_per_chunk;  ///< p·v entries
   std::int64_t num_microbatches = 0;  ///< per replica per iteration
   std::int64_t num_gpus = 0;          ///< tp·pp·dp
+  int grad_sync_buckets = 1;  ///< per model chunk; > 1 only with overlap_grad_reduce
   /// Seconds of one p2p send of a stage boundary (per GPU, over the network part), and
   /// the bytes each GPU puts on the wire.
   core::Seconds p2p_send_s{0};

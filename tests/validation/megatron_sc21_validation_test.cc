@@ -217,17 +217,21 @@ TEST_CASE("Korthikanti 2022 table 4: one 22B layer's forward/backward within 15%
 // optimizer (ZeRO-1), sequence parallelism when t > 1, flash attention, no recomputation,
 // gradient-accumulation fusion; microbatch 1 and the SC'21 interleaving rule above (neither
 // is published). The published figure is model FLOP/s (41 % MFU = 408.8 of 989 TFLOP/s), so
-// it is compared with model_tflops_per_gpu. The runs overlapped their tensor-parallel,
-// gradient and parameter-gather communication with compute, which alpa-sim does not model
-// yet (issue 16): expect predictions below the published figures where that communication
-// is exposed. Target (issue 16, H100 group): MAPE <= 8 %, no row worse than 20 %.
+// it is compared with model_tflops_per_gpu. The source says the runs overlapped their
+// communication (--overlap-grad-reduce --overlap-param-gather --tp-comm-overlap); with
+// `overlaps` the plan sets those flags (tp_comm_overlap only where t > 1, since it needs
+// sequence parallelism) and Megatron-Core's default overlap_p2p_comm. Without, nothing is
+// overlapped (the first evaluation, 2026-11-25). Target (issue 16, H100 group): MAPE <= 8 %,
+// no row worse than 20 %. This table is no longer held out: the overlap model was written
+// after its first evaluation had been seen (its closed forms come from Megatron's
+// mechanism, no constant was fitted to these rows).
 struct H100Row {
   std::string model;
   double published = 0, predicted = 0;
 };
 
 // Every H100 row of the table, evaluated with the plan choices above; prints the table.
-std::vector<H100Row> h100_weak_scaling_rows() {
+std::vector<H100Row> h100_weak_scaling_rows(bool overlaps) {
   const auto all = read_csv(ALPASIM_SOURCE_DIR "/validation/data/megatron_readme_tables.csv");
   std::vector<H100Row> out;
   std::printf("%-6s %3s %3s %3s %5s %5s %3s %10s %10s %8s %9s %8s\n", "model", "t", "p", "d", "GPUs",
@@ -247,6 +251,10 @@ std::vector<H100Row> h100_weak_scaling_rows() {
     plan.sequence_parallel = plan.tp > 1;
     plan.zero_stage = 1;
     plan.gradient_accumulation_fusion = true;
+    plan.tp_comm_overlap = overlaps && plan.tp > 1;
+    plan.overlap_grad_reduce = overlaps;
+    plan.overlap_param_gather = overlaps;
+    plan.overlap_p2p_comm = overlaps;
     TrainingSetup training;
     training.global_batch_size = as_int(row.at("global_batch_size"));
     training.dtype = core::DType::kBf16;
@@ -272,23 +280,25 @@ std::vector<H100Row> h100_weak_scaling_rows() {
 }
 
 TEST_CASE("Megatron-Core H100 weak scaling (README table): all 9 runs evaluate, fit memory, finite") {
-  const auto rows = h100_weak_scaling_rows();
-  REQUIRE(rows.size() == 9);
-  for (const auto& r : rows) {
-    CAPTURE(r.model);
-    CHECK(std::isfinite(r.predicted));
-    CHECK(r.predicted > 0);
+  for (const bool overlaps : {false, true}) {
+    std::printf("communication overlaps: %s\n", overlaps ? "as published" : "none");
+    const auto rows = h100_weak_scaling_rows(overlaps);
+    REQUIRE(rows.size() == 9);
+    for (const auto& r : rows) {
+      CAPTURE(r.model);
+      CHECK(std::isfinite(r.predicted));
+      CHECK(r.predicted > 0);
+    }
   }
 }
 
-// The target is NOT met (2026-11-25: MAPE 22.7 %, worst row -42.9 %; every row but the
-// largest predicted slower than published; docs/validation.md): the runs overlapped
-// communication that alpa-sim still exposes. may_fail keeps the table and the two target
-// checks in every run without failing the suite (the test above is not optional). Remove
-// may_fail when issue 16's overlaps are modelled.
+// The target is NOT met (2026-11-25: without overlaps MAPE 22.7 %, worst -42.9 %; with the
+// overlaps the source names MAPE 16.1 %, worst -30.9 % (1.7B, pure data parallel);
+// docs/validation.md). may_fail keeps the table and the two target checks in every run
+// without failing the suite (the test above is not optional).
 TEST_CASE("Megatron-Core H100 weak scaling (README table): model TFLOP/s per GPU, MAPE <= 8%, no row worse than 20%" *
           doctest::may_fail()) {
-  const auto rows = h100_weak_scaling_rows();
+  const auto rows = h100_weak_scaling_rows(/*overlaps=*/true);
   REQUIRE(rows.size() == 9);
   double sum_abs = 0, worst = 0;
   for (const auto& r : rows) {

@@ -39,6 +39,45 @@ TEST_CASE("the issue's fixed spellings parse") {
   CHECK(s.search.time_limit_s == 600);
 }
 
+TEST_CASE("Megatron-Core's overlap flags parse with its defaults; distributed_optimizer is ZeRO-1") {
+  Scenario s = parse_scenario(kBase, "s.json", ".").value();
+  const MegatronPlanConfig& d = *s.search.megatron;
+  CHECK_FALSE(d.tp_comm_overlap);
+  CHECK_FALSE(d.overlap_grad_reduce);
+  CHECK_FALSE(d.overlap_param_gather);
+  CHECK(d.overlap_p2p_comm);  // --no-overlap-p2p-communication turns it off
+  CHECK(d.ddp_bucket_size == 0);
+  auto with = [](const std::string& keys) {
+    std::string text = kBase;
+    const std::string from = "\"zero_stage\": 0}";
+    text.replace(text.find(from), from.size(), keys + "}");
+    return parse_scenario(text, "s.json", ".");
+  };
+  auto on = with("\"distributed_optimizer\": true, \"tp_comm_overlap\": true, "
+                 "\"overlap_grad_reduce\": true, \"overlap_param_gather\": true, "
+                 "\"overlap_p2p_comm\": false, \"ddp_bucket_size\": 1000");
+  REQUIRE_MESSAGE(on.ok(), on.status().message());
+  const MegatronPlanConfig& m = *on->search.megatron;
+  CHECK(m.zero_stage == 1);
+  CHECK(m.tp_comm_overlap);
+  CHECK(m.overlap_grad_reduce);
+  CHECK(m.overlap_param_gather);
+  CHECK_FALSE(m.overlap_p2p_comm);
+  CHECK(m.ddp_bucket_size == 1000);
+  auto both = with("\"zero_stage\": 1, \"distributed_optimizer\": true");
+  REQUIRE(both.ok());
+  CHECK(both->search.megatron->zero_stage == 1);
+  auto contradict = with("\"zero_stage\": 0, \"distributed_optimizer\": true");
+  REQUIRE_FALSE(contradict.ok());
+  CHECK(contradict.status().message() ==
+        "s.json: /search/megatron/distributed_optimizer: contradicts zero_stage 0 (the "
+        "distributed optimizer is zero_stage 1)");
+  auto bucket = with("\"ddp_bucket_size\": 0");
+  REQUIRE_FALSE(bucket.ok());
+  CHECK(bucket.status().message().find("/search/megatron/ddp_bucket_size: expected a parameter count >= 1") !=
+        std::string::npos);
+}
+
 TEST_CASE("training.seq_len replaces the model's sequence length, for an HF config too") {
   // Builtin transformer: model.seq_len 2048 -> 1024; the echo keeps the override.
   std::string text = kBase;
