@@ -42,6 +42,8 @@ struct MegatronPlanConfig {
   bool overlap_param_gather = false;
   bool overlap_p2p_comm = true;  ///< Megatron-Core's default; matters only with interleave > 1
   std::int64_t ddp_bucket_size = 0;  ///< parameters; 0: Megatron-Core's default
+  std::int64_t first_stage_layers = 0;  ///< --decoder-first-pipeline-num-layers; 0: even split
+  std::int64_t last_stage_layers = 0;   ///< --decoder-last-pipeline-num-layers; 0: even split
 };
 
 /// The scenario's "search" block.

@@ -1,6 +1,9 @@
-// Fixed-plan evaluation end to end: GPT-3 175B on 1,024 A100 GPUs (128 DGX nodes), tp 8,
-// pp 16, dp 8, interleave 2, 64 microbatches of 1 sequence per replica (global batch 512).
-// Target (issue 5): lowering + simulation of one iteration under 1 s.
+// Fixed-plan evaluation end to end (lowering + simulation of one iteration):
+// - GPT-3 175B on 1,024 A100 GPUs (128 DGX nodes), tp 8, pp 16, dp 8, interleave 2, 64
+//   microbatches of 1 sequence per replica (global batch 512). Target (issue 5): < 1 s.
+// - Llama 3.1 405B on 16,384 H100 (2,048 DGX nodes), tp 8, pp 16, cp 1, dp 128, sequence
+//   8,192, global batch 2,048 (16M tokens: 16 microbatches of 1 per replica), as Meta's
+//   paper describes the pre-training layout. Target (issue 16): < 1 s.
 #include <benchmark/benchmark.h>
 
 #include <string>
@@ -73,5 +76,63 @@ void BM_Gpt3_175B_1024Gpus_LowerAndSimulate(benchmark::State& state) {
   state.SetLabel("simulated iteration " + std::to_string(iteration_s) + " s");
 }
 BENCHMARK(BM_Gpt3_175B_1024Gpus_LowerAndSimulate)->Unit(benchmark::kMillisecond);
+
+// Llama 3.1 405B (Meta, "The Llama 3 Herd of Models", 2024, table 3): 126 layers, model
+// dimension 16,384, FFN 53,248, 128 heads with 8 key/value heads, vocabulary 128,256.
+ir::ModelConfig llama31_405b() {
+  ir::TransformerConfig t;
+  t.builtin = "llama";
+  t.num_layers = 126;
+  t.hidden_size = 16384;
+  t.num_heads = 128;
+  t.num_kv_heads = 8;
+  t.seq_len = 8192;
+  t.vocab_size = 128256;
+  t.ffn_hidden_size = 53248;
+  ir::set_architecture_defaults(t);
+  t.fused_attention = true;
+  ir::ModelConfig m;
+  m.spec = t;
+  return m;
+}
+
+void BM_Llama31_405B_16384Gpus_LowerAndSimulate(benchmark::State& state) {
+  auto shipped = cost_model::calibrate_shipped_profiles(ALPASIM_SOURCE_DIR "/profiles");
+  ALPASIM_CHECK(shipped.ok()) << shipped.status().message();
+  auto params = cost_model::params_for_preset(*shipped, "dgx-h100");
+  ALPASIM_CHECK(params.ok());
+  auto spec = cluster::make_preset_cluster("dgx-h100", 2048);
+  ALPASIM_CHECK(spec.ok());
+  auto cm = cost_model::CostModel::create(*spec, *params);
+  ALPASIM_CHECK(cm.ok()) << cm.status().message();
+  sim::lowering::MegatronPlan plan;
+  plan.tp = 8;
+  plan.pp = 16;
+  plan.dp = 128;
+  plan.microbatch_size = 1;
+  plan.sequence_parallel = true;
+  plan.zero_stage = 1;
+  plan.gradient_accumulation_fusion = true;
+  plan.recompute = ir::RecomputePolicy::kNone;
+  // 126 blocks on 16 stages: Meta removed one block from the first and the last stage.
+  plan.first_stage_layers = 7;
+  plan.last_stage_layers = 7;
+  sim::lowering::TrainingSetup training;
+  training.global_batch_size = 2048;
+  training.dtype = core::DType::kBf16;
+  double iteration_s = 0;
+  std::uint64_t events = 0;
+  for (auto _ : state) {
+    auto lowered = sim::lowering::lower_megatron_plan(llama31_405b(), training, plan, *cm);
+    ALPASIM_CHECK(lowered.ok()) << lowered.status().message();
+    auto sim = sim::simulate_pipeline(lowered->problem);
+    ALPASIM_CHECK(sim.ok()) << sim.status().message();
+    iteration_s = sim->report.iteration_time.value();
+    events = sim->report.events_processed;
+  }
+  state.counters["events"] = benchmark::Counter(static_cast<double>(events));
+  state.SetLabel("simulated iteration " + std::to_string(iteration_s) + " s");
+}
+BENCHMARK(BM_Llama31_405B_16384Gpus_LowerAndSimulate)->Unit(benchmark::kMillisecond);
 
 }  // namespace

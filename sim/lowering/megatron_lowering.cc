@@ -508,12 +508,32 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   // head on the last (Megatron-LM).
   const std::int64_t chunks = plan.pp * plan.interleave;
   const std::int64_t blocks = static_cast<std::int64_t>(num_layers) - 2;
-  if (blocks < chunks || blocks % chunks != 0) {
-    return bad("interleave", std::to_string(blocks) + " layers do not split evenly into pp·" +
-                                 "interleave = " + std::to_string(chunks) + " model chunks");
+  const bool uneven = plan.first_stage_layers > 0 || plan.last_stage_layers > 0;
+  if (uneven && (plan.interleave > 1 || plan.pp < 2)) {
+    return bad(plan.first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers",
+               "needs pp > 1 and interleave 1 (as Megatron-LM's uneven pipeline split)");
+  }
+  // Megatron-LM's --decoder-first/last-pipeline-num-layers: those stages get the given
+  // blocks, the others split the rest evenly.
+  const std::int64_t first_blocks = uneven && plan.first_stage_layers > 0 ? plan.first_stage_layers : -1;
+  const std::int64_t last_blocks = uneven && plan.last_stage_layers > 0 ? plan.last_stage_layers : -1;
+  const std::int64_t middle_chunks = chunks - (first_blocks >= 0) - (last_blocks >= 0);
+  const std::int64_t middle_blocks =
+      blocks - std::max<std::int64_t>(first_blocks, 0) - std::max<std::int64_t>(last_blocks, 0);
+  if (middle_blocks < middle_chunks || (middle_chunks > 0 && middle_blocks % middle_chunks != 0) ||
+      (middle_chunks == 0 && middle_blocks != 0)) {
+    if (!uneven) {
+      return bad("interleave", std::to_string(blocks) + " layers do not split evenly into pp·" +
+                                   "interleave = " + std::to_string(chunks) + " model chunks");
+    }
+    return bad(plan.first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers",
+               "the other " + std::to_string(middle_chunks) + " stages cannot split the remaining " +
+                   std::to_string(middle_blocks) + " layers evenly");
   }
   std::vector<int> layers_per_chunk(static_cast<std::size_t>(chunks),
-                                    static_cast<int>(blocks / chunks));
+                                    static_cast<int>(middle_chunks > 0 ? middle_blocks / middle_chunks : 0));
+  if (first_blocks >= 0) layers_per_chunk.front() = static_cast<int>(first_blocks);
+  if (last_blocks >= 0) layers_per_chunk.back() = static_cast<int>(last_blocks);
   layers_per_chunk.front() += 1;
   layers_per_chunk.back() += 1;
 

@@ -53,6 +53,11 @@ struct MegatronPlan {
   bool overlap_p2p_comm = false;
   /// --ddp-bucket-size in parameters; 0: Megatron-Core's default max(4·10^7, 10^6·dp).
   std::int64_t ddp_bucket_size_params = 0;
+  /// --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers: transformer
+  /// blocks on the first / last pipeline stage (0: the even split); the other stages split
+  /// the rest evenly. Plain 1F1B only. Llama 3 405B: 126 blocks on 16 stages as 7, 14 x 8, 7.
+  std::int64_t first_stage_layers = 0;
+  std::int64_t last_stage_layers = 0;
 };
 
 /// Training settings the lowering needs besides the plan.

@@ -72,6 +72,10 @@ TEST_CASE("Megatron-Core's overlap flags parse with its defaults; distributed_op
   CHECK(contradict.status().message() ==
         "s.json: /search/megatron/distributed_optimizer: contradicts zero_stage 0 (the "
         "distributed optimizer is zero_stage 1)");
+  auto uneven = with("\"first_stage_layers\": 7, \"last_stage_layers\": 9");
+  REQUIRE_MESSAGE(uneven.ok(), uneven.status().message());
+  CHECK(uneven->search.megatron->first_stage_layers == 7);
+  CHECK(uneven->search.megatron->last_stage_layers == 9);
   auto bucket = with("\"ddp_bucket_size\": 0");
   REQUIRE_FALSE(bucket.ok());
   CHECK(bucket.status().message().find("/search/megatron/ddp_bucket_size: expected a parameter count >= 1") !=

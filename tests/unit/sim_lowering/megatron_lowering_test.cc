@@ -243,6 +243,36 @@ TEST_CASE("pipeline: p2p carries 1/tp of the boundary tensor; layers split evenl
   CHECK(lowered->problem.stages.front().grad_sync_s.has_value());
 }
 
+TEST_CASE("uneven pipeline split: first and last stage blocks as Megatron-LM's flags say") {
+  // 10 blocks on 4 stages: 2 first, 2 last, the middle two stages 3 each; embedding on the
+  // first chunk, head on the last.
+  const auto cm = dgx(1);
+  MegatronPlan plan;
+  plan.pp = 4;
+  plan.dp = 2;
+  plan.first_stage_layers = 2;
+  plan.last_stage_layers = 2;
+  auto lowered = lower_megatron_plan(tiny_gpt(10), training(8), plan, cm);
+  REQUIRE_MESSAGE(lowered.ok(), lowered.status().message());
+  CHECK(lowered->layers_per_chunk == std::vector<int>{3, 3, 3, 3});
+  plan.first_stage_layers = 4;
+  plan.last_stage_layers = 0;
+  lowered = lower_megatron_plan(tiny_gpt(10), training(8), plan, cm);
+  REQUIRE(lowered.ok());
+  CHECK(lowered->layers_per_chunk == std::vector<int>{5, 2, 2, 3});
+  plan.first_stage_layers = 3;
+  auto bad = lower_megatron_plan(tiny_gpt(10), training(8), plan, cm);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() ==
+        "/search/megatron/first_stage_layers: the other 3 stages cannot split the remaining 7 layers evenly");
+  plan.first_stage_layers = 2;
+  plan.interleave = 2;
+  bad = lower_megatron_plan(tiny_gpt(10), training(8), plan, cm);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() ==
+        "/search/megatron/first_stage_layers: needs pp > 1 and interleave 1 (as Megatron-LM's uneven pipeline split)");
+}
+
 TEST_CASE("full recomputation re-runs each block's forward with its collectives") {
   const auto cm = dgx(1);
   MegatronPlan plan;
