@@ -31,9 +31,10 @@ const std::vector<std::string>& optimizers() {
   static const std::vector<std::string> k = {"adam", "sgd"};
   return k;
 }
-// Training dtypes: the formats a whole model trains in (tf32 and fp8 are compute formats).
+// Training dtypes: the formats a whole model trains in; fp8 and the Blackwell block-scaled
+// mxfp8 / nvfp4 are the GEMM formats of a bf16 run (Transformer Engine's recipes).
 const std::vector<std::string>& training_dtypes() {
-  static const std::vector<std::string> k = {"fp32", "fp16", "bf16"};
+  static const std::vector<std::string> k = {"fp32", "fp16", "bf16", "fp8", "mxfp8", "nvfp4"};
   return k;
 }
 
@@ -41,7 +42,12 @@ Result<TrainingConfig> parse_training(JsonObject obj) {
   TrainingConfig t;
   ALPASIM_ASSIGN_OR_RETURN(t.global_batch_size, obj.get_count("global_batch_size", L::kMaxGlobalBatchSize));
   ALPASIM_ASSIGN_OR_RETURN(std::string dtype, obj.get_enum("dtype", training_dtypes()));
-  t.dtype = *core::parse_dtype(dtype);
+  if (dtype == "mxfp8" || dtype == "nvfp4") {
+    t.block_scaled_dtype = dtype;
+    t.dtype = core::DType::kBf16;
+  } else {
+    t.dtype = *core::parse_dtype(dtype);
+  }
   ALPASIM_ASSIGN_OR_RETURN(t.optimizer, obj.get_enum_or("optimizer", optimizers(), "adam"));
   if (auto mb = obj.optional("microbatches")) {
     if (!(mb->is_string() && mb->raw() == "auto")) {
@@ -161,6 +167,24 @@ Result<ProfileRef> parse_profile(const JsonValue& v, const std::filesystem::path
 
 // Cross-block checks that no single block can make.
 core::Status check_consistency(const Scenario& s, const JsonValue& root) {
+  const JsonValue dtype_at =
+      root.child("training", root.raw()["training"]).child("dtype", root.raw()["training"]["dtype"]);
+  if (!s.training.block_scaled_dtype.empty()) {
+    return dtype_at.error(s.training.block_scaled_dtype + " needs Blackwell tensor cores "
+                          "(B200, GB200); the " + s.cluster.gpu.display_name +
+                          " has none, and no Blackwell preset exists in this version");
+  }
+  if (s.training.dtype == core::DType::kFp8) {
+    if (s.cluster.gpu.peak(core::DType::kFp8).value() <= 0) {
+      return dtype_at.error("fp8 needs fp8 tensor cores (Hopper or later); the " +
+                            s.cluster.gpu.display_name + " has none");
+    }
+    if (!s.search.megatron) {
+      return dtype_at.error("fp8 is priced for fixed Megatron plans (\"search\": {\"mode\": "
+                            "\"fixed\", \"megatron\": ...}) only in this version; the search "
+                            "and plan files price fp32, fp16 or bf16");
+    }
+  }
   if (!s.search.megatron) return core::Status();
   const MegatronPlanConfig& m = *s.search.megatron;
   const JsonValue where = root.child("search", root.raw()["search"]).child("megatron",

@@ -17,7 +17,12 @@ namespace alpasim::driver {
 /// The scenario's "training" block.
 struct TrainingConfig {
   std::int64_t global_batch_size = 0;  ///< sequences (transformers) or images per iteration
+  /// fp8 means Transformer Engine's recipe: the block linears' GEMMs in fp8, everything
+  /// else bf16 (fixed Megatron plans only; docs/scenario.md).
   core::DType dtype = core::DType::kFp16;
+  /// "mxfp8" or "nvfp4" when the scenario asked for a Blackwell block-scaled format (no GPU
+  /// of this version supports one: check_consistency rejects it naming the GPU); else "".
+  std::string block_scaled_dtype;
   std::string optimizer;  ///< "adam" (mixed precision: fp32 master weights + 2 moments) or "sgd"
   /// Microbatches per iteration; nullopt = "auto" (the planner chooses).
   std::optional<std::int64_t> num_microbatches;

@@ -34,6 +34,30 @@ bool has_sharded_letter(const std::string& letters) {
   return std::any_of(letters.begin(), letters.end(), is_sharded_letter);
 }
 
+// A transformer block's linear layer GEMM (forward, input gradient or weight gradient): an
+// einsum with a parameter operand, or derived from one. Attention-core GEMMs (no
+// parameter) and the embedding / LM head layers (0 and N+1) are not: Transformer Engine's
+// fp8 recipe runs those in bf16.
+bool is_block_linear(const ir::Graph& g, const Op& op, std::size_t num_layers) {
+  if (op.kind != OpKind::kDot || op.layer <= 0 ||
+      static_cast<std::size_t>(op.layer) + 1 >= num_layers) {
+    return false;
+  }
+  auto has_param = [&](const Op& o) {
+    for (ir::OpId x : o.inputs) {
+      if (g.op(x).kind == OpKind::kParameter) return true;
+    }
+    return false;
+  };
+  if (op.phase == Phase::kForward || op.phase == Phase::kRecompute) {
+    if (has_param(op)) return true;
+    return op.phase == Phase::kRecompute && op.source != ir::kNoOp && has_param(g.op(op.source));
+  }
+  if (op.source == ir::kNoOp) return false;
+  const Op& src = g.op(op.source);
+  return src.kind == OpKind::kParameter || (src.kind == OpKind::kDot && has_param(src));
+}
+
 // The GEMM one GPU runs for einsum `op` when the sharded letters are split tp ways.
 cost_model::GemmShape sharded_gemm(const ir::Graph& g, const Op& op, std::int64_t tp) {
   std::map<char, std::int64_t> extent;
@@ -134,6 +158,10 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   if (plan.sequence_parallel && plan.tp == 1) {
     return bad("sequence_parallel", "needs tp > 1");
   }
+  if (training.dtype == core::DType::kFp8 && cluster.gpu.peak(core::DType::kFp8).value() <= 0) {
+    return core::invalid_argument("/training/dtype: fp8 needs fp8 tensor cores (Hopper or later); the " +
+                                  cluster.gpu.display_name + " has none");
+  }
   // Megatron-LM's own argument checks (megatron/training/arguments.py).
   if (plan.tp_comm_overlap && plan.tp > 1 && !plan.sequence_parallel) {
     return bad("tp_comm_overlap", "needs sequence_parallel (Megatron-LM requires it)");
@@ -150,15 +178,19 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
                                       std::to_string(plan.ddp_bucket_size_params));
   }
 
+  // fp8 (Transformer Engine's recipe): tensors, communication and master weights stay bf16;
+  // only the transformer blocks' linear GEMMs run in fp8 (below).
+  const bool fp8 = training.dtype == core::DType::kFp8;
+  const core::DType storage = fp8 ? core::DType::kBf16 : training.dtype;
   ir::BuildOptions build;
   build.microbatch_size = plan.microbatch_size;
-  build.dtype = training.dtype;
+  build.dtype = storage;
   ALPASIM_ASSIGN_OR_RETURN(ir::Graph forward, ir::build_forward_graph(model, build));
   const ir::Graph g = ir::derive_training_graph(forward, {training.optimizer, plan.recompute});
   const std::vector<ir::LayerStats> stats = ir::layer_stats(g);
   const std::size_t num_layers = g.layers.size();
   const std::int64_t tp = plan.tp;
-  const std::int64_t dtype_bytes = core::dtype_bytes(training.dtype);
+  const std::int64_t dtype_bytes = core::dtype_bytes(storage);
 
   // ---- Which tensors are split across the tp group. Forward: dots by their output
   // letters, other ops when an activation input is split; shapes seen split / replicated
@@ -243,7 +275,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   // main_grad, writes main_grad. main_grad has the parameters' dtype for fp16 training and
   // is fp32 for bf16 (Megatron forces accumulate_allreduce_grads_in_fp32 with bf16). With
   // --gradient-accumulation-fusion the linear weights accumulate inside the wgrad GEMM.
-  const std::int64_t main_grad_bytes = training.dtype == core::DType::kBf16 ? 4 : dtype_bytes;
+  const std::int64_t main_grad_bytes = storage == core::DType::kBf16 ? 4 : dtype_bytes;
   const std::int64_t accumulate_bytes_per_param = dtype_bytes + 2 * main_grad_bytes;
   std::vector<char> gemm_weight(g.size(), 0);
   for (std::size_t i = 0; i < g.size(); ++i) {
@@ -255,6 +287,10 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   }
   std::vector<Seconds> grad_accumulation(num_layers, Seconds{0});
   std::vector<LayerParams> params(num_layers);
+  // fp8: block linear weights per GPU, kept as fp8 copies (the weight and its transpose,
+  // 1 byte each) beside the bf16 ones; cast once per iteration after the optimizer step
+  // (Transformer Engine caches them across microbatches).
+  std::vector<std::int64_t> fp8_weights(num_layers, 0);
   for (std::size_t i = 0; i < g.size(); ++i) {
     const Op& op = g.op(static_cast<ir::OpId>(i));
     if (op.kind != OpKind::kParameter) continue;
@@ -269,6 +305,10 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     if (!(plan.gradient_accumulation_fusion && gemm_weight[i])) {
       grad_accumulation[static_cast<std::size_t>(op.layer)] +=
           cost_model.memory_bound(Bytes(local * accumulate_bytes_per_param));
+    }
+    if (fp8 && gemm_weight[i] && op.layer > 0 &&
+        static_cast<std::size_t>(op.layer) + 1 < num_layers) {
+      fp8_weights[static_cast<std::size_t>(op.layer)] += local;
     }
   }
 
@@ -305,10 +345,39 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     }
     OpTimes t;
     if (op.is_einsum()) {
-      const auto shape = sharded_gemm(g, op, tp);
+      auto shape = sharded_gemm(g, op, tp);
+      // The non-parameter operand of a forward linear, and the incoming gradient of its
+      // input-gradient GEMM: what Transformer Engine casts to fp8 (per GPU, elements).
+      std::int64_t cast_in_fwd = 0, cast_grad = 0;
+      if (fp8 && is_block_linear(g, op, num_layers)) {
+        shape.dtype = core::DType::kFp8;
+        const auto local = [&](ir::OpId x) {
+          const std::int64_t n = g.op(x).out.num_elements();
+          return tp > 1 && (sharded[static_cast<std::size_t>(x)] || plan.sequence_parallel) ? ceil_div(n, tp) : n;
+        };
+        if (op.phase == Phase::kForward) {
+          for (ir::OpId x : op.inputs) {
+            if (g.op(x).kind != OpKind::kParameter) cast_in_fwd += local(x);
+          }
+        } else if (op.phase == Phase::kBackward && op.source != ir::kNoOp &&
+                   g.op(op.source).kind != OpKind::kParameter) {
+          for (ir::OpId x : op.inputs) {  // the output gradient (the other is the weight)
+            if (g.op(x).kind == OpKind::kParameter) continue;
+            cast_grad += local(x);
+            break;
+          }
+        }
+      }
       const auto est = cost_model.gemm(shape);
       t.gemm = est.time;
       t.flops = cost_model::gemm_flops(shape);
+      // Forward: the fp8 copy of the input is written by the kernel that produces it (a
+      // fused cast: +1 byte per element). Backward: the output gradient is cast to fp8
+      // and transposed for the two GEMMs (read 2 bytes, write 2 x 1 byte per element).
+      // The amax reductions ride in the same kernels.
+      if (cast_in_fwd + cast_grad > 0) {
+        t.memory_bound = cost_model.memory_bound(Bytes(cast_in_fwd * 1 + cast_grad * 4));
+      }
       if (tp > 1 && op.phase == Phase::kForward) {
         if (contracts_sharded(op)) row_outputs[l].push_back(op.out.bytes());
         if (is_column_parallel(op) && column_inputs[l].insert(op.inputs[0]).second) {
@@ -424,7 +493,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
 
   // ---- Memory and the rest of LayerCosts.
   const std::int64_t opt_bytes_per_param =
-      ir::optimizer_state_bytes_per_parameter(training.optimizer, training.dtype);
+      ir::optimizer_state_bytes_per_parameter(training.optimizer, storage);
   const auto* tcfg = std::get_if<ir::TransformerConfig>(&model.spec);
   const bool gpt_formula = tcfg != nullptr && tcfg->builtin == "gpt";
   std::vector<std::int64_t> working(num_layers, 0);
@@ -466,7 +535,8 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     }
     const std::int64_t param_bytes = local_params * dtype_bytes;
     const std::int64_t dp = plan.dp;
-    c.parameter_bytes = Bytes(plan.zero_stage >= 3 ? ceil_div(param_bytes, dp) : param_bytes);
+    c.parameter_bytes = Bytes((plan.zero_stage >= 3 ? ceil_div(param_bytes, dp) : param_bytes) +
+                              2 * fp8_weights[l]);
     c.gradient_bytes = Bytes(plan.zero_stage >= 2 ? ceil_div(param_bytes, dp) : param_bytes);
     const std::int64_t opt = local_params * opt_bytes_per_param;
     c.optimizer_state_bytes = Bytes(plan.zero_stage >= 1 ? ceil_div(opt, dp) : opt);
@@ -481,12 +551,14 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       // (fp16: read 2 + write 4; bf16 main_grad is already fp32: none), unscale + inf
       // check (fp16 loss scaling: read 4 + write 4), the gradient norm for clipping
       // (read 4), and copying the fp32 master weights back (read 4 + write 2).
-      if (training.dtype == core::DType::kFp16) {
+      if (storage == core::DType::kFp16) {
         bytes += static_cast<double>(local_params) * (2 + 6 + 8 + 4 + 6);
-      } else if (training.dtype == core::DType::kBf16) {
+      } else if (storage == core::DType::kBf16) {
         bytes += static_cast<double>(local_params) * (4 + 4 + 6);
       }
       if (plan.zero_stage >= 1) bytes /= static_cast<double>(dp);
+      // fp8 weight copies: read the bf16 weight, write it and its transpose in fp8.
+      bytes += static_cast<double>(fp8_weights[l]) * (2 + 2);
       c.optimizer_step_s = cost_model.memory_bound(Bytes(static_cast<std::int64_t>(bytes)));
     }
     L.grad_accumulation_s = grad_accumulation[l];

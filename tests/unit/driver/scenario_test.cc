@@ -82,6 +82,38 @@ TEST_CASE("Megatron-Core's overlap flags parse with its defaults; distributed_op
         std::string::npos);
 }
 
+TEST_CASE("fp8 parses for fixed Megatron plans on Hopper; other GPUs and formats are errors naming the GPU") {
+  auto with = [](const std::string& preset, const std::string& dtype, bool fixed) {
+    std::string text = kBase;
+    auto swap = [&](const std::string& from, const std::string& to) {
+      text.replace(text.find(from), from.size(), to);
+    };
+    swap("\"dgx-a100-80gb\"", "\"" + preset + "\"");
+    swap("\"dtype\": \"fp16\"", "\"dtype\": \"" + dtype + "\"");
+    if (!fixed) {
+      const auto at = text.find("\"search\"");
+      text = text.substr(0, at) + "\"search\": {\"mode\": \"alpa\"}\n}";
+    }
+    return parse_scenario(text, "s.json", ".");
+  };
+  auto ok = with("dgx-h100", "fp8", true);
+  REQUIRE_MESSAGE(ok.ok(), ok.status().message());
+  CHECK(ok->training.dtype == core::DType::kFp8);
+  auto a100 = with("dgx-a100-80gb", "fp8", true);
+  REQUIRE_FALSE(a100.ok());
+  CHECK(a100.status().message() ==
+        "s.json: /training/dtype: fp8 needs fp8 tensor cores (Hopper or later); the NVIDIA "
+        "A100-SXM4-80GB has none");
+  auto search = with("dgx-h100", "fp8", false);
+  REQUIRE_FALSE(search.ok());
+  CHECK(search.status().message().rfind("s.json: /training/dtype: fp8 is priced for fixed Megatron plans", 0) == 0);
+  auto mx = with("dgx-h100", "mxfp8", true);
+  REQUIRE_FALSE(mx.ok());
+  CHECK(mx.status().message() ==
+        "s.json: /training/dtype: mxfp8 needs Blackwell tensor cores (B200, GB200); the NVIDIA H100 "
+        "80GB HBM3 (SXM5) has none, and no Blackwell preset exists in this version");
+}
+
 TEST_CASE("training.seq_len replaces the model's sequence length, for an HF config too") {
   // Builtin transformer: model.seq_len 2048 -> 1024; the echo keeps the override.
   std::string text = kBase;

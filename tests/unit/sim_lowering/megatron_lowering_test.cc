@@ -273,6 +273,69 @@ TEST_CASE("uneven pipeline split: first and last stage blocks as Megatron-LM's f
         "/search/megatron/first_stage_layers: needs pp > 1 and interleave 1 (as Megatron-LM's uneven pipeline split)");
 }
 
+TEST_CASE("fp8: block linears' GEMMs at the fp8 rate, fp8 weight copies, bf16 everywhere else") {
+  auto h100 = [](std::int64_t nodes) {
+    auto spec = cluster::make_preset_cluster("dgx-h100", nodes);
+    REQUIRE(spec.ok());
+    auto cm = cost_model::CostModel::create(*spec, cost_model::default_params());
+    REQUIRE(cm.ok());
+    return *cm;
+  };
+  const auto cm = h100(1);
+  MegatronPlan plan;
+  plan.tp = 2;
+  plan.dp = 4;
+  plan.sequence_parallel = true;
+  // Real GEMM sizes (sequence 2,048, hidden 4,096): at the tiny GPT's 32 tokens fp8's
+  // larger half-efficiency size makes its GEMMs no faster, as on real GPUs.
+  const std::int64_t hidden = 4096;
+  auto model = tiny_gpt(2, hidden);
+  std::get<ir::TransformerConfig>(model.spec).seq_len = 2048;
+  std::get<ir::TransformerConfig>(model.spec).num_heads = 32;
+  std::get<ir::TransformerConfig>(model.spec).num_kv_heads = 32;
+  TrainingSetup bf16 = training(4);
+  bf16.dtype = core::DType::kBf16;
+  TrainingSetup fp8 = bf16;
+  fp8.dtype = core::DType::kFp8;
+  auto a = lower_megatron_plan(model, bf16, plan, cm);
+  auto b = lower_megatron_plan(model, fp8, plan, cm);
+  REQUIRE_MESSAGE(a.ok(), a.status().message());
+  REQUIRE_MESSAGE(b.ok(), b.status().message());
+  const auto& ba = a->layers[1];
+  const auto& bb = b->layers[1];
+  // The linears run at up to 2x the rate (H100: 1,979 vs 989 TFLOP/s dense); the attention
+  // core stays bf16, so the block's GEMMs speed up by less than 2x.
+  CHECK(bb.gemm_forward_s.value() < ba.gemm_forward_s.value());
+  CHECK(bb.gemm_forward_s.value() > ba.gemm_forward_s.value() / 2);
+  CHECK(bb.gemm_backward_s.value() < ba.gemm_backward_s.value());
+  // Casts: forward inputs and backward output gradients are extra memory-bound work.
+  CHECK(bb.memory_bound_forward_s.value() > ba.memory_bound_forward_s.value());
+  CHECK(bb.memory_bound_backward_s.value() > ba.memory_bound_backward_s.value());
+  // Embedding and LM head: bf16 GEMMs, untouched.
+  CHECK(b->layers.back().gemm_forward_s.value() == a->layers.back().gemm_forward_s.value());
+  CHECK(b->layers.front().costs.forward_s.value() == a->layers.front().costs.forward_s.value());
+  // Memory: the fp8 weight and its transpose, 1 byte each, of the block's 12·h^2 linear
+  // weights (QKV 3h^2, out h^2, fc1 4h^2, fc2 4h^2) split tp ways; nothing else changes.
+  CHECK(bb.costs.parameter_bytes.value() - ba.costs.parameter_bytes.value() ==
+        2 * 12 * hidden * hidden / 2);
+  CHECK(bb.costs.gradient_bytes.value() == ba.costs.gradient_bytes.value());
+  CHECK(bb.costs.optimizer_state_bytes.value() == ba.costs.optimizer_state_bytes.value());
+  CHECK(bb.costs.activation_bytes.value() == ba.costs.activation_bytes.value());
+  CHECK(bb.costs.forward_tp_comm_s.value() == ba.costs.forward_tp_comm_s.value());
+  // The weight casts run once per iteration, with the optimizer step.
+  CHECK(bb.costs.optimizer_step_s.value() > ba.costs.optimizer_step_s.value());
+  auto ta = simulate_pipeline(a->problem);
+  auto tb = simulate_pipeline(b->problem);
+  REQUIRE(ta.ok());
+  REQUIRE(tb.ok());
+  CHECK(tb->report.iteration_time.value() < ta->report.iteration_time.value());
+  // A GPU without fp8 tensor cores is an error naming it.
+  auto on_a100 = lower_megatron_plan(model, fp8, plan, dgx(1));
+  REQUIRE_FALSE(on_a100.ok());
+  CHECK(on_a100.status().message() ==
+        "/training/dtype: fp8 needs fp8 tensor cores (Hopper or later); the NVIDIA A100-SXM4-80GB has none");
+}
+
 TEST_CASE("full recomputation re-runs each block's forward with its collectives") {
   const auto cm = dgx(1);
   MegatronPlan plan;
