@@ -83,6 +83,7 @@ core::Result<Evaluation> evaluate_fixed_plan(const Scenario& scenario,
     plan.overlap_p2p_comm = m->overlap_p2p_comm;
     plan.ddp_bucket_size_params = m->ddp_bucket_size;
     plan.first_stage_layers = m->first_stage_layers;
+    plan.cp = m->cp;
     plan.last_stage_layers = m->last_stage_layers;
     sim::lowering::TrainingSetup training;
     training.global_batch_size = scenario.training.global_batch_size;

@@ -27,12 +27,16 @@ std::string megatron_summary(const MegatronPlanConfig& m) {
   shape.tp = m.tp;
   shape.pp = m.pp;
   shape.dp = m.dp;
+  shape.cp = m.cp;
   shape.mbs = m.microbatch_size;
   shape.vp = m.interleave;
   shape.recompute = m.recompute;
   std::string s = shape.to_string();
   if (m.sequence_parallel) s += " sequence_parallel";
   if (m.zero_stage > 0) s += " zero_stage=" + std::to_string(m.zero_stage);
+  if (m.tp_comm_overlap) s += " tp_comm_overlap";
+  if (m.overlap_grad_reduce) s += " overlap_grad_reduce";
+  if (m.overlap_param_gather) s += " overlap_param_gather";
   return s;
 }
 

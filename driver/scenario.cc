@@ -72,6 +72,7 @@ Result<MegatronPlanConfig> parse_megatron(JsonObject obj) {
   ALPASIM_ASSIGN_OR_RETURN(m.tp, obj.get_count("tp", L::kMaxGpus));
   ALPASIM_ASSIGN_OR_RETURN(m.pp, obj.get_count("pp", L::kMaxGpus));
   ALPASIM_ASSIGN_OR_RETURN(m.dp, obj.get_count("dp", L::kMaxGpus));
+  ALPASIM_ASSIGN_OR_RETURN(m.cp, obj.get_count_or("cp", L::kMaxGpus, 1));
   ALPASIM_ASSIGN_OR_RETURN(m.microbatch_size, obj.get_count("microbatch_size", L::kMaxGlobalBatchSize));
   ALPASIM_ASSIGN_OR_RETURN(m.interleave, obj.get_count_or("interleave", L::kMaxInterleave, 1));
   ALPASIM_ASSIGN_OR_RETURN(std::string recompute,
@@ -193,8 +194,18 @@ core::Status check_consistency(const Scenario& s, const JsonValue& root) {
   // microbatches <= 2^22, interleave <= 2^10), so these products stay below 2^63 and
   // none of them is 0 (microbatches·dp·microbatch_size is formed only once dp·microbatch_size
   // is known to divide global_batch_size).
-  const std::int64_t gpus = m.tp * m.pp * m.dp;
+  // cp <= 2^20 too, so tp·pp·cp·dp < 2^80 could overflow: check it in steps.
+  if (m.cp > 1 && m.tp * m.pp * m.dp > s.cluster.num_gpus()) {
+    return where.error("tp·pp·cp·dp exceeds the cluster's " + std::to_string(s.cluster.num_gpus()) + " GPUs");
+  }
+  const std::int64_t gpus = m.tp * m.pp * m.cp * m.dp;
   if (gpus != s.cluster.num_gpus()) {
+    if (m.cp > 1) {
+      return where.error("tp·pp·cp·dp = " + std::to_string(m.tp) + "·" + std::to_string(m.pp) + "·" +
+                         std::to_string(m.cp) + "·" + std::to_string(m.dp) + " = " +
+                         std::to_string(gpus) + " GPUs, but the cluster has " +
+                         std::to_string(s.cluster.num_gpus()));
+    }
     return where.error("tp·pp·dp = " + std::to_string(m.tp) + "·" + std::to_string(m.pp) + "·" +
                        std::to_string(m.dp) + " = " + std::to_string(gpus) +
                        " GPUs, but the cluster has " + std::to_string(s.cluster.num_gpus()));
@@ -410,6 +421,7 @@ core::Json scenario_to_json(const Scenario& s) {
                           {"overlap_p2p_comm", m->overlap_p2p_comm}};
     if (m->ddp_bucket_size > 0) search["megatron"]["ddp_bucket_size"] = m->ddp_bucket_size;
     if (m->first_stage_layers > 0) search["megatron"]["first_stage_layers"] = m->first_stage_layers;
+    if (m->cp > 1) search["megatron"]["cp"] = m->cp;
     if (m->last_stage_layers > 0) search["megatron"]["last_stage_layers"] = m->last_stage_layers;
   }
   if (s.search.plan_file) search["plan"] = s.search.plan_file_as_written;

@@ -36,6 +36,7 @@ struct MegatronPlanConfig {
   std::int64_t tp = 1;  ///< tensor-parallel size (inside a node)
   std::int64_t pp = 1;  ///< pipeline stages
   std::int64_t dp = 1;  ///< data-parallel replicas
+  std::int64_t cp = 1;  ///< context-parallel size (sequence split; Megatron-Core --context-parallel-size)
   std::int64_t microbatch_size = 1;  ///< sequences per microbatch per replica
   std::int64_t interleave = 1;       ///< virtual stages per device (1 = plain 1F1B)
   schema::Recompute recompute = schema::Recompute::kNone;

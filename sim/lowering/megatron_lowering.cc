@@ -130,7 +130,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     return core::invalid_argument("/search/megatron/" + field + ": " + what);
   };
   for (const auto& [name, v] : {std::pair<const char*, std::int64_t>{"tp", plan.tp},
-                                {"pp", plan.pp}, {"dp", plan.dp},
+                                {"pp", plan.pp}, {"dp", plan.dp}, {"cp", plan.cp},
                                 {"microbatch_size", plan.microbatch_size},
                                 {"interleave", plan.interleave}}) {
     if (v < 1) return bad(name, "expected an integer >= 1, got " + std::to_string(v));
@@ -138,9 +138,11 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   if (plan.zero_stage < 0 || plan.zero_stage > 3) {
     return bad("zero_stage", "expected 0..3, got " + std::to_string(plan.zero_stage));
   }
-  const std::int64_t num_gpus = plan.tp * plan.pp * plan.dp;
+  const std::int64_t cp = plan.cp;
+  const std::int64_t num_gpus = plan.tp * plan.pp * cp * plan.dp;
   if (num_gpus != cluster.num_gpus()) {
-    return bad("tp", "tp·pp·dp = " + std::to_string(num_gpus) + " GPUs but the cluster has " +
+    return bad("tp", std::string(cp > 1 ? "tp·pp·cp·dp" : "tp·pp·dp") + " = " +
+                         std::to_string(num_gpus) + " GPUs but the cluster has " +
                          std::to_string(cluster.num_gpus()));
   }
   const std::int64_t per_step = plan.dp * plan.microbatch_size;
@@ -182,10 +184,32 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   // only the transformer blocks' linear GEMMs run in fp8 (below).
   const bool fp8 = training.dtype == core::DType::kFp8;
   const core::DType storage = fp8 ? core::DType::kBf16 : training.dtype;
+  // Context parallelism: each GPU of a cp group holds s/cp tokens of every sequence (the
+  // load-balanced causal split), so the graph is built at s/cp; its attention core, which
+  // meets the keys of the whole sequence, is scaled by cp below.
+  ir::ModelConfig local_model = model;
+  if (cp > 1) {
+    auto* t = std::get_if<ir::TransformerConfig>(&local_model.spec);
+    if (t == nullptr) return bad("cp", "context parallelism needs a transformer");
+    if (t->seq_len % (2 * cp) != 0) {
+      return bad("cp", "sequence length " + std::to_string(t->seq_len) +
+                           " is not a multiple of 2·cp = " + std::to_string(2 * cp) +
+                           " (Megatron-Core splits each sequence into 2·cp chunks)");
+    }
+    if (t->learned_positions) {
+      return bad("cp", "a learned position table with context parallelism is not modelled (the "
+                       "graph at s/cp tokens would hold s/cp positions); rotary models only");
+    }
+    if (!t->fused_attention) {
+      return bad("cp", "needs fused attention (Megatron-Core's context parallelism runs inside "
+                       "Transformer Engine's flash attention)");
+    }
+    t->seq_len /= cp;
+  }
   ir::BuildOptions build;
   build.microbatch_size = plan.microbatch_size;
   build.dtype = storage;
-  ALPASIM_ASSIGN_OR_RETURN(ir::Graph forward, ir::build_forward_graph(model, build));
+  ALPASIM_ASSIGN_OR_RETURN(ir::Graph forward, ir::build_forward_graph(local_model, build));
   const ir::Graph g = ir::derive_training_graph(forward, {training.optimizer, plan.recompute});
   const std::vector<ir::LayerStats> stats = ir::layer_stats(g);
   const std::size_t num_layers = g.layers.size();
@@ -326,6 +350,8 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
 
   // ---- Per-layer costs.
   std::vector<LoweredLayer> layers(num_layers);
+  std::vector<Seconds> attention_forward_s(num_layers, Seconds{0});   // cp > 1: the core's
+  std::vector<Seconds> attention_backward_s(num_layers, Seconds{0});  // time per phase
   std::vector<std::int64_t> optimizer_bytes(num_layers, 0);
   for (std::size_t l = 0; l < num_layers; ++l) {
     layers[l].kind = g.layers[l].kind;
@@ -409,6 +435,18 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
         row_outputs[l].push_back(op.out.bytes());  // vocab-parallel lookup all-reduces
       }
     }
+    // Context parallelism: the attention core of a GPU's s/cp queries meets all s keys
+    // (cp ring steps of the local block's size); everything else is per token.
+    const bool attention_core =
+        op.selective_recompute || (op.source != ir::kNoOp && g.op(op.source).selective_recompute);
+    if (cp > 1 && attention_core) {
+      t.gemm = t.gemm * static_cast<double>(cp);
+      t.memory_bound = t.memory_bound * static_cast<double>(cp);
+      t.flops = Flops(t.flops.value() * static_cast<double>(cp));
+      const Seconds both = t.gemm + t.memory_bound;
+      if (op.phase == Phase::kForward) attention_forward_s[l] += both;
+      if (op.phase == Phase::kBackward) attention_backward_s[l] += both;
+    }
     switch (op.phase) {
       case Phase::kForward:
         L.gemm_forward_s += t.gemm;
@@ -491,10 +529,44 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     }
   }
 
+  // ---- Context parallelism's K/V ring (Megatron-Core, Transformer Engine's ring attention):
+  // in the forward each GPU passes its K and V chunks (b · s/cp tokens, the tp-local KV heads)
+  // cp - 1 times around the cp group, each step overlapped with the attention of the chunk
+  // in hand (1/cp of the core); the backward passes K, V and their gradients (twice the
+  // bytes) behind the backward's core. Exposed: what a step's transfer takes beyond its
+  // step of attention, on the slowest hop of the first stage's ring. A recomputed forward
+  // repeats its exchange.
+  if (cp > 1) {
+    const auto& local = std::get<ir::TransformerConfig>(local_model.spec);  // checked above
+    const std::int64_t head_dim = local.hidden_size / local.num_heads;
+    const std::int64_t kv_heads_local = ceil_div(local.num_kv_heads, tp);
+    const std::int64_t step_bytes =
+        2 * plan.microbatch_size * local.seq_len * kv_heads_local * head_dim * dtype_bytes;
+    Seconds hop_fwd{0}, hop_bwd{0};
+    for (std::int64_t c = 0; c < cp; ++c) {
+      const std::int64_t src = c * tp, dst = ((c + 1) % cp) * tp;
+      hop_fwd = std::max(hop_fwd, cost_model.send_recv(Bytes(step_bytes), src, dst).time);
+      hop_bwd = std::max(hop_bwd, cost_model.send_recv(Bytes(2 * step_bytes), src, dst).time);
+    }
+    const double steps = static_cast<double>(cp - 1);
+    for (std::size_t l = 0; l < num_layers; ++l) {
+      if (attention_forward_s[l].value() <= 0) continue;
+      LoweredLayer& L = layers[l];
+      const Seconds per_fwd = attention_forward_s[l] / static_cast<double>(cp);
+      const Seconds per_bwd = attention_backward_s[l] / static_cast<double>(cp);
+      L.cp_kv_bytes_per_step = Bytes(step_bytes);
+      L.cp_comm_forward_s = std::max(Seconds{0}, hop_fwd - per_fwd) * steps;
+      L.cp_comm_backward_s = std::max(Seconds{0}, hop_bwd - per_bwd) * steps;
+      if (L.recompute_s.value() > 0 && plan.recompute == ir::RecomputePolicy::kFull) {
+        L.recompute_s += L.cp_comm_forward_s;
+      }
+    }
+  }
+
   // ---- Memory and the rest of LayerCosts.
   const std::int64_t opt_bytes_per_param =
       ir::optimizer_state_bytes_per_parameter(training.optimizer, storage);
-  const auto* tcfg = std::get_if<ir::TransformerConfig>(&model.spec);
+  const auto* tcfg = std::get_if<ir::TransformerConfig>(&local_model.spec);
   const bool gpt_formula = tcfg != nullptr && tcfg->builtin == "gpt";
   std::vector<std::int64_t> working(num_layers, 0);
   for (std::size_t l = 0; l < num_layers; ++l) {
@@ -534,7 +606,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       local_params += params[0].word_embedding_per_gpu;
     }
     const std::int64_t param_bytes = local_params * dtype_bytes;
-    const std::int64_t dp = plan.dp;
+    const std::int64_t dp = plan.dp * cp;  // the distributed optimizer shards over dp·cp
     c.parameter_bytes = Bytes((plan.zero_stage >= 3 ? ceil_div(param_bytes, dp) : param_bytes) +
                               2 * fp8_weights[l]);
     c.gradient_bytes = Bytes(plan.zero_stage >= 2 ? ceil_div(param_bytes, dp) : param_bytes);
@@ -572,8 +644,10 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       }
     }
     L.memory_bound_backward_s += L.grad_accumulation_s;
-    c.forward_s = L.gemm_forward_s + L.memory_bound_forward_s + c.forward_tp_comm_s;
-    c.backward_s = L.gemm_backward_s + L.memory_bound_backward_s + c.backward_tp_comm_s;
+    c.forward_s = L.gemm_forward_s + L.memory_bound_forward_s + c.forward_tp_comm_s +
+                  L.cp_comm_forward_s;
+    c.backward_s = L.gemm_backward_s + L.memory_bound_backward_s + c.backward_tp_comm_s +
+                   L.cp_comm_backward_s;
   }
 
   // ---- Chunking: equal transformer layers per virtual stage, embedding on the first,
@@ -617,7 +691,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   spec.num_stages = static_cast<int>(plan.pp);
   spec.interleave = static_cast<int>(plan.interleave);
   spec.num_microbatches = static_cast<int>(num_microbatches);
-  spec.data_parallel = static_cast<int>(plan.dp);
+  spec.data_parallel = static_cast<int>(plan.dp * cp);  // replicas of each weight
   spec.gpus_per_stage = static_cast<int>(tp);
   spec.recompute = Recompute::kNone;  // recomputation patched in below, per layer
   spec.memory_limit = cluster.usable_memory();
@@ -626,11 +700,11 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   // Without overlap_grad_reduce Megatron syncs after the backward (one bucket). With it,
   // the buckets of Megatron-Core's DDP: the chunk with the most parameters sets the count.
   int buckets = 1;
-  if (plan.overlap_grad_reduce && plan.dp > 1) {
+  if (plan.overlap_grad_reduce && plan.dp * cp > 1) {
     const std::int64_t bucket_params =
         plan.ddp_bucket_size_params > 0
             ? plan.ddp_bucket_size_params
-            : std::max<std::int64_t>(40'000'000, 1'000'000 * plan.dp);
+            : std::max<std::int64_t>(40'000'000, 1'000'000 * plan.dp * cp);
     std::size_t l = 0;
     for (int count : layers_per_chunk) {
       std::int64_t chunk_params = 0;
@@ -648,18 +722,22 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   ALPASIM_ASSIGN_OR_RETURN(PipelineProblem problem, make_layered_problem(spec));
 
   // ---- Patch recomputation, reshards, gradient sync and routes.
-  const std::int64_t stage_stride = tp * plan.dp;  // GPUs per pipeline stage
+  // Megatron's rank order: tp fastest, then cp, then dp, then pp. Gradients are
+  // synchronised over the dp·cp GPUs of a stage that share a tp rank.
+  const std::int64_t stage_stride = tp * cp * plan.dp;  // GPUs per pipeline stage
   std::optional<Seconds> reshard_ag;
   const std::int64_t boundary = stats.front().boundary_bytes;
   if (tp > 1 && !plan.sequence_parallel) {
     reshard_ag = tp_time(cost_model::Collective::kAllGather, boundary);
   }
   std::vector<std::vector<std::int64_t>> dp_groups;
-  if (plan.dp > 1) {
+  if (plan.dp * cp > 1) {
     for (std::int64_t s = 0; s < plan.pp; ++s) {
       for (std::int64_t r = 0; r < tp; ++r) {
         std::vector<std::int64_t> ids;
-        for (std::int64_t d = 0; d < plan.dp; ++d) ids.push_back(s * stage_stride + d * tp + r);
+        for (std::int64_t d = 0; d < plan.dp; ++d) {
+          for (std::int64_t c = 0; c < cp; ++c) ids.push_back(s * stage_stride + (d * cp + c) * tp + r);
+        }
         dp_groups.push_back(std::move(ids));
       }
     }
@@ -674,10 +752,10 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   // vocab shard's main_grad with its peer on the other end (all tp ranks at once), before
   // the optimizer. Added to the gradient sync of the first and last model chunk.
   std::optional<Seconds> embedding_all_reduce;
-  if (plan.pp > 1 && plan.dp > 1 && tcfg != nullptr && tcfg->tied_embeddings &&
+  if (plan.pp > 1 && plan.dp * cp > 1 && tcfg != nullptr && tcfg->tied_embeddings &&
       params[0].word_embedding_per_gpu > 0) {
     std::vector<std::vector<std::int64_t>> pairs;
-    for (std::int64_t r = 0; r < tp; ++r) pairs.push_back({r, (plan.pp - 1) * stage_stride + r});
+    for (std::int64_t r = 0; r < tp * cp; ++r) pairs.push_back({r, (plan.pp - 1) * stage_stride + r});
     ALPASIM_ASSIGN_OR_RETURN(std::vector<cluster::GroupInfo> pair_infos, cost_model.concurrent_groups(pairs));
     embedding_all_reduce =
         cost_model
@@ -708,7 +786,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     } else if (tp > 1) {
       st.output_activation_bytes = Bytes(ceil_div(st.output_activation_bytes.value(), tp));
     }
-    if (plan.dp > 1 && st.grad_sync_bytes.value() > 0) {
+    if (plan.dp * cp > 1 && st.grad_sync_bytes.value() > 0) {
       const std::size_t mesh = j % static_cast<std::size_t>(plan.pp);
       const cluster::GroupInfo& info = dp_infos[mesh * static_cast<std::size_t>(tp)];
       const auto kind = plan.zero_stage >= 1 ? cost_model::Collective::kReduceScatter
@@ -780,7 +858,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   out.num_microbatches = num_microbatches;
   out.num_gpus = num_gpus;
   out.grad_sync_buckets = buckets;
-  if (plan.pp > 1 && plan.dp == 1 && tcfg != nullptr && tcfg->tied_embeddings) {
+  if (plan.pp > 1 && plan.dp * cp == 1 && tcfg != nullptr && tcfg->tied_embeddings) {
     out.notes.push_back(
         "the last stage holds a copy of the tied word embedding; with dp = 1 its gradient "
         "all-reduce with the first stage is not modelled");

@@ -24,6 +24,10 @@ struct MegatronPlan {
   std::int64_t tp = 1;  ///< tensor-parallel size
   std::int64_t pp = 1;  ///< pipeline stages
   std::int64_t dp = 1;  ///< data-parallel replicas
+  /// Context parallel (Megatron-Core --context-parallel-size): each sequence split over cp
+  /// GPUs (2·cp load-balanced chunks), ring attention passing K/V chunks between them.
+  /// Rank order tp, cp, dp, pp; gradients and the distributed optimizer span dp·cp.
+  std::int64_t cp = 1;
   std::int64_t microbatch_size = 1;  ///< sequences per microbatch
   std::int64_t interleave = 1;       ///< model chunks per stage (1 = plain 1F1B)
   ir::RecomputePolicy recompute = ir::RecomputePolicy::kNone;
@@ -97,6 +101,11 @@ struct LoweredLayer {
   /// LayerCosts::forward_tp_comm_s / backward_tp_comm_s hold the exposed rest.
   core::Seconds tp_comm_hidden_forward_s{0};
   core::Seconds tp_comm_hidden_backward_s{0};
+  /// Context parallelism: bytes one GPU sends per ring step (K and V of its chunk), and the
+  /// exposed part of the exchange per microbatch (in forward_s / backward_s).
+  core::Bytes cp_kv_bytes_per_step{0};
+  core::Seconds cp_comm_forward_s{0};
+  core::Seconds cp_comm_backward_s{0};
 };
 
 /// A lowered plan: the simulator problem plus what the report needs to explain it.
@@ -105,7 +114,7 @@ struct LoweredPlan {
   std::vector<LoweredLayer> layers;  ///< model order: prologue, blocks, epilogue
   std::vector<int> layers_per_chunk;  ///< p·v entries
   std::int64_t num_microbatches = 0;  ///< per replica per iteration
-  std::int64_t num_gpus = 0;          ///< tp·pp·dp
+  std::int64_t num_gpus = 0;          ///< tp·pp·cp·dp
   int grad_sync_buckets = 1;  ///< per model chunk; > 1 only with overlap_grad_reduce
   /// Seconds of one p2p send of a stage boundary (per GPU, over the network part), and
   /// the bytes each GPU puts on the wire.

@@ -72,6 +72,11 @@ TEST_CASE("Megatron-Core's overlap flags parse with its defaults; distributed_op
   CHECK(contradict.status().message() ==
         "s.json: /search/megatron/distributed_optimizer: contradicts zero_stage 0 (the "
         "distributed optimizer is zero_stage 1)");
+  // cp: tp·pp·cp·dp must be the cluster (8·12·2·16 = 3,072 of 1,536 here).
+  auto cp = with("\"cp\": 2");
+  REQUIRE_FALSE(cp.ok());
+  CHECK(cp.status().message() ==
+        "s.json: /search/megatron: tp·pp·cp·dp = 8·12·2·16 = 3072 GPUs, but the cluster has 1536");
   auto uneven = with("\"first_stage_layers\": 7, \"last_stage_layers\": 9");
   REQUIRE_MESSAGE(uneven.ok(), uneven.status().message());
   CHECK(uneven->search.megatron->first_stage_layers == 7);

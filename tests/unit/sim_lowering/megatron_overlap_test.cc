@@ -182,6 +182,77 @@ TEST_CASE("overlap_p2p_comm: asynchronous sends for the interleaved schedule onl
   CHECK(plain->problem.blocking_p2p);
 }
 
+TEST_CASE("context parallelism: s/cp tokens per GPU, the attention core over all keys, a K/V ring") {
+  // 8 GPUs as dp 8 or as dp 4 x cp 2, sequence 4,096: the same work in total. A LLaMA-style
+  // block (rotary positions: no table whose size depends on the sequence).
+  const auto cm = dgx(1);
+  auto model = gpt(2, 2048);
+  auto& cfg = std::get<ir::TransformerConfig>(model.spec);
+  cfg.builtin = "llama";
+  ir::set_architecture_defaults(cfg);
+  cfg.seq_len = 4096;
+  cfg.fused_attention = true;
+  MegatronPlan plain;
+  plain.dp = 8;
+  MegatronPlan ring = plain;
+  ring.dp = 4;
+  ring.cp = 2;
+  auto a = lower_megatron_plan(model, bf16(8), plain, cm);
+  auto b = lower_megatron_plan(model, bf16(4), ring, cm);
+  REQUIRE_MESSAGE(a.ok(), a.status().message());
+  REQUIRE_MESSAGE(b.ok(), b.status().message());
+  auto sa = simulate_pipeline(a->problem);
+  auto sb = simulate_pipeline(b->problem);
+  REQUIRE(sa.ok());
+  REQUIRE(sb.ok());
+  // Model FLOPs of an iteration (8 sequences in both): the cp pair shares each sequence.
+  CHECK(sb->report.model_flops.value() / 4 ==
+        doctest::Approx(sa->report.model_flops.value() / 8).epsilon(1e-9));
+  CHECK(sb->report.num_gpus == 8);
+  // Per GPU a block's linears see half the tokens, its attention core the same work as a
+  // GPU holding the whole sequence for half the heads' queries: forward FLOPs halve.
+  CHECK(b->layers[1].costs.forward_flops.value() ==
+        doctest::Approx(a->layers[1].costs.forward_flops.value() / 2).epsilon(1e-9));
+  // Each ring step carries K and V of b · s/cp tokens: 2 · 1 · 2048 · 16 heads · 128 · 2 B.
+  CHECK(b->layers[1].cp_kv_bytes_per_step.value() == 2 * 1 * 2048 * 16 * 128 * 2);
+  CHECK(a->layers[1].cp_kv_bytes_per_step.value() == 0);
+  // Exposed exchange: (cp - 1) steps of max(0, hop - core/cp); over NVSwitch the attention
+  // of a 2,048-token chunk hides the 16 MiB hop.
+  CHECK(b->layers[1].cp_comm_forward_s.value() >= 0);
+  CHECK(b->layers[1].cp_comm_forward_s.value() < 1e-3);
+  // Gradients and the optimizer span dp·cp = 8 GPUs, as in the plain plan.
+  CHECK(b->problem.data_parallel == 8);
+  CHECK(b->problem.stages.front().grad_sync_s->value() ==
+        doctest::Approx(a->problem.stages.front().grad_sync_s->value()).epsilon(1e-12));
+  // Megatron-Core's requirements.
+  ring.cp = 3;
+  ring.dp = 1;
+  auto cm3 = [] {
+    auto spec = cluster::make_preset_cluster("dgx-a100-80gb", 1);
+    REQUIRE(spec.ok());
+    spec->gpus_per_node = 3;
+    auto c = cost_model::CostModel::create(*spec, cost_model::default_params());
+    REQUIRE(c.ok());
+    return *c;
+  }();
+  auto odd = lower_megatron_plan(model, bf16(1), ring, cm3);
+  REQUIRE_FALSE(odd.ok());
+  CHECK(odd.status().message() ==
+        "/search/megatron/cp: sequence length 4096 is not a multiple of 2·cp = 6 (Megatron-Core "
+        "splits each sequence into 2·cp chunks)");
+  cfg.fused_attention = false;
+  ring.cp = 2;
+  ring.dp = 4;
+  auto unfused = lower_megatron_plan(model, bf16(4), ring, cm);
+  REQUIRE_FALSE(unfused.ok());
+  CHECK(unfused.status().message() ==
+        "/search/megatron/cp: needs fused attention (Megatron-Core's context parallelism runs "
+        "inside Transformer Engine's flash attention)");
+  auto learned = lower_megatron_plan(gpt(2, 2048), bf16(4), ring, cm);
+  REQUIRE_FALSE(learned.ok());
+  CHECK(learned.status().message().rfind("/search/megatron/cp: a learned position table", 0) == 0);
+}
+
 TEST_CASE("overlap flags: Megatron-LM's own requirements are errors naming the field") {
   const auto cm = dgx(1);
   const auto model = gpt(2, 1024);
