@@ -35,21 +35,22 @@ ir::ModelConfig gpt3_175b() {
   return m;
 }
 
-cost_model::CostModel a100_cluster() {
+// `nodes` nodes of a preset, calibrated from its shipped profile as alpa-sim does.
+cost_model::CostModel calibrated_cluster(const std::string& preset, std::int64_t nodes) {
   auto shipped = cost_model::calibrate_shipped_profiles(ALPASIM_SOURCE_DIR "/profiles");
   ALPASIM_CHECK(shipped.ok()) << shipped.status().message();
-  auto params = cost_model::params_for_preset(*shipped, "dgx-a100-80gb");
+  auto params = cost_model::params_for_preset(*shipped, preset);
   ALPASIM_CHECK(params.ok());
-  auto spec = cluster::make_preset_cluster("dgx-a100-80gb", 128);
+  auto spec = cluster::make_preset_cluster(preset, nodes);
   ALPASIM_CHECK(spec.ok());
   auto cm = cost_model::CostModel::create(*spec, *params);
-  ALPASIM_CHECK(cm.ok());
+  ALPASIM_CHECK(cm.ok()) << cm.status().message();
   return *cm;
 }
 
 void BM_Gpt3_175B_1024Gpus_LowerAndSimulate(benchmark::State& state) {
   // The cost model (calibration, topology) is built once per process by alpa-sim too.
-  const cost_model::CostModel cm = a100_cluster();
+  const cost_model::CostModel cm = calibrated_cluster("dgx-a100-80gb", 128);
   sim::lowering::MegatronPlan plan;
   plan.tp = 8;
   plan.pp = 16;
@@ -97,14 +98,7 @@ ir::ModelConfig llama31_405b() {
 }
 
 void BM_Llama31_405B_16384Gpus_LowerAndSimulate(benchmark::State& state) {
-  auto shipped = cost_model::calibrate_shipped_profiles(ALPASIM_SOURCE_DIR "/profiles");
-  ALPASIM_CHECK(shipped.ok()) << shipped.status().message();
-  auto params = cost_model::params_for_preset(*shipped, "dgx-h100");
-  ALPASIM_CHECK(params.ok());
-  auto spec = cluster::make_preset_cluster("dgx-h100", 2048);
-  ALPASIM_CHECK(spec.ok());
-  auto cm = cost_model::CostModel::create(*spec, *params);
-  ALPASIM_CHECK(cm.ok()) << cm.status().message();
+  const cost_model::CostModel cm = calibrated_cluster("dgx-h100", 2048);
   sim::lowering::MegatronPlan plan;
   plan.tp = 8;
   plan.pp = 16;
@@ -123,7 +117,7 @@ void BM_Llama31_405B_16384Gpus_LowerAndSimulate(benchmark::State& state) {
   double iteration_s = 0;
   std::uint64_t events = 0;
   for (auto _ : state) {
-    auto lowered = sim::lowering::lower_megatron_plan(llama31_405b(), training, plan, *cm);
+    auto lowered = sim::lowering::lower_megatron_plan(llama31_405b(), training, plan, cm);
     ALPASIM_CHECK(lowered.ok()) << lowered.status().message();
     auto sim = sim::simulate_pipeline(lowered->problem);
     ALPASIM_CHECK(sim.ok()) << sim.status().message();

@@ -81,17 +81,25 @@ struct RowRun {
   std::int64_t num_microbatches = 0;
   PipelineSimulation simulation;
 };
-RowRun lower_and_simulate(const ir::ModelConfig& model, const TrainingSetup& training,
-                          const MegatronPlan& plan, const std::string& preset, std::int64_t gpus) {
+// As lower_and_simulate, with the lowering's error as a value (a row the lowering cannot
+// express).
+core::Result<RowRun> try_lower_and_simulate(const ir::ModelConfig& model, const TrainingSetup& training,
+                                            const MegatronPlan& plan, const std::string& preset,
+                                            std::int64_t gpus) {
   auto spec = cluster::make_preset_cluster(preset, gpus / 8);
   REQUIRE(spec.ok());
   auto cm = cost_model::CostModel::create(*spec, preset_params(preset));
   REQUIRE(cm.ok());
-  auto lowered = lower_megatron_plan(model, training, plan, *cm);
-  REQUIRE_MESSAGE(lowered.ok(), lowered.status().message());
-  auto sim = simulate_pipeline(lowered->problem);
+  ALPASIM_ASSIGN_OR_RETURN(LoweredPlan lowered, lower_megatron_plan(model, training, plan, *cm));
+  auto sim = simulate_pipeline(lowered.problem);
   REQUIRE(sim.ok());
-  return {lowered->num_microbatches, std::move(sim).value()};
+  return RowRun{lowered.num_microbatches, std::move(sim).value()};
+}
+RowRun lower_and_simulate(const ir::ModelConfig& model, const TrainingSetup& training,
+                          const MegatronPlan& plan, const std::string& preset, std::int64_t gpus) {
+  auto run = try_lower_and_simulate(model, training, plan, preset, gpus);
+  REQUIRE_MESSAGE(run.ok(), run.status().message());
+  return std::move(run).value();
 }
 
 ir::ModelConfig gpt(std::int64_t layers, std::int64_t hidden, std::int64_t heads,
@@ -308,6 +316,145 @@ TEST_CASE("Megatron-Core H100 weak scaling (README table): model TFLOP/s per GPU
   }
   const double mape = sum_abs / static_cast<double>(rows.size());
   std::printf("MAPE %.1f%%, worst row %.1f%%\n", mape * 100.0, worst * 100.0);
+  CHECK(mape <= 0.08);
+  CHECK(worst <= 0.20);
+}
+
+// NVIDIA's published H100 pre-training runs (validation/data/modern/nemo_perf.csv: NeMo
+// performance summaries 24.07 and Megatron-Bridge 25.09-26.06, Megatron-LM examples/llama;
+// issue 16's H100 group). Plan choices, fixed before the first run: dense rows only (MoE and
+// the hybrid Mamba model are not expressible), pre-training (SFT/LoRA rows freeze weights,
+// which the lowering does not model), no FSDP, a published step time, and an architecture
+// alpa-sim builds: Llama rows as "llama" (RMSNorm, SwiGLU with the published FFN size,
+// rotary, GQA with the published KV heads, untied embeddings), GPT-3 rows as "gpt" (4h
+// MLP); Nemotron rows are listed as not expressible (squared-ReLU MLP). Every run: flash
+// attention, sequence parallelism when tp > 1, the distributed optimizer (ZeRO-1), gradient-
+// accumulation fusion, no recomputation, and the overlaps NVIDIA's recipes turn on
+// (tp_comm_overlap where tp > 1, overlap_grad_reduce, overlap_param_gather, overlap_p2p_comm);
+// tp, pp, vp, cp, dp, microbatch, global batch, sequence and precision as published. Step
+// time is compared (tokens/s/GPU is derived from it in the source). Target (issue 16, H100
+// group): MAPE <= 8 %, no row worse than 20 %.
+struct ModernRow {
+  std::string id;
+  double published_s = 0, predicted_s = 0;
+  bool fits = true;  ///< the plan fits the H100's usable memory in the simulation
+};
+
+std::vector<ModernRow> nemo_h100_rows(std::vector<std::string>* not_expressible) {
+  const auto all = read_csv(ALPASIM_SOURCE_DIR "/validation/data/modern/nemo_perf.csv");
+  std::vector<ModernRow> out;
+  std::printf("%-48s %-6s %2s %2s %2s %2s %4s %5s %4s %10s %10s %8s %s\n", "row", "prec", "t", "p", "v",
+              "c", "d", "GPUs", "gbs", "published", "predicted", "error", "memory");
+  auto number = [](const std::string& s, std::int64_t fallback) {
+    return s.empty() ? fallback : std::stoll(s);
+  };
+  for (const auto& row : all) {
+    if (row.at("gpu_type") != "H100" || !row.at("moe_experts").empty() ||
+        row.at("task") != "pretrain" || !(row.at("fsdp").empty() || row.at("fsdp") == "0") ||
+        row.at("step_time_s").empty()) {
+      continue;
+    }
+    const std::string& name = row.at("model");
+    const bool llama = name.rfind("Llama", 0) == 0;
+    const bool gpt3 = name.rfind("GPT-3", 0) == 0;
+    if (!llama && !gpt3) {
+      not_expressible->push_back(row.at("row_id") + ": architecture (" + name + ")");
+      continue;
+    }
+    std::string missing;
+    for (const char* key : {"layers", "hidden", "heads", "seq_len", "vocab"}) {
+      if (row.at(key).empty()) missing += std::string(missing.empty() ? "" : ", ") + key;
+    }
+    if (!missing.empty()) {
+      not_expressible->push_back(row.at("row_id") + ": the row does not give " + missing);
+      continue;
+    }
+    ir::TransformerConfig t;
+    t.builtin = llama ? "llama" : "gpt";
+    t.num_layers = as_int(row.at("layers"));
+    t.hidden_size = as_int(row.at("hidden"));
+    t.num_heads = as_int(row.at("heads"));
+    t.num_kv_heads = number(row.at("kv_heads"), t.num_heads);
+    t.seq_len = as_int(row.at("seq_len"));
+    t.vocab_size = as_int(row.at("vocab"));
+    t.ffn_hidden_size = number(row.at("ffn_hidden"), 4 * t.hidden_size);
+    ir::set_architecture_defaults(t);
+    t.fused_attention = true;
+    ir::ModelConfig model;
+    model.spec = t;
+    MegatronPlan plan;
+    plan.tp = as_int(row.at("tp"));
+    plan.pp = as_int(row.at("pp"));
+    plan.cp = number(row.at("cp"), 1);
+    plan.dp = as_int(row.at("dp"));
+    plan.interleave = number(row.at("vp"), 1);
+    plan.microbatch_size = as_int(row.at("mbs"));
+    plan.sequence_parallel = plan.tp > 1;
+    plan.zero_stage = 1;
+    plan.gradient_accumulation_fusion = true;
+    plan.tp_comm_overlap = plan.tp > 1;
+    plan.overlap_grad_reduce = true;
+    plan.overlap_param_gather = true;
+    plan.overlap_p2p_comm = true;
+    TrainingSetup training;
+    training.global_batch_size = as_int(row.at("gbs"));
+    const std::string& precision = row.at("precision");
+    training.dtype = precision == "fp8" ? core::DType::kFp8 : core::DType::kBf16;
+    const std::int64_t gpus = as_int(row.at("num_gpus"));
+    auto run = try_lower_and_simulate(model, training, plan, "dgx-h100", gpus);
+    if (!run.ok()) {
+      not_expressible->push_back(row.at("row_id") + ": " + run.status().message());
+      continue;
+    }
+    ModernRow r;
+    r.fits = run->simulation.report.overflows.empty();
+    r.id = row.at("row_id");
+    r.published_s = std::stod(row.at("step_time_s"));
+    r.predicted_s = run->simulation.report.iteration_time.value();
+    std::printf("%-48s %-6s %2lld %2lld %2lld %2lld %4lld %5lld %4lld %10.3f %10.3f %+7.1f%% %s\n",
+                r.id.substr(0, 48).c_str(), precision.c_str(), static_cast<long long>(plan.tp),
+                static_cast<long long>(plan.pp), static_cast<long long>(plan.interleave),
+                static_cast<long long>(plan.cp), static_cast<long long>(plan.dp),
+                static_cast<long long>(gpus), static_cast<long long>(training.global_batch_size),
+                r.published_s, r.predicted_s, (r.predicted_s - r.published_s) / r.published_s * 100.0,
+                r.fits ? "fits" : "OVER");
+    out.push_back(r);
+  }
+  for (const auto& n : *not_expressible) std::printf("not expressible: %s\n", n.c_str());
+  return out;
+}
+
+TEST_CASE("NVIDIA H100 pre-training runs (NeMo / Megatron-Bridge): rows evaluate and are finite") {
+  std::vector<std::string> skipped;
+  const auto rows = nemo_h100_rows(&skipped);
+  CHECK(rows.size() >= 10);
+  for (const auto& r : rows) {
+    CAPTURE(r.id);
+    CHECK(std::isfinite(r.predicted_s));
+    CHECK(r.predicted_s > 0);
+  }
+}
+
+// may_fail: the table and the target checks print in every run (the test above is not
+// optional); docs/validation.md holds the measured numbers.
+TEST_CASE("NVIDIA H100 pre-training runs: step time MAPE <= 8%, no row worse than 20%" *
+          doctest::may_fail()) {
+  std::vector<std::string> skipped;
+  const auto rows = nemo_h100_rows(&skipped);
+  REQUIRE_FALSE(rows.empty());
+  double sum_abs = 0, worst = 0;
+  std::size_t over = 0;
+  for (const auto& r : rows) {
+    const double error = std::abs(r.predicted_s - r.published_s) / r.published_s;
+    sum_abs += error;
+    worst = std::max(worst, error);
+    if (!r.fits) ++over;
+  }
+  const double mape = sum_abs / static_cast<double>(rows.size());
+  std::printf("H100 NeMo/Megatron-Bridge: %zu rows, MAPE %.1f%%, worst row %.1f%%; %zu predicted over "
+              "memory; %zu not expressible\n",
+              rows.size(), mape * 100.0, worst * 100.0, over, skipped.size());
+  CHECK(over == 0);  // NVIDIA ran every one of them
   CHECK(mape <= 0.08);
   CHECK(worst <= 0.20);
 }

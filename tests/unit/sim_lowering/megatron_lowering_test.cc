@@ -14,36 +14,23 @@
 #include "ir/builders.h"
 #include "sim/pipeline_sim.h"
 #include "sim/problem_json.h"
+#include "tests/unit/sim_lowering/lowering_fixtures.h"
 
 namespace alpasim::sim::lowering {
 namespace {
 
+using testing::gpt_model;
+using testing::preset_cost_model;
+
 // A tiny GPT: 4 blocks, hidden 64, 4 heads, 32 tokens, vocabulary 128.
 ir::ModelConfig tiny_gpt(std::int64_t layers = 4, std::int64_t hidden = 64) {
-  ir::TransformerConfig t;
-  t.builtin = "gpt";
-  t.num_layers = layers;
-  t.hidden_size = hidden;
-  t.num_heads = 4;
-  t.num_kv_heads = 4;
-  t.seq_len = 32;
-  t.vocab_size = 128;
-  t.ffn_hidden_size = 4 * hidden;
-  ir::set_architecture_defaults(t);
-  ir::ModelConfig m;
+  ir::ModelConfig m = gpt_model(layers, hidden, 4, 32, 128);
   m.name = "tiny";
-  m.spec = t;
   return m;
 }
 
 // Default (documented) parameters: the closed forms below do not depend on calibration.
-cost_model::CostModel dgx(std::int64_t nodes) {
-  auto spec = cluster::make_preset_cluster("dgx-a100-80gb", nodes);
-  REQUIRE(spec.ok());
-  auto cm = cost_model::CostModel::create(*spec, cost_model::default_params());
-  REQUIRE(cm.ok());
-  return *cm;
-}
+cost_model::CostModel dgx(std::int64_t nodes) { return preset_cost_model("dgx-a100-80gb", nodes); }
 
 TrainingSetup training(std::int64_t batch) {
   TrainingSetup t;
@@ -274,14 +261,7 @@ TEST_CASE("uneven pipeline split: first and last stage blocks as Megatron-LM's f
 }
 
 TEST_CASE("fp8: block linears' GEMMs at the fp8 rate, fp8 weight copies, bf16 everywhere else") {
-  auto h100 = [](std::int64_t nodes) {
-    auto spec = cluster::make_preset_cluster("dgx-h100", nodes);
-    REQUIRE(spec.ok());
-    auto cm = cost_model::CostModel::create(*spec, cost_model::default_params());
-    REQUIRE(cm.ok());
-    return *cm;
-  };
-  const auto cm = h100(1);
+  const auto cm = preset_cost_model("dgx-h100", 1);
   MegatronPlan plan;
   plan.tp = 2;
   plan.dp = 4;

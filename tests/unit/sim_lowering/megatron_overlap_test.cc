@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "cluster/cluster_spec.h"
@@ -13,34 +14,20 @@
 #include "ir/builders.h"
 #include "sim/lowering/megatron_lowering.h"
 #include "sim/pipeline_sim.h"
+#include "tests/unit/sim_lowering/lowering_fixtures.h"
 
 namespace alpasim::sim::lowering {
 namespace {
 
+using testing::preset_cost_model;
+
+// GPT blocks of 16 heads at 1,024 tokens, vocabulary 32,768: GEMMs large enough that the
+// overlaps have compute to hide behind.
 ir::ModelConfig gpt(std::int64_t layers, std::int64_t hidden) {
-  ir::TransformerConfig t;
-  t.builtin = "gpt";
-  t.num_layers = layers;
-  t.hidden_size = hidden;
-  t.num_heads = 16;
-  t.num_kv_heads = 16;
-  t.seq_len = 1024;
-  t.vocab_size = 32768;
-  t.ffn_hidden_size = 4 * hidden;
-  ir::set_architecture_defaults(t);
-  ir::ModelConfig m;
-  m.name = "gpt";
-  m.spec = t;
-  return m;
+  return testing::gpt_model(layers, hidden, 16, 1024, 32768);
 }
 
-cost_model::CostModel dgx(std::int64_t nodes) {
-  auto spec = cluster::make_preset_cluster("dgx-a100-80gb", nodes);
-  REQUIRE(spec.ok());
-  auto cm = cost_model::CostModel::create(*spec, cost_model::default_params());
-  REQUIRE(cm.ok());
-  return *cm;
-}
+cost_model::CostModel dgx(std::int64_t nodes) { return preset_cost_model("dgx-a100-80gb", nodes); }
 
 TrainingSetup bf16(std::int64_t batch) {
   TrainingSetup t;
@@ -227,14 +214,7 @@ TEST_CASE("context parallelism: s/cp tokens per GPU, the attention core over all
   // Megatron-Core's requirements.
   ring.cp = 3;
   ring.dp = 1;
-  auto cm3 = [] {
-    auto spec = cluster::make_preset_cluster("dgx-a100-80gb", 1);
-    REQUIRE(spec.ok());
-    spec->gpus_per_node = 3;
-    auto c = cost_model::CostModel::create(*spec, cost_model::default_params());
-    REQUIRE(c.ok());
-    return *c;
-  }();
+  const auto cm3 = preset_cost_model("dgx-a100-80gb", 1, /*gpus_per_node=*/3);
   auto odd = lower_megatron_plan(model, bf16(1), ring, cm3);
   REQUIRE_FALSE(odd.ok());
   CHECK(odd.status().message() ==

@@ -1,0 +1,48 @@
+// Models and cost models shared by the Megatron lowering tests.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "cluster/cluster_spec.h"
+#include "cost_model/calibration.h"
+#include "cost_model/cost_model.h"
+#include "ir/builders.h"
+
+namespace alpasim::sim::lowering::testing {
+
+/// A GPT ("gpt" architecture: tied embedding, learned positions, biases) of `layers` blocks,
+/// hidden `hidden` with a 4·hidden MLP.
+inline ir::ModelConfig gpt_model(std::int64_t layers, std::int64_t hidden, std::int64_t heads,
+                                 std::int64_t seq_len, std::int64_t vocab) {
+  ir::TransformerConfig t;
+  t.builtin = "gpt";
+  t.num_layers = layers;
+  t.hidden_size = hidden;
+  t.num_heads = heads;
+  t.num_kv_heads = heads;
+  t.seq_len = seq_len;
+  t.vocab_size = vocab;
+  t.ffn_hidden_size = 4 * hidden;
+  ir::set_architecture_defaults(t);
+  ir::ModelConfig m;
+  m.name = "gpt";
+  m.spec = t;
+  return m;
+}
+
+/// `nodes` nodes of a cluster preset priced with the default (documented) parameters, so
+/// closed forms do not depend on calibration; gpus_per_node > 0 overrides the preset's.
+inline cost_model::CostModel preset_cost_model(const std::string& preset, std::int64_t nodes,
+                                               std::int64_t gpus_per_node = 0) {
+  auto spec = cluster::make_preset_cluster(preset, nodes);
+  REQUIRE(spec.ok());
+  if (gpus_per_node > 0) spec->gpus_per_node = gpus_per_node;
+  auto cm = cost_model::CostModel::create(*spec, cost_model::default_params());
+  REQUIRE(cm.ok());
+  return *cm;
+}
+
+}  // namespace alpasim::sim::lowering::testing
