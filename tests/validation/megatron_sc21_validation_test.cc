@@ -33,6 +33,7 @@
 #include "cost_model/cost_model.h"
 #include "sim/lowering/megatron_lowering.h"
 #include "sim/pipeline_sim.h"
+#include "tests/unit/sim_lowering/lowering_fixtures.h"
 
 namespace alpasim::sim::lowering {
 namespace {
@@ -102,21 +103,10 @@ RowRun lower_and_simulate(const ir::ModelConfig& model, const TrainingSetup& tra
   return std::move(run).value();
 }
 
+using testing::gpt_model;
 ir::ModelConfig gpt(std::int64_t layers, std::int64_t hidden, std::int64_t heads,
                     std::int64_t seq, std::int64_t vocab) {
-  ir::TransformerConfig t;
-  t.builtin = "gpt";
-  t.num_layers = layers;
-  t.hidden_size = hidden;
-  t.num_heads = heads;
-  t.num_kv_heads = heads;
-  t.seq_len = seq;
-  t.vocab_size = vocab;
-  t.ffn_hidden_size = 4 * hidden;
-  ir::set_architecture_defaults(t);
-  ir::ModelConfig m;
-  m.spec = t;
-  return m;
+  return gpt_model(layers, hidden, heads, seq, vocab);
 }
 
 std::int64_t smallest_divisor_above_one(std::int64_t n) {

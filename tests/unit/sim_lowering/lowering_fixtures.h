@@ -10,6 +10,7 @@
 #include "cost_model/calibration.h"
 #include "cost_model/cost_model.h"
 #include "ir/builders.h"
+#include "sim/lowering/megatron_lowering.h"
 
 namespace alpasim::sim::lowering::testing {
 
@@ -43,6 +44,17 @@ inline cost_model::CostModel preset_cost_model(const std::string& preset, std::i
   auto cm = cost_model::CostModel::create(*spec, cost_model::default_params());
   REQUIRE(cm.ok());
   return *cm;
+}
+
+/// `nodes` DGX A100 80 GB nodes at the default parameters.
+inline cost_model::CostModel dgx(std::int64_t nodes) { return preset_cost_model("dgx-a100-80gb", nodes); }
+
+/// Training settings: `batch` sequences per iteration in `dtype`, Adam.
+inline TrainingSetup training_setup(std::int64_t batch, core::DType dtype) {
+  TrainingSetup t;
+  t.global_batch_size = batch;
+  t.dtype = dtype;
+  return t;
 }
 
 }  // namespace alpasim::sim::lowering::testing

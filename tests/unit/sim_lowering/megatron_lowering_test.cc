@@ -30,14 +30,9 @@ ir::ModelConfig tiny_gpt(std::int64_t layers = 4, std::int64_t hidden = 64) {
 }
 
 // Default (documented) parameters: the closed forms below do not depend on calibration.
-cost_model::CostModel dgx(std::int64_t nodes) { return preset_cost_model("dgx-a100-80gb", nodes); }
+using testing::dgx;
 
-TrainingSetup training(std::int64_t batch) {
-  TrainingSetup t;
-  t.global_batch_size = batch;
-  t.dtype = core::DType::kFp16;
-  return t;
-}
+TrainingSetup training(std::int64_t batch) { return testing::training_setup(batch, core::DType::kFp16); }
 
 TEST_CASE("tp=pp=dp=1: the iteration is B x (forward + backward) + optimizer, GEMMs from ir dims") {
   // tp·pp·dp must equal the cluster's GPUs: a one-GPU machine (the preset's node with

@@ -27,14 +27,9 @@ ir::ModelConfig gpt(std::int64_t layers, std::int64_t hidden) {
   return testing::gpt_model(layers, hidden, 16, 1024, 32768);
 }
 
-cost_model::CostModel dgx(std::int64_t nodes) { return preset_cost_model("dgx-a100-80gb", nodes); }
+using testing::dgx;
 
-TrainingSetup bf16(std::int64_t batch) {
-  TrainingSetup t;
-  t.global_batch_size = batch;
-  t.dtype = core::DType::kBf16;
-  return t;
-}
+TrainingSetup bf16(std::int64_t batch) { return testing::training_setup(batch, core::DType::kBf16); }
 
 double iteration_s(const LoweredPlan& lowered) {
   auto sim = simulate_pipeline(lowered.problem);
