@@ -84,6 +84,8 @@ core::Result<Evaluation> evaluate_fixed_plan(const Scenario& scenario,
     plan.ddp_bucket_size_params = m->ddp_bucket_size;
     plan.first_stage_layers = m->first_stage_layers;
     plan.cp = m->cp;
+    plan.account_for_embedding = m->account_for_embedding;
+    plan.account_for_loss = m->account_for_loss;
     plan.last_stage_layers = m->last_stage_layers;
     sim::lowering::TrainingSetup training;
     training.global_batch_size = scenario.training.global_batch_size;

@@ -98,6 +98,9 @@ Result<MegatronPlanConfig> parse_megatron(JsonObject obj) {
   ALPASIM_ASSIGN_OR_RETURN(m.overlap_p2p_comm, obj.get_bool_or("overlap_p2p_comm", true));
   ALPASIM_ASSIGN_OR_RETURN(m.first_stage_layers, obj.get_count_or("first_stage_layers", 1024, 0));
   ALPASIM_ASSIGN_OR_RETURN(m.last_stage_layers, obj.get_count_or("last_stage_layers", 1024, 0));
+  ALPASIM_ASSIGN_OR_RETURN(m.account_for_embedding,
+                           obj.get_bool_or("account_for_embedding_in_pipeline_split", false));
+  ALPASIM_ASSIGN_OR_RETURN(m.account_for_loss, obj.get_bool_or("account_for_loss_in_pipeline_split", false));
   if (auto bucket = obj.optional("ddp_bucket_size")) {
     ALPASIM_ASSIGN_OR_RETURN(m.ddp_bucket_size, bucket->as_int(1, std::int64_t{1} << 50, "a parameter count >= 1"));
   }
@@ -230,8 +233,8 @@ core::Status check_consistency(const Scenario& s, const JsonValue& root) {
     return where.error("interleave " + std::to_string(m.interleave) + " needs pp > 1");
   }
   if (const auto* t = std::get_if<ir::TransformerConfig>(&s.model.spec)) {
-    if (m.first_stage_layers == 0 && m.last_stage_layers == 0 &&
-        t->num_layers % (m.pp * m.interleave) != 0) {
+    if (m.first_stage_layers == 0 && m.last_stage_layers == 0 && !m.account_for_embedding &&
+        !m.account_for_loss && t->num_layers % (m.pp * m.interleave) != 0) {
       return where.error("num_layers " + std::to_string(t->num_layers) +
                          " is not a multiple of pp·interleave = " +
                          std::to_string(m.pp * m.interleave));
@@ -422,6 +425,8 @@ core::Json scenario_to_json(const Scenario& s) {
     if (m->ddp_bucket_size > 0) search["megatron"]["ddp_bucket_size"] = m->ddp_bucket_size;
     if (m->first_stage_layers > 0) search["megatron"]["first_stage_layers"] = m->first_stage_layers;
     if (m->cp > 1) search["megatron"]["cp"] = m->cp;
+    if (m->account_for_embedding) search["megatron"]["account_for_embedding_in_pipeline_split"] = true;
+    if (m->account_for_loss) search["megatron"]["account_for_loss_in_pipeline_split"] = true;
     if (m->last_stage_layers > 0) search["megatron"]["last_stage_layers"] = m->last_stage_layers;
   }
   if (s.search.plan_file) search["plan"] = s.search.plan_file_as_written;

@@ -50,6 +50,8 @@ struct MegatronPlanConfig {
   std::int64_t ddp_bucket_size = 0;  ///< parameters; 0: Megatron-Core's default
   std::int64_t first_stage_layers = 0;  ///< --decoder-first-pipeline-num-layers; 0: even split
   std::int64_t last_stage_layers = 0;   ///< --decoder-last-pipeline-num-layers; 0: even split
+  bool account_for_embedding = false;  ///< --account-for-embedding-in-pipeline-split
+  bool account_for_loss = false;       ///< --account-for-loss-in-pipeline-split
 };
 
 /// The scenario's "search" block.

@@ -121,6 +121,70 @@ struct LayerParams {
 
 }  // namespace
 
+// Transformer blocks (plus the embedding on the first and the head on the last) of each of
+// the p·v model chunks: equal, or as Megatron-LM's uneven-split flags say.
+core::Result<std::vector<int>> chunk_layers(const MegatronPlan& plan, std::int64_t blocks) {
+  auto bad = [](const std::string& field, const std::string& what) {
+    return core::invalid_argument("/search/megatron/" + field + ": " + what);
+  };
+  const std::int64_t chunks = plan.pp * plan.interleave;
+  const bool uneven = plan.first_stage_layers > 0 || plan.last_stage_layers > 0;
+  if (uneven && (plan.interleave > 1 || plan.pp < 2)) {
+    return bad(plan.first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers",
+               "needs pp > 1 and interleave 1 (as Megatron-LM's uneven pipeline split)");
+  }
+  // Megatron-LM's --decoder-first/last-pipeline-num-layers: those stages get the given
+  // blocks, the others split the rest evenly.
+  const std::int64_t first_blocks = uneven && plan.first_stage_layers > 0 ? plan.first_stage_layers : -1;
+  const std::int64_t last_blocks = uneven && plan.last_stage_layers > 0 ? plan.last_stage_layers : -1;
+  const std::int64_t middle_chunks = chunks - (first_blocks >= 0) - (last_blocks >= 0);
+  const std::int64_t middle_blocks =
+      blocks - std::max<std::int64_t>(first_blocks, 0) - std::max<std::int64_t>(last_blocks, 0);
+  // Megatron-LM's --account-for-embedding-in-pipeline-split / --account-for-loss-in-
+  // pipeline-split: the embedding (loss) counts as one block of the first (last) chunk, and
+  // blocks + those split evenly into the p·v chunks (NeMo's Llama 3.1 405B: 126 + 2 = 64 x 2).
+  const std::int64_t accounted = (plan.account_for_embedding ? 1 : 0) + (plan.account_for_loss ? 1 : 0);
+  if (accounted > 0) {
+    if (uneven) {
+      return bad("account_for_embedding_in_pipeline_split",
+                 "cannot be combined with first_stage_layers / last_stage_layers");
+    }
+    const std::int64_t per_chunk = (blocks + accounted) / chunks;
+    // A chunk may end up with the embedding or the head alone, not with less than nothing.
+    if ((blocks + accounted) % chunks != 0 || per_chunk < (chunks == 1 ? accounted : 1)) {
+      return bad(plan.account_for_embedding ? "account_for_embedding_in_pipeline_split"
+                                            : "account_for_loss_in_pipeline_split",
+                 std::to_string(blocks) + " layers + " + std::to_string(accounted) +
+                     " do not split evenly into pp·interleave = " + std::to_string(chunks) +
+                     " model chunks");
+    }
+    std::vector<int> accounted_chunks(static_cast<std::size_t>(chunks), static_cast<int>(per_chunk));
+    if (plan.account_for_embedding) accounted_chunks.front() -= 1;
+    if (plan.account_for_loss) accounted_chunks.back() -= 1;
+    accounted_chunks.front() += 1;
+    accounted_chunks.back() += 1;
+    return accounted_chunks;
+  }
+  if (middle_blocks < middle_chunks || (middle_chunks > 0 && middle_blocks % middle_chunks != 0) ||
+      (middle_chunks == 0 && middle_blocks != 0)) {
+    if (!uneven) {
+      return bad("interleave", std::to_string(blocks) + " layers do not split evenly into pp·" +
+                                   "interleave = " + std::to_string(chunks) + " model chunks");
+    }
+    return bad(plan.first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers",
+               "the other " + std::to_string(middle_chunks) + " stages cannot split the remaining " +
+                   std::to_string(middle_blocks) + " layers evenly");
+  }
+  std::vector<int> layers_per_chunk(static_cast<std::size_t>(chunks),
+                                    static_cast<int>(middle_chunks > 0 ? middle_blocks / middle_chunks : 0));
+  if (first_blocks >= 0) layers_per_chunk.front() = static_cast<int>(first_blocks);
+  if (last_blocks >= 0) layers_per_chunk.back() = static_cast<int>(last_blocks);
+  layers_per_chunk.front() += 1;
+  layers_per_chunk.back() += 1;
+
+  return layers_per_chunk;
+}
+
 core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
                                               const TrainingSetup& training,
                                               const MegatronPlan& plan,
@@ -650,38 +714,10 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
                    L.cp_comm_backward_s;
   }
 
-  // ---- Chunking: equal transformer layers per virtual stage, embedding on the first,
-  // head on the last (Megatron-LM).
-  const std::int64_t chunks = plan.pp * plan.interleave;
+  // ---- Chunking: transformer layers per virtual stage (chunk_layers), embedding on the
+  // first, head on the last (Megatron-LM).
   const std::int64_t blocks = static_cast<std::int64_t>(num_layers) - 2;
-  const bool uneven = plan.first_stage_layers > 0 || plan.last_stage_layers > 0;
-  if (uneven && (plan.interleave > 1 || plan.pp < 2)) {
-    return bad(plan.first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers",
-               "needs pp > 1 and interleave 1 (as Megatron-LM's uneven pipeline split)");
-  }
-  // Megatron-LM's --decoder-first/last-pipeline-num-layers: those stages get the given
-  // blocks, the others split the rest evenly.
-  const std::int64_t first_blocks = uneven && plan.first_stage_layers > 0 ? plan.first_stage_layers : -1;
-  const std::int64_t last_blocks = uneven && plan.last_stage_layers > 0 ? plan.last_stage_layers : -1;
-  const std::int64_t middle_chunks = chunks - (first_blocks >= 0) - (last_blocks >= 0);
-  const std::int64_t middle_blocks =
-      blocks - std::max<std::int64_t>(first_blocks, 0) - std::max<std::int64_t>(last_blocks, 0);
-  if (middle_blocks < middle_chunks || (middle_chunks > 0 && middle_blocks % middle_chunks != 0) ||
-      (middle_chunks == 0 && middle_blocks != 0)) {
-    if (!uneven) {
-      return bad("interleave", std::to_string(blocks) + " layers do not split evenly into pp·" +
-                                   "interleave = " + std::to_string(chunks) + " model chunks");
-    }
-    return bad(plan.first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers",
-               "the other " + std::to_string(middle_chunks) + " stages cannot split the remaining " +
-                   std::to_string(middle_blocks) + " layers evenly");
-  }
-  std::vector<int> layers_per_chunk(static_cast<std::size_t>(chunks),
-                                    static_cast<int>(middle_chunks > 0 ? middle_blocks / middle_chunks : 0));
-  if (first_blocks >= 0) layers_per_chunk.front() = static_cast<int>(first_blocks);
-  if (last_blocks >= 0) layers_per_chunk.back() = static_cast<int>(last_blocks);
-  layers_per_chunk.front() += 1;
-  layers_per_chunk.back() += 1;
+  ALPASIM_ASSIGN_OR_RETURN(std::vector<int> layers_per_chunk, chunk_layers(plan, blocks));
 
   LayeredPipelineSpec spec;
   for (const auto& L : layers) spec.layers.push_back(L.costs);

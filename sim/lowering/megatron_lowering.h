@@ -62,6 +62,12 @@ struct MegatronPlan {
   /// the rest evenly. Plain 1F1B only. Llama 3 405B: 126 blocks on 16 stages as 7, 14 x 8, 7.
   std::int64_t first_stage_layers = 0;
   std::int64_t last_stage_layers = 0;
+  /// --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split: the
+  /// embedding (the loss) counts as one block of the first (last) model chunk, and blocks
+  /// plus those split evenly into the p·v chunks (interleaving allowed). Llama 3.1 405B on
+  /// p·v = 64 chunks: 126 + 2 = 64 x 2, so the first and last chunks hold one block.
+  bool account_for_embedding = false;
+  bool account_for_loss = false;
 };
 
 /// Training settings the lowering needs besides the plan.

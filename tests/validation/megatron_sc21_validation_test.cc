@@ -386,6 +386,15 @@ std::vector<ModernRow> nemo_h100_rows(std::vector<std::string>* not_expressible)
     plan.overlap_grad_reduce = true;
     plan.overlap_param_gather = true;
     plan.overlap_p2p_comm = true;
+    // Added after the first run, before these rows had a result (they were not expressible
+    // then): blocks that do not split evenly into p·v chunks use Megatron's embedding- and
+    // loss-accounting split (account_for_{embedding,loss}_in_pipeline_split, which the
+    // Megatron-Bridge performance guide recommends for large vocabularies). That the 405B
+    // runs used it is our assumption: 126 blocks split into 64 chunks no other way.
+    if (t.num_layers % (plan.pp * plan.interleave) != 0) {
+      plan.account_for_embedding = true;
+      plan.account_for_loss = true;
+    }
     TrainingSetup training;
     training.global_batch_size = as_int(row.at("gbs"));
     const std::string& precision = row.at("precision");

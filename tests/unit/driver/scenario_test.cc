@@ -81,6 +81,11 @@ TEST_CASE("Megatron-Core's overlap flags parse with its defaults; distributed_op
   REQUIRE_MESSAGE(uneven.ok(), uneven.status().message());
   CHECK(uneven->search.megatron->first_stage_layers == 7);
   CHECK(uneven->search.megatron->last_stage_layers == 9);
+  auto accounted = with("\"account_for_embedding_in_pipeline_split\": true, "
+                        "\"account_for_loss_in_pipeline_split\": true");
+  REQUIRE_MESSAGE(accounted.ok(), accounted.status().message());
+  CHECK(accounted->search.megatron->account_for_embedding);
+  CHECK(accounted->search.megatron->account_for_loss);
   auto bucket = with("\"ddp_bucket_size\": 0");
   REQUIRE_FALSE(bucket.ok());
   CHECK(bucket.status().message().find("/search/megatron/ddp_bucket_size: expected a parameter count >= 1") !=

@@ -253,6 +253,28 @@ TEST_CASE("uneven pipeline split: first and last stage blocks as Megatron-LM's f
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message() ==
         "/search/megatron/first_stage_layers: needs pp > 1 and interleave 1 (as Megatron-LM's uneven pipeline split)");
+  // Embedding and loss counted as blocks: 14 + 2 = 8 chunks (pp 4, interleave 2) of 2; the
+  // first and last chunks hold one block beside the embedding / the head.
+  plan.first_stage_layers = 0;
+  plan.last_stage_layers = 0;
+  plan.account_for_embedding = true;
+  plan.account_for_loss = true;
+  auto accounted = lower_megatron_plan(tiny_gpt(14), training(8), plan, cm);
+  REQUIRE_MESSAGE(accounted.ok(), accounted.status().message());
+  CHECK(accounted->layers_per_chunk == std::vector<int>{2, 2, 2, 2, 2, 2, 2, 2});
+  plan.account_for_loss = false;
+  bad = lower_megatron_plan(tiny_gpt(14), training(8), plan, cm);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() ==
+        "/search/megatron/account_for_embedding_in_pipeline_split: 14 layers + 1 do not split evenly "
+        "into pp·interleave = 8 model chunks");
+  plan.first_stage_layers = 2;
+  plan.interleave = 1;
+  bad = lower_megatron_plan(tiny_gpt(10), training(8), plan, cm);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() ==
+        "/search/megatron/account_for_embedding_in_pipeline_split: cannot be combined with "
+        "first_stage_layers / last_stage_layers");
 }
 
 TEST_CASE("fp8: block linears' GEMMs at the fp8 rate, fp8 weight copies, bf16 everywhere else") {
