@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include "core/limits.h"
 #include "core/text.h"
@@ -100,6 +101,21 @@ std::string default_name(const ModelConfig& config) {
 }
 
 }  // namespace
+
+ModelConfig gpt_model_config(std::string name, std::int64_t layers, std::int64_t hidden,
+                             std::int64_t heads, std::int64_t seq_len, std::int64_t vocab) {
+  TransformerConfig t;
+  t.builtin = "gpt";
+  t.num_layers = layers;
+  t.hidden_size = hidden;
+  t.num_heads = heads;
+  t.num_kv_heads = heads;
+  t.seq_len = seq_len;
+  t.vocab_size = vocab;
+  t.ffn_hidden_size = 4 * hidden;
+  set_architecture_defaults(t);
+  return ModelConfig{std::move(name), t};
+}
 
 void set_architecture_defaults(TransformerConfig& config) {
   const bool gpt_like = config.builtin == "gpt" || config.builtin == "moe";

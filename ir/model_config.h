@@ -83,6 +83,11 @@ struct ModelConfig {
   std::variant<TransformerConfig, WideResNetConfig, ModelFileConfig> spec;
 };
 
+/// A builtin "gpt" (Megatron/Alpa GPT: 4·hidden MLP, multi-head attention, the "gpt"
+/// architecture defaults) of the given shape, named `name`.
+ModelConfig gpt_model_config(std::string name, std::int64_t layers, std::int64_t hidden,
+                             std::int64_t heads, std::int64_t seq_len, std::int64_t vocab);
+
 /// The builtin names parse_model_config accepts.
 const std::vector<std::string>& builtin_model_names();
 

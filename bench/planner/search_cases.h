@@ -49,17 +49,7 @@ inline planner::SearchInput input_for(ir::ModelConfig model, const std::string& 
 /// GPT-3 of Alpa table 6 (vocab 51200, seq 1024).
 inline ir::ModelConfig gpt(const std::string& name, std::int64_t layers, std::int64_t hidden,
                            std::int64_t heads, std::int64_t seq = 1024, std::int64_t vocab = 51200) {
-  ir::TransformerConfig t;
-  t.builtin = "gpt";
-  t.num_layers = layers;
-  t.hidden_size = hidden;
-  t.num_heads = heads;
-  t.num_kv_heads = heads;
-  t.seq_len = seq;
-  t.vocab_size = vocab;
-  t.ffn_hidden_size = 4 * hidden;
-  ir::set_architecture_defaults(t);
-  return ir::ModelConfig{name, t};
+  return ir::gpt_model_config(name, layers, hidden, heads, seq, vocab);
 }
 
 /// GShard MoE of Alpa table 7 (experts every other layer, top-2, group 2048).

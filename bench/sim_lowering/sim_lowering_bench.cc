@@ -19,21 +19,7 @@ namespace {
 
 using namespace alpasim;
 
-ir::ModelConfig gpt3_175b() {
-  ir::TransformerConfig t;
-  t.builtin = "gpt";
-  t.num_layers = 96;
-  t.hidden_size = 12288;
-  t.num_heads = 96;
-  t.num_kv_heads = 96;
-  t.seq_len = 2048;
-  t.vocab_size = 51200;
-  t.ffn_hidden_size = 4 * 12288;
-  ir::set_architecture_defaults(t);
-  ir::ModelConfig m;
-  m.spec = t;
-  return m;
-}
+ir::ModelConfig gpt3_175b() { return ir::gpt_model_config("", 96, 12288, 96, 2048, 51200); }
 
 // `nodes` nodes of a preset, calibrated from its shipped profile as alpa-sim does.
 cost_model::CostModel calibrated_cluster(const std::string& preset, std::int64_t nodes) {

@@ -36,34 +36,12 @@ inline ir::ModelConfig tiny_gpt_hidden8(std::int64_t layers = 2) {
 
 /// A 2-block GPT (hidden 16, 2 heads, 8 tokens, vocabulary 32, FFN 64; 4 model layers:
 /// embedding, 2 blocks, head) for the launcher, NCCL and CUDA-vs-CPU tests.
-inline ir::ModelConfig tiny_gpt_hidden16() {
-  ir::TransformerConfig t;
-  t.builtin = "gpt";
-  t.num_layers = 2;
-  t.hidden_size = 16;
-  t.num_heads = 2;
-  t.num_kv_heads = 2;
-  t.seq_len = 8;
-  t.vocab_size = 32;
-  t.ffn_hidden_size = 64;
-  ir::set_architecture_defaults(t);
-  return {"tiny gpt", t};
-}
+inline ir::ModelConfig tiny_gpt_hidden16() { return ir::gpt_model_config("tiny gpt", 2, 16, 2, 8, 32); }
 
 /// A GPT with `layers` blocks of hidden 256 (4 heads, 128 tokens, vocabulary 1,024, FFN
 /// 1,024) for the search tests: large enough that the intra-op pass has real choices.
 inline ir::ModelConfig tiny_gpt_hidden256(std::int64_t layers = 2) {
-  ir::TransformerConfig t;
-  t.builtin = "gpt";
-  t.num_layers = layers;
-  t.hidden_size = 256;
-  t.num_heads = 4;
-  t.num_kv_heads = 4;
-  t.seq_len = 128;
-  t.vocab_size = 1024;
-  t.ffn_hidden_size = 1024;
-  ir::set_architecture_defaults(t);
-  return {"tiny GPT", t};
+  return ir::gpt_model_config("tiny GPT", layers, 256, 4, 128, 1024);
 }
 
 }  // namespace alpasim::testing

@@ -42,17 +42,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 ir::ModelConfig gpt(std::int64_t layers, std::int64_t hidden, std::int64_t heads, std::int64_t seq,
                     std::int64_t vocab) {
-  ir::TransformerConfig t;
-  t.builtin = "gpt";
-  t.num_layers = layers;
-  t.hidden_size = hidden;
-  t.num_heads = heads;
-  t.num_kv_heads = heads;
-  t.seq_len = seq;
-  t.vocab_size = vocab;
-  t.ffn_hidden_size = 4 * hidden;
-  ir::set_architecture_defaults(t);
-  return ir::ModelConfig{"GPT", t};
+  return ir::gpt_model_config("GPT", layers, hidden, heads, seq, vocab);
 }
 
 ir::Graph training_graph(const ir::ModelConfig& m, std::int64_t microbatch) {

@@ -18,20 +18,7 @@ namespace alpasim::sim::lowering::testing {
 /// hidden `hidden` with a 4·hidden MLP.
 inline ir::ModelConfig gpt_model(std::int64_t layers, std::int64_t hidden, std::int64_t heads,
                                  std::int64_t seq_len, std::int64_t vocab) {
-  ir::TransformerConfig t;
-  t.builtin = "gpt";
-  t.num_layers = layers;
-  t.hidden_size = hidden;
-  t.num_heads = heads;
-  t.num_kv_heads = heads;
-  t.seq_len = seq_len;
-  t.vocab_size = vocab;
-  t.ffn_hidden_size = 4 * hidden;
-  ir::set_architecture_defaults(t);
-  ir::ModelConfig m;
-  m.name = "gpt";
-  m.spec = t;
-  return m;
+  return ir::gpt_model_config("gpt", layers, hidden, heads, seq_len, vocab);
 }
 
 /// `nodes` nodes of a cluster preset priced with the default (documented) parameters, so

@@ -18,21 +18,7 @@
 namespace alpasim::sim::lowering {
 namespace {
 
-ir::ModelConfig tiny_gpt() {
-  ir::TransformerConfig t;
-  t.builtin = "gpt";
-  t.num_layers = 2;
-  t.hidden_size = 64;
-  t.num_heads = 4;
-  t.num_kv_heads = 4;
-  t.seq_len = 32;
-  t.vocab_size = 128;
-  t.ffn_hidden_size = 256;
-  ir::set_architecture_defaults(t);
-  ir::ModelConfig m;
-  m.spec = t;
-  return m;
-}
+ir::ModelConfig tiny_gpt() { return ir::gpt_model_config("", 2, 64, 4, 32, 128); }
 
 cost_model::CostModel one_gpu() {
   auto spec = cluster::make_preset_cluster("dgx-a100-80gb", 1);
