@@ -37,13 +37,24 @@ std::int64_t CostProblem::min_memory() const {
 
 BuiltProblem build_problem(const IntraOpGraph& graph, const LogicalMesh& mesh,
                            const CostHooks& hooks) {
+  std::vector<std::vector<Strategy>> strategies;
+  strategies.reserve(graph.nodes.size());
+  for (std::size_t v = 0; v < graph.nodes.size(); ++v) {
+    strategies.push_back(enumerate_strategies(graph, static_cast<int>(v), mesh, hooks));
+  }
+  return build_problem(graph, mesh, hooks, std::move(strategies));
+}
+
+BuiltProblem build_problem(const IntraOpGraph& graph, const LogicalMesh& mesh,
+                           const CostHooks& hooks, std::vector<std::vector<Strategy>> strategies) {
   BuiltProblem out;
   const std::size_t n = graph.nodes.size();
-  out.strategies.reserve(n);
+  ALPASIM_CHECK(strategies.size() == n) << strategies.size() << " strategy lists for " << n << " nodes";
+  out.strategies = std::move(strategies);
   for (std::size_t v = 0; v < n; ++v) {
-    out.strategies.push_back(enumerate_strategies(graph, static_cast<int>(v), mesh, hooks));
+    ALPASIM_CHECK(!out.strategies[v].empty()) << "node " << graph.nodes[v].name << " has no strategy";
     CostProblem::Node node;
-    for (const Strategy& s : out.strategies.back()) {
+    for (const Strategy& s : out.strategies[v]) {
       node.cost.push_back(s.cost().value());
       node.memory.push_back(s.memory.value());
     }

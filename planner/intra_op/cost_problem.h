@@ -56,6 +56,10 @@ struct BuiltProblem {
 };
 BuiltProblem build_problem(const IntraOpGraph& graph, const LogicalMesh& mesh,
                            const CostHooks& hooks);
+/// The same over given strategies per node (enumerate_strategies, possibly restricted to
+/// the layouts a plan requires); every node needs at least one.
+BuiltProblem build_problem(const IntraOpGraph& graph, const LogicalMesh& mesh,
+                           const CostHooks& hooks, std::vector<std::vector<Strategy>> strategies);
 
 /// Exhaustive search over every assignment (for tests: product of strategy counts must be
 /// small). Ties keep the lexicographically smallest choice. nullopt when none fits.

@@ -118,6 +118,35 @@ void rewrite_weight_updates(const IntraOpGraph& g, const LogicalMesh& mesh,
   }
 }
 
+// Node v's strategies restricted to the layout a plan requires of it: those with its
+// output spec and (when listed) input specs; of several, the one named as the plan names
+// it, if any. An error names the operator when none has the layout.
+core::Result<std::vector<Strategy>> required_strategies(const IntraOpGraph& graph, int v,
+                                                        const LogicalMesh& mesh,
+                                                        std::vector<Strategy> all,
+                                                        const schema::OperatorSharding& want) {
+  std::vector<Strategy> kept;
+  for (Strategy& s : all) {
+    if (s.output != want.output) continue;
+    if (!want.inputs.empty() && s.inputs != want.inputs) continue;
+    kept.push_back(std::move(s));
+  }
+  if (kept.empty()) {
+    std::string in;
+    for (const auto& spec : want.inputs) in += (in.empty() ? "" : " x ") + spec.to_string();
+    return core::invalid_argument(
+        "operator " + graph.nodes[static_cast<std::size_t>(v)].name + ": the layout " +
+        (in.empty() ? "" : in + " -> ") + want.output.to_string() + " is not among its " +
+        std::to_string(all.size()) + " strategies on the " + mesh.to_string() +
+        " mesh (docs/plan.md: layouts that split unevenly, or leave a matmul's work "
+        "replicated, are not priced)");
+  }
+  for (Strategy& s : kept) {
+    if (s.name == want.strategy) return std::vector<Strategy>{std::move(s)};
+  }
+  return kept;
+}
+
 }  // namespace
 
 core::Result<IntraOpPlan> IntraOpPass::run(const IntraOpGraph& graph, const LogicalMesh& mesh,
@@ -130,8 +159,13 @@ core::Result<IntraOpPlan> IntraOpPass::run(const IntraOpGraph& graph, const Logi
   }
   if (!hooks.collective) return core::invalid_argument("CostHooks::collective is not set");
   ALPASIM_RETURN_IF_ERROR(graph.validate());
+  if (!options.required.empty() && options.required.size() != graph.nodes.size()) {
+    return core::invalid_argument("IntraOpOptions::required has " +
+                                  std::to_string(options.required.size()) + " entries for " +
+                                  std::to_string(graph.nodes.size()) + " nodes");
+  }
   std::string key;
-  if (!cost_fingerprint.empty()) {
+  if (!cost_fingerprint.empty() && options.required.empty()) {
     key = options_key(mesh, options, cost_fingerprint) + graph.structural_key();
     auto it = cache_.find(key);
     if (it != cache_.end()) {
@@ -162,7 +196,17 @@ core::Result<IntraOpPlan> IntraOpPass::run(const IntraOpGraph& graph, const Logi
   ++solves_;
   IntraOpPlan plan;
   plan.nodes = static_cast<int>(graph.nodes.size());
-  BuiltProblem built = build_problem(graph, mesh, hooks);
+  std::vector<std::vector<Strategy>> strategies;
+  strategies.reserve(graph.nodes.size());
+  for (std::size_t v = 0; v < graph.nodes.size(); ++v) {
+    std::vector<Strategy> all = enumerate_strategies(graph, static_cast<int>(v), mesh, hooks);
+    if (!options.required.empty() && options.required[v]) {
+      ALPASIM_ASSIGN_OR_RETURN(all, required_strategies(graph, static_cast<int>(v), mesh,
+                                                        std::move(all), *options.required[v]));
+    }
+    strategies.push_back(std::move(all));
+  }
+  BuiltProblem built = build_problem(graph, mesh, hooks, std::move(strategies));
   for (const auto& s : built.strategies) plan.strategies += static_cast<std::int64_t>(s.size());
   std::optional<std::int64_t> limit;
   if (options.memory_limit) limit = options.memory_limit->value();

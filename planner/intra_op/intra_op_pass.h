@@ -38,6 +38,14 @@ struct IntraOpOptions {
   bool prune_by_bound = true;
   /// Cutset conditioning before the ILP (exact; SolveOptions::condition_before_ilp).
   bool condition_before_ilp = true;
+  /// Empty: the pass optimises every node. Otherwise one entry per graph node: the layout
+  /// a plan file gives the operator (its output spec and, when listed, its input specs),
+  /// which the node must take, so the pass prices that plan instead of choosing one
+  /// (Searcher::evaluate of a plan written by hand or by another tool); nodes left nullopt
+  /// (inputs, weights, other layers' operators) are still optimised. A layout that is not
+  /// among the node's strategies on the mesh is an error naming the operator. Such a run
+  /// is never cached.
+  std::vector<std::optional<schema::OperatorSharding>> required;
 };
 
 /// One application of the weight-update-sharding rewrite.

@@ -327,15 +327,26 @@ class Searcher {
   // different stages pay the pipeline send instead. Zero when the two solutions agree
   // (Megatron's layouts: replicated between blocks, or sequence-split on both sides).
   // ensure_costs(p, {sub, mesh}) must have run.
+  // `written`: per layer, the key suffix of the layouts a plan writes for it
+  // (price_written_layouts); layers it does not list take the search's solution.
   const BoundaryCost& layer_boundary(const Point& p, int l, const SubmeshShape& sub,
-                                     const LogicalMesh& mesh, int variant) {
+                                     const LogicalMesh& mesh, int variant,
+                                     const std::map<int, std::string>* written = nullptr) {
     static const BoundaryCost kNone;
     if (l <= 0 || l >= p.num_layers || mesh.num_devices() == 1) return kNone;
     const int cls = p.boundary_class[static_cast<std::size_t>(l)];
     if (cls < 0) return kNone;
-    const std::string key = std::to_string(p.mbs) + "|" + std::to_string(static_cast<int>(p.recompute)) +
-                            "|" + std::to_string(cls) + "|" + mesh_key(sub, mesh) + "|" +
-                            std::to_string(variant);
+    auto suffix = [&](int layer) -> std::string {
+      if (written == nullptr) return "";
+      auto w = written->find(layer);
+      return w == written->end() ? "" : w->second;
+    };
+    std::string key = std::to_string(p.mbs) + "|" + std::to_string(static_cast<int>(p.recompute)) +
+                      "|" + std::to_string(cls) + "|" + mesh_key(sub, mesh) + "|" +
+                      std::to_string(variant);
+    for (const BoundaryEdge& e : p.boundary[static_cast<std::size_t>(l)]) {
+      key += suffix(e.producer_layer) + suffix(e.consumer_layer);
+    }
     auto it = boundary_costs_.find(key);
     if (it != boundary_costs_.end()) return it->second;
     std::vector<BoundaryTransfer> transfers;
@@ -348,8 +359,8 @@ class Searcher {
         cv = p.node_w.at(crep)[static_cast<std::size_t>(cv)];
         ALPASIM_CHECK(pu >= 0 && cv >= 0) << "variant 1 adds weight gradients, it removes no node";
       }
-      const auto& from = layer_plan(p, e.producer_layer, sub, mesh, variant).shardings;
-      const auto& to = layer_plan(p, e.consumer_layer, sub, mesh, variant).shardings;
+      const auto& from = layer_plan(p, e.producer_layer, sub, mesh, variant, suffix(e.producer_layer)).shardings;
+      const auto& to = layer_plan(p, e.consumer_layer, sub, mesh, variant, suffix(e.consumer_layer)).shardings;
       ALPASIM_CHECK(static_cast<std::size_t>(pu) < from.size() && static_cast<std::size_t>(cv) < to.size());
       const auto& node = p.graphs.at(crep).nodes[static_cast<std::size_t>(e.consumer_node)];
       transfers.push_back({node.shape, node.element_bytes, from[static_cast<std::size_t>(pu)].output,
@@ -367,15 +378,85 @@ class Searcher {
     return boundary_costs_.emplace(key, b).first->second;
   }
 
+  // `written`: "" for the search's solution of the layer, else the suffix
+  // price_written_layouts returned for the layouts a plan writes.
   const LayerCost& layer_cost(const Point& p, int layer, const SubmeshShape& sub,
-                              const LogicalMesh& mesh, int variant) const {
+                              const LogicalMesh& mesh, int variant, const std::string& written = "") const {
     if (mesh.num_devices() == 1) variant = 0;
-    return costs_.at(cost_key(p, p.rep[static_cast<std::size_t>(layer)], sub, mesh, variant));
+    return costs_.at(cost_key(p, p.rep[static_cast<std::size_t>(layer)], sub, mesh, variant) + written);
   }
   const intra_op::IntraOpPlan& layer_plan(const Point& p, int layer, const SubmeshShape& sub,
-                                          const LogicalMesh& mesh, int variant) const {
+                                          const LogicalMesh& mesh, int variant,
+                                          const std::string& written = "") const {
     if (mesh.num_devices() == 1) variant = 0;
-    return plans_.at(cost_key(p, p.rep[static_cast<std::size_t>(layer)], sub, mesh, variant));
+    return plans_.at(cost_key(p, p.rep[static_cast<std::size_t>(layer)], sub, mesh, variant) + written);
+  }
+
+  // A multi-GPU stage of a plan from outside whose layouts are not the search's own: each
+  // of its layers is priced with the layouts the stage writes for the layer's operators
+  // (the intra-op pass restricted to them, IntraOpOptions::required; operators the stage
+  // gives no layout, and the layer's inputs and weights, are optimised). Returns, per
+  // layer of the stage, the suffix of its costs_ / plans_ key, and sets *variant: 1 when
+  // the stage writes the layouts of weight updates (the layer graphs with weight
+  // gradients and updates), else 0. Layers with equal representatives and equal layouts
+  // share one solve.
+  core::Result<std::map<int, std::string>> price_written_layouts(Point& p, const schema::PlanStage& st,
+                                                                int stage_index, const SubmeshShape& sub,
+                                                                const LogicalMesh& mesh, int* variant) {
+    std::map<std::string, const schema::OperatorSharding*> by_name;
+    for (const auto& sh : st.shardings) by_name.emplace(sh.op, &sh);
+    *variant = 0;
+    for (const ir::Op& op : p.graph.ops()) {
+      if (op.layer >= st.layer_begin && op.layer < st.layer_end && op.phase == ir::Phase::kOptimizer &&
+          by_name.count(op.name) != 0) {
+        *variant = 1;
+        break;
+      }
+    }
+    ALPASIM_ASSIGN_OR_RETURN(const intra_op::CollectiveCostFn* fn, hook(sub, mesh));
+    std::map<int, std::string> suffixes;
+    for (auto l = st.layer_begin; l < st.layer_end; ++l) {
+      const int layer = static_cast<int>(l);
+      const int rep = p.rep[static_cast<std::size_t>(layer)];
+      std::vector<ir::OpId> own;
+      ALPASIM_RETURN_IF_ERROR(
+          adapters::layer_range_graph(p.graph, layer, layer + 1, &own, *variant == 1).status());
+      std::vector<std::optional<schema::OperatorSharding>> required(own.size());
+      std::string layouts = std::to_string(*variant);
+      for (std::size_t i = 0; i < own.size(); ++i) {
+        const ir::Op& op = p.graph.op(own[i]);
+        layouts += ';';
+        if (op.layer != layer || op.is_source()) continue;
+        auto it = by_name.find(op.name);
+        if (it == by_name.end()) continue;
+        required[i] = *it->second;
+        layouts += it->second->strategy + ":";
+        for (const auto& spec : it->second->inputs) layouts += spec.to_string() + ",";
+        layouts += ">" + it->second->output.to_string();
+      }
+      const std::string suffix =
+          "|written" + std::to_string(written_layouts_.emplace(layouts, written_layouts_.size()).first->second);
+      suffixes.emplace(layer, suffix);
+      const std::string key = cost_key(p, rep, sub, mesh, *variant) + suffix;
+      if (costs_.count(key) != 0) continue;
+      intra_op::CostHooks h;
+      h.collective = *fn;
+      h.memory_bound = [this](core::Bytes b) { return cost_.memory_bound(b); };
+      intra_op::IntraOpOptions o;
+      o.time_limit = core::seconds(30.0);
+      o.required = std::move(required);
+      intra_op::IntraOpPass pass;
+      const auto& graph = *variant == 0 ? p.graphs.at(rep) : p.graphs_w.at(rep);
+      auto solved = pass.run(graph, mesh, h, o);
+      if (!solved.ok()) {
+        return solved.status().with_context("/stages/" + std::to_string(stage_index) + "/shardings (layer " +
+                                            std::to_string(layer) + ")");
+      }
+      ++solves_;
+      costs_.emplace(key, to_layer_cost(p, rep, mesh, *variant, solved.value(), *fn));
+      plans_.emplace(key, std::move(solved).value());
+    }
+    return suffixes;
   }
 
   // ---- Lowering of a plan (stages with costs per layer) into the simulator. ----
@@ -676,14 +757,31 @@ class Searcher {
                                     " but the model has " + std::to_string(pt->num_layers) +
                                     " layers");
     }
+    // Per chunk: the layouts it writes that are not the search's solution (a plan written
+    // by hand or by another tool), by layer (price_written_layouts); empty otherwise.
+    std::vector<std::map<int, std::string>> written(static_cast<std::size_t>(chunks));
     if (variants.empty()) {
-      for (const auto& st : plan.stages) {
+      for (std::size_t c = 0; c < plan.stages.size(); ++c) {
+        const auto& st = plan.stages[c];
         int var = 0;
         if (!st.shardings.empty() && st.logical_rows * st.logical_cols > 1) {
-          schema::PlanStage probe = st;
-          probe.shardings.clear();
-          fill_shardings(*pt, &probe, 1);
-          if (probe.shardings == st.shardings) var = 1;
+          // The search's own layouts (variant 1, or 0) keep its costs; others are priced
+          // as written.
+          bool own = false;
+          for (int candidate : {1, 0}) {
+            schema::PlanStage probe = st;
+            probe.shardings.clear();
+            fill_shardings(*pt, &probe, candidate);
+            if (probe.shardings == st.shardings) {
+              var = candidate;
+              own = true;
+              break;
+            }
+          }
+          if (!own) {
+            ALPASIM_ASSIGN_OR_RETURN(written[c], price_written_layouts(*pt, st, static_cast<int>(c),
+                                                                       meshes[c].first, meshes[c].second, &var));
+          }
         }
         variants.push_back(var);
       }
@@ -692,11 +790,14 @@ class Searcher {
     const int p = chunks / v;
     for (int c = 0; c < chunks; ++c) {
       const auto& st = plan.stages[static_cast<std::size_t>(c)];
+      const auto& written_c = written[static_cast<std::size_t>(c)];
       std::vector<LayerCost> layers;
       for (auto l = st.layer_begin; l < st.layer_end; ++l) {
+        const auto w = written_c.find(static_cast<int>(l));
         LayerCost lc = layer_cost(*pt, static_cast<int>(l), meshes[static_cast<std::size_t>(c)].first,
                                   meshes[static_cast<std::size_t>(c)].second,
-                                  variants[static_cast<std::size_t>(c)]);
+                                  variants[static_cast<std::size_t>(c)],
+                                  w == written_c.end() ? std::string() : w->second);
         if (!st.weight_update_sharding && lc.opt_replicated_b > lc.opt_b) {
           // The plan keeps every replica's optimizer states whole: each device holds and
           // updates the states of its parameter shards (the step is memory-bound over them).
@@ -709,7 +810,8 @@ class Searcher {
         if (l > st.layer_begin) {
           const BoundaryCost& b = layer_boundary(*pt, static_cast<int>(l), meshes[static_cast<std::size_t>(c)].first,
                                                  meshes[static_cast<std::size_t>(c)].second,
-                                                 variants[static_cast<std::size_t>(c)]);
+                                                 variants[static_cast<std::size_t>(c)],
+                                                 written_c.empty() ? nullptr : &written_c);
           lc.fwd_s += b.forward_s;
           lc.fwd_comm_s += b.forward_s;
           lc.bwd_s += b.backward_s;
@@ -1052,6 +1154,7 @@ class Searcher {
   std::map<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>, double> send_bandwidth_;
   std::map<std::string, intra_op::CollectiveCostFn> hooks_;  // by mesh_key
   std::map<std::string, BoundaryCost> boundary_costs_;       // layer_boundary
+  std::map<std::string, std::size_t> written_layouts_;       // price_written_layouts: layouts -> id
   int solves_ = 0;
   int queries_ = 0;
 };

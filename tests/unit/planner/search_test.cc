@@ -13,6 +13,7 @@
 #include "ir/autodiff.h"
 #include "ir/builders.h"
 #include "planner/adapters/ir_adapter.h"
+#include "planner/intra_op/strategies.h"
 #include "planner/search/pipeline_bound.h"
 #include "planner/search/search.h"
 #include "schema/plan.h"
@@ -697,4 +698,78 @@ TEST_CASE("with baselines compared, the search beats its in-space baselines even
       CHECK(r.value().prediction.iteration_time_s <= b.prediction.iteration_time_s);
     }
   }
+}
+
+TEST_CASE("a plan is priced by the layouts it writes, not by the search's own") {
+  // intra_op_only: one stage on the 4 GPUs. Its first block's first forward matmul gets
+  // another of its strategies' layouts in the plan file; evaluate_plan must price that
+  // layout (before: any layouts other than the search's were priced as the search's
+  // variant 0, so two different edits gave the same time).
+  const auto run = intra_op_only_plan();
+  const schema::PlanStage& stage = run->stage();
+  const ir::Graph& g = run->graph;
+  const planner::intra_op::LogicalMesh mesh{stage.logical_rows, stage.logical_cols};
+  REQUIRE(mesh.num_devices() == 4);
+  // The first block's graph as the search solved it (variant 1: with weight updates).
+  std::vector<ir::OpId> ops;
+  auto layer = planner::adapters::layer_range_graph(g, 1, 2, &ops, true);
+  REQUIRE(layer.ok());
+  int node = -1;
+  for (std::size_t v = 0; v < ops.size() && node < 0; ++v) {
+    const ir::Op& op = g.op(ops[v]);
+    if (op.layer == 1 && op.phase == ir::Phase::kForward && op.is_matmul() &&
+        run->sharding_of.count(op.name) != 0) {
+      node = static_cast<int>(v);
+    }
+  }
+  REQUIRE(node >= 0);
+  const std::string name = g.op(ops[static_cast<std::size_t>(node)]).name;
+  CAPTURE(name);
+  auto hook = planner::adapters::make_collective_hook(
+      *run->in.cost, {stage.submesh_nodes, stage.submesh_gpus_per_node}, mesh);
+  REQUIRE(hook.ok());
+  planner::intra_op::CostHooks hooks;
+  hooks.collective = hook.value();
+  const auto strategies = planner::intra_op::enumerate_strategies(layer.value(), node, mesh, hooks);
+  const schema::OperatorSharding& chosen = *run->sharding_of.at(name);
+  // Two other layouts of the matmul with different communication.
+  std::vector<const planner::intra_op::Strategy*> others;
+  for (const auto& s : strategies) {
+    if (s.output == chosen.output && s.inputs == chosen.inputs) continue;
+    bool new_cost = true;
+    for (const auto* o : others) new_cost = new_cost && o->communication != s.communication;
+    if (new_cost) others.push_back(&s);
+  }
+  REQUIRE(others.size() >= 2);
+  auto with_layout = [&](const schema::OperatorSharding& sh) {
+    schema::Plan plan = run->result.plan;
+    for (auto& entry : plan.stages[0].shardings) {
+      if (entry.op == name) entry = sh;
+    }
+    return planner::evaluate_plan(run->in, plan);
+  };
+  auto edited = [&](const planner::intra_op::Strategy& s) {
+    auto r = with_layout({name, s.name, s.inputs, s.output});
+    REQUIRE_MESSAGE(r.ok(), r.status().message());
+    return r.value().prediction.iteration_time_s;
+  };
+  const double searched = run->result.prediction.iteration_time_s;
+  const double a = edited(*others[0]);
+  const double b = edited(*others[1]);
+  CHECK(a != b);
+  CHECK(a != searched);
+  CHECK(b != searched);
+  // The search's own layout back in place: its own prediction, byte for byte.
+  auto restored = with_layout(chosen);
+  REQUIRE(restored.ok());
+  CHECK(restored.value().prediction.iteration_time_s == searched);
+  // A layout outside the matmul's strategies (replicated work) is an error naming it.
+  schema::OperatorSharding replicated = chosen;
+  replicated.strategy = "";
+  replicated.output = schema::ShardingSpec::replicated(chosen.output.rank());
+  for (auto& in : replicated.inputs) in = schema::ShardingSpec::replicated(in.rank());
+  auto bad = with_layout(replicated);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("/stages/0/shardings (layer 1): operator " + name) == 0);
+  CHECK(bad.status().message().find("is not among its") != std::string::npos);
 }
