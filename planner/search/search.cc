@@ -393,9 +393,9 @@ class Searcher {
   }
 
   // A multi-GPU stage of a plan from outside whose layouts are not the search's own: each
-  // of its layers is priced with the layouts the stage writes for the layer's operators
-  // (the intra-op pass restricted to them, IntraOpOptions::required; operators the stage
-  // gives no layout, and the layer's inputs and weights, are optimised). Returns, per
+  // of its layers is priced with the layouts the stage writes for the layer's nodes (the
+  // intra-op pass restricted to them, IntraOpOptions::required; nodes the stage gives no
+  // layout are optimised: a weight, or a tensor received from another stage). Returns, per
   // layer of the stage, the suffix of its costs_ / plans_ key, and sets *variant: 1 when
   // the stage writes the layouts of weight updates (the layer graphs with weight
   // gradients and updates), else 0. Layers with equal representatives and equal layouts
@@ -426,10 +426,17 @@ class Searcher {
       for (std::size_t i = 0; i < own.size(); ++i) {
         const ir::Op& op = p.graph.op(own[i]);
         layouts += ';';
-        if (op.layer != layer || op.is_source()) continue;
+        // Every node the stage gives a layout: the layer's operators and weights, a tied
+        // weight of another layer, and a tensor from the previous layer of the stage (it
+        // arrives in its producer's layout; converting it is priced inside this layer).
         auto it = by_name.find(op.name);
         if (it == by_name.end()) continue;
         required[i] = *it->second;
+        if (op.layer != layer || op.is_source()) {
+          // A weight or a tensor of another layer is a source here: its output layout only.
+          required[i]->strategy.clear();
+          required[i]->inputs.clear();
+        }
         layouts += it->second->strategy + ":";
         for (const auto& spec : it->second->inputs) layouts += spec.to_string() + ",";
         layouts += ">" + it->second->output.to_string();
@@ -747,7 +754,34 @@ class Searcher {
       meshes.push_back({{st.submesh_nodes, st.submesh_gpus_per_node},
                         {st.logical_rows, st.logical_cols}});
     }
-    ALPASIM_RETURN_IF_ERROR(ensure_costs(*pt, meshes));
+    // A multi-GPU stage that lists a weight's layout is not the search's (which lists
+    // none): it is priced as written without solving the search's layouts to compare.
+    std::vector<bool> lists_weights(plan.stages.size(), false);
+    if (as_written) {
+      std::set<std::string> weight_names;
+      for (std::size_t c = 0; c < plan.stages.size(); ++c) {
+        const auto& st = plan.stages[c];
+        if (st.shardings.empty() || st.logical_rows * st.logical_cols == 1) continue;
+        if (weight_names.empty()) {
+          for (const ir::Op& op : pt->graph.ops()) {
+            if (op.kind == ir::OpKind::kParameter) weight_names.insert(op.name);
+          }
+        }
+        for (const auto& sh : st.shardings) {
+          if (weight_names.count(sh.op) != 0) {
+            lists_weights[c] = true;
+            break;
+          }
+        }
+      }
+    }
+    {
+      std::vector<std::pair<SubmeshShape, LogicalMesh>> search_meshes;
+      for (std::size_t c = 0; c < meshes.size(); ++c) {
+        if (!lists_weights[c]) search_meshes.push_back(meshes[c]);
+      }
+      ALPASIM_RETURN_IF_ERROR(ensure_costs(*pt, search_meshes));
+    }
     const int v = static_cast<int>(plan.interleave);
     const int chunks = static_cast<int>(plan.stages.size());
     if (chunks % v != 0) return core::invalid_argument("stages are not a multiple of interleave");
@@ -769,6 +803,7 @@ class Searcher {
           // as written.
           bool own = false;
           for (int candidate : {1, 0}) {
+            if (lists_weights[c]) break;
             schema::PlanStage probe = st;
             probe.shardings.clear();
             fill_shardings(*pt, &probe, candidate);

@@ -12,6 +12,7 @@
 #include "core/check.h"
 #include "ir/accounting.h"
 #include "ir/builders.h"
+#include "schema/megatron_layouts.h"
 
 namespace alpasim::sim::lowering {
 namespace {
@@ -989,6 +990,72 @@ core::Result<LoweredPlan> lower_plan_file(const schema::Plan& plan,
     first += static_cast<std::size_t>(count);
   }
   return lowered;
+}
+
+core::Result<schema::Plan> megatron_plan_file(const ir::ModelConfig& model,
+                                              const TrainingSetup& training,
+                                              const MegatronPlan& plan,
+                                              const cluster::ClusterSpec& cluster) {
+  if (plan.cp > 1) {
+    return core::unimplemented("search.megatron.cp: context parallelism has no plan-file form yet");
+  }
+  if (plan.zero_stage >= 2) {
+    return core::unimplemented("search.megatron.zero_stage: ZeRO-2/3 have no plan-file form yet");
+  }
+  const std::int64_t replicas = plan.dp * plan.microbatch_size;
+  if (plan.tp < 1 || plan.pp < 1 || plan.dp < 1 || plan.microbatch_size < 1 || plan.interleave < 1 ||
+      training.global_batch_size % replicas != 0) {
+    return core::invalid_argument("search.megatron: the global batch " +
+                                  std::to_string(training.global_batch_size) +
+                                  " does not split into dp·microbatch_size = " + std::to_string(replicas));
+  }
+  // The graph the plan's stages index: one microbatch of every replica of a stage.
+  ir::BuildOptions bo;
+  bo.microbatch_size = replicas;
+  bo.dtype = training.dtype;
+  ALPASIM_ASSIGN_OR_RETURN(ir::Graph forward, ir::build_forward_graph(model, bo));
+  ir::TrainingOptions to;
+  to.optimizer = training.optimizer;
+  to.recompute = plan.recompute;
+  const ir::Graph graph = ir::derive_training_graph(forward, to);
+  const std::int64_t blocks = graph.num_layers() - 2;
+  ALPASIM_ASSIGN_OR_RETURN(std::vector<int> layers_per_chunk, chunk_layers(plan, blocks));
+  const std::int64_t mesh_gpus = plan.tp * plan.dp;
+  schema::Plan out;
+  out.model = model;
+  out.cluster = cluster;
+  out.dtype = training.dtype;
+  out.global_batch_size = training.global_batch_size;
+  out.num_microbatches = training.global_batch_size / replicas;
+  out.schedule = plan.interleave > 1 ? schema::Schedule::kInterleavedOneFOneB : schema::Schedule::kOneFOneB;
+  out.interleave = plan.interleave;
+  out.recompute = plan.recompute == ir::RecomputePolicy::kFull        ? schema::Recompute::kFull
+                  : plan.recompute == ir::RecomputePolicy::kSelective ? schema::Recompute::kSelective
+                                                                      : schema::Recompute::kNone;
+  out.generator = "alpa-sim megatron " + std::to_string(plan.tp) + "x" + std::to_string(plan.pp) + "x" +
+                  std::to_string(plan.dp);
+  std::int64_t begin = 0;
+  for (std::size_t c = 0; c < layers_per_chunk.size(); ++c) {
+    schema::PlanStage st;
+    st.layer_begin = begin;
+    st.layer_end = begin + layers_per_chunk[c];
+    begin = st.layer_end;
+    st.submesh_nodes = std::max<std::int64_t>(1, mesh_gpus / cluster.gpus_per_node);
+    st.submesh_gpus_per_node = std::min(mesh_gpus, cluster.gpus_per_node);
+    st.logical_rows = plan.dp;
+    st.logical_cols = plan.tp;
+    const std::int64_t stage = static_cast<std::int64_t>(c) % plan.pp;
+    for (std::int64_t d = 0; d < mesh_gpus; ++d) st.device_ids.push_back(stage * mesh_gpus + d);
+    st.weight_update_sharding = plan.zero_stage >= 1;
+    if (mesh_gpus > 1) {
+      ALPASIM_ASSIGN_OR_RETURN(st.shardings,
+                               schema::megatron_operator_shardings(graph, model, replicas, st.layer_begin,
+                                                                   st.layer_end, plan.dp, plan.tp,
+                                                                   plan.sequence_parallel));
+    }
+    out.stages.push_back(std::move(st));
+  }
+  return out;
 }
 
 }  // namespace alpasim::sim::lowering

@@ -7,6 +7,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "core/units.h"
+#include "cluster/cluster_spec.h"
 #include "cost_model/cost_model.h"
 #include "ir/autodiff.h"
 #include "ir/graph.h"
@@ -156,5 +157,19 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
 /// Anything else is UNIMPLEMENTED naming the stage and field ("plan: /stages/1/...").
 core::Result<LoweredPlan> lower_plan_file(const schema::Plan& plan,
                                           const cost_model::CostModel& cost_model);
+
+/// A Megatron plan as a plan file (docs/plan.md), for every evaluator and executor of plan
+/// files: p·v stages with lower_megatron_plan's layer split, logical meshes of dp rows and
+/// tp columns in Megatron's device order (rank = stage·dp·tp + replica·tp + t; stage c of
+/// an interleaved plan on the devices of stage c mod p), Megatron's per-operator layouts
+/// (schema::megatron_operator_shardings, with sequence parallelism when the plan has it)
+/// and ZeRO-1 as weight_update_sharding. The file carries the parallelism and the layouts;
+/// runtime choices it has no words for (the overlaps, gradient-accumulation fusion, the
+/// bucket size) are not in it. UNIMPLEMENTED for cp > 1 and zero_stage >= 2, which the
+/// format cannot express yet, and for models the layouts do not cover.
+core::Result<schema::Plan> megatron_plan_file(const ir::ModelConfig& model,
+                                              const TrainingSetup& training,
+                                              const MegatronPlan& plan,
+                                              const cluster::ClusterSpec& cluster);
 
 }  // namespace alpasim::sim::lowering

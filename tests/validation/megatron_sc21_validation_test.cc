@@ -31,6 +31,7 @@
 #include "cluster/cluster_spec.h"
 #include "cost_model/calibration.h"
 #include "cost_model/cost_model.h"
+#include "planner/search/search.h"
 #include "sim/lowering/megatron_lowering.h"
 #include "sim/pipeline_sim.h"
 #include "tests/unit/sim_lowering/lowering_fixtures.h"
@@ -116,6 +117,30 @@ std::int64_t smallest_divisor_above_one(std::int64_t n) {
   return 1;
 }
 
+// A row of SC'21 Table 1 as the plan choices above make it.
+struct Sc21Row {
+  ir::ModelConfig model;
+  TrainingSetup training;
+  MegatronPlan plan;
+  std::int64_t gpus = 0;
+};
+Sc21Row sc21_row(const std::map<std::string, std::string>& row) {
+  Sc21Row r;
+  r.gpus = as_int(row.at("num_gpus"));
+  const std::int64_t layers = as_int(row.at("num_layers"));
+  r.plan.tp = as_int(row.at("tensor_parallel_t"));
+  r.plan.pp = as_int(row.at("pipeline_parallel_p"));
+  r.plan.dp = as_int(row.at("data_parallel_d_derived"));
+  r.plan.microbatch_size = 1;
+  r.plan.interleave = r.plan.pp > 1 ? smallest_divisor_above_one(layers / r.plan.pp) : 1;
+  r.plan.recompute = ir::RecomputePolicy::kFull;
+  r.training.global_batch_size = as_int(row.at("global_batch_size"));
+  r.training.dtype = core::DType::kFp16;
+  r.model = gpt(layers, as_int(row.at("hidden_size")), as_int(row.at("attention_heads")),
+                as_int(row.at("seq_len")), as_int(row.at("vocab_size")));
+  return r;
+}
+
 // The issue's targets, asserted (no may_fail since the lowering models Megatron's per-
 // microbatch gradient accumulation and its fp16 optimizer passes, and the GEMM curve is
 // capped at the best measured efficiency): measured MAPE 9.3 %, worst row +14.0 %
@@ -128,21 +153,10 @@ TEST_CASE("Megatron-LM SC'21 table 1: TFLOP/s per GPU within 10% MAPE, no row wo
   std::printf("%-11s %3s %3s %3s %5s %3s %5s %10s %10s %8s %9s %8s\n", "model", "t", "p", "d",
               "batch", "v", "B", "published", "predicted", "error", "iter_s", "bubble");
   for (const auto& row : rows) {
-    const std::int64_t gpus = as_int(row.at("num_gpus"));
-    const std::int64_t layers = as_int(row.at("num_layers"));
-    MegatronPlan plan;
-    plan.tp = as_int(row.at("tensor_parallel_t"));
-    plan.pp = as_int(row.at("pipeline_parallel_p"));
-    plan.dp = as_int(row.at("data_parallel_d_derived"));
-    plan.microbatch_size = 1;
-    plan.interleave = plan.pp > 1 ? smallest_divisor_above_one(layers / plan.pp) : 1;
-    plan.recompute = ir::RecomputePolicy::kFull;
-    TrainingSetup training;
-    training.global_batch_size = as_int(row.at("global_batch_size"));
-    training.dtype = core::DType::kFp16;
-    const RowRun run = lower_and_simulate(gpt(layers, as_int(row.at("hidden_size")), as_int(row.at("attention_heads")),
-                                              as_int(row.at("seq_len")), as_int(row.at("vocab_size"))),
-                                          training, plan, "dgx-a100-80gb", gpus);
+    const Sc21Row r = sc21_row(row);
+    const MegatronPlan& plan = r.plan;
+    const TrainingSetup& training = r.training;
+    const RowRun run = lower_and_simulate(r.model, training, plan, "dgx-a100-80gb", r.gpus);
     const double published = std::stod(row.at("achieved_tflops_per_gpu"));
     const double predicted = core::to_tflops_per_s(run.simulation.report.hardware_flops_per_gpu);
     const double error = (predicted - published) / published;
@@ -456,6 +470,81 @@ TEST_CASE("NVIDIA H100 pre-training runs: step time MAPE <= 8%, no row worse tha
   CHECK(over == 0);  // NVIDIA ran every one of them
   CHECK(mape <= 0.08);
   CHECK(worst <= 0.20);
+}
+
+
+// Issue 15, "one evaluator": a Megatron plan written as a plan file with Megatron's
+// per-operator layouts (megatron_plan_file) and priced by the evaluator of searched plans
+// (planner::evaluate_plan) must give sim/lowering's iteration time and peak memory within
+// 2 % on every row of SC'21 Table 1; that equality is what would carry the Megatron
+// validation over to searched plans. The rows, plans and cost model are those of the
+// table-1 test above. may_fail: the target is not met yet (docs/validation.md gives the
+// table); the strict checks are that every row is written, evaluates and is finite.
+struct OneEvaluatorRow {
+  std::string model;
+  double lowering_s = 0, evaluator_s = 0;
+  std::int64_t lowering_peak = 0, evaluator_peak = 0;
+};
+std::vector<OneEvaluatorRow> one_evaluator_rows() {
+  static const std::vector<OneEvaluatorRow> rows = [] {
+    std::vector<OneEvaluatorRow> out;
+    for (const auto& row : read_csv(ALPASIM_SOURCE_DIR "/validation/data/megatron_sc21_table1.csv")) {
+      const Sc21Row r = sc21_row(row);
+      const std::string preset = "dgx-a100-80gb";
+      auto spec = cluster::make_preset_cluster(preset, r.gpus / 8);
+      REQUIRE(spec.ok());
+      auto cm = cost_model::CostModel::create(*spec, preset_params(preset));
+      REQUIRE(cm.ok());
+      auto lowered = lower_megatron_plan(r.model, r.training, r.plan, *cm);
+      REQUIRE_MESSAGE(lowered.ok(), lowered.status().message());
+      auto simulated = simulate_pipeline(lowered->problem);
+      REQUIRE(simulated.ok());
+      auto file = megatron_plan_file(r.model, r.training, r.plan, *spec);
+      REQUIRE_MESSAGE(file.ok(), file.status().message());
+      planner::SearchInput in;
+      in.model = r.model;
+      in.cluster = *spec;
+      in.cost = *cm;
+      in.global_batch_size = r.training.global_batch_size;
+      in.dtype = r.training.dtype;
+      in.options.compare_baselines = false;
+      auto evaluated = planner::evaluate_plan(in, *file);
+      REQUIRE_MESSAGE(evaluated.ok(), row.at("model") << ": " << evaluated.status().message());
+      OneEvaluatorRow o;
+      o.model = row.at("model");
+      o.lowering_s = simulated->report.iteration_time.value();
+      o.evaluator_s = evaluated->prediction.iteration_time_s;
+      o.lowering_peak = simulated->report.peak_memory_bytes;
+      o.evaluator_peak = evaluated->prediction.peak_memory_bytes;
+      out.push_back(o);
+    }
+    return out;
+  }();
+  return rows;
+}
+
+TEST_CASE("one evaluator: SC'21 table 1 written as Megatron plan files evaluates on every row") {
+  const auto rows = one_evaluator_rows();
+  CHECK(rows.size() == 10);
+  std::printf("%-11s %11s %11s %8s %12s %12s %8s\n", "model", "lowering_s", "evaluator_s", "time",
+              "lowering_GB", "evaluator_GB", "memory");
+  for (const auto& r : rows) {
+    CHECK(std::isfinite(r.evaluator_s));
+    CHECK(r.evaluator_s > 0);
+    CHECK(r.evaluator_peak > 0);
+    std::printf("%-11s %11.3f %11.3f %+7.1f%% %12.2f %12.2f %+7.1f%%\n", r.model.c_str(), r.lowering_s,
+                r.evaluator_s, 100.0 * (r.evaluator_s / r.lowering_s - 1), r.lowering_peak / 1e9,
+                r.evaluator_peak / 1e9, 100.0 * (static_cast<double>(r.evaluator_peak) / r.lowering_peak - 1));
+  }
+}
+
+TEST_CASE("one evaluator: SC'21 table 1 as plan files within 2 % of sim/lowering, time and memory" *
+          doctest::may_fail()) {
+  for (const auto& r : one_evaluator_rows()) {
+    CAPTURE(r.model);
+    CHECK(std::abs(r.evaluator_s / r.lowering_s - 1) <= 0.02);
+    CHECK(std::abs(static_cast<double>(r.evaluator_peak) / static_cast<double>(r.lowering_peak) - 1) <= 0.02);
+  }
 }
 
 }  // namespace
