@@ -97,6 +97,8 @@ core::Result<Evaluation> evaluate_fixed_plan(const Scenario& scenario,
     auto lowered = sim::lowering::lower_megatron_plan(scenario.model, training, plan, cost_model);
     if (!lowered.ok()) return lowered.status().with_context(scenario.file);
     e.lowered = std::move(*lowered);
+    auto file = sim::lowering::megatron_plan_file(scenario.model, training, plan, scenario.cluster);
+    if (file.ok()) e.plan_file = std::move(file).value();
   } else if (scenario.search.plan_file) {
     ALPASIM_ASSIGN_OR_RETURN(schema::Plan plan, schema::read_plan_file(*scenario.search.plan_file));
     auto lowered = sim::lowering::lower_plan_file(plan, cost_model);

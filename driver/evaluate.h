@@ -1,6 +1,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "core/json_reader.h"
@@ -23,6 +24,10 @@ core::Result<cost_model::CostModel> cost_model_for_scenario(const Scenario& scen
 struct Evaluation {
   sim::lowering::LoweredPlan lowered;
   sim::PipelineSimulation simulation;
+  /// search.megatron: the plan as a plan file (sim::lowering::megatron_plan_file), which
+  /// `--out` writes as plan.json for `"mode": "fixed", "plan"` and alpa-exec; unset where
+  /// the format cannot express the plan yet (cp > 1, ZeRO-2/3, models other than "gpt").
+  std::optional<schema::Plan> plan_file;
 };
 
 /// Lowers the scenario's fixed plan (search.megatron or search.plan_file) and simulates one

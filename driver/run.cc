@@ -151,6 +151,7 @@ core::Result<RunReport> run_scenario(const Scenario& scenario, const RunSettings
     report.json["status"] = "evaluated";
     report.json["prediction"] = prediction_json(e);
     report.simulation = std::move(e.simulation);
+    report.plan = std::move(e.plan_file);
     return report;
   }
   SearchRun run;

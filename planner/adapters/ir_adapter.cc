@@ -381,19 +381,39 @@ core::Seconds op_compute(const ir::Graph& training, const ir::Op& op, std::int64
     s.dtype = training.meta.dtype;
     time = cost.gemm(s).time * cost.params().compute.conv_slowdown;
   } else if (op.is_matmul()) {
-    // Split the work over the batch-like dims first (batch·M), then N.
+    // Split the work over the batch-like dims first (batch·M), then N. A weight gradient
+    // (dW = X^T·dY, K = the tokens of the graph's samples) splits its contraction over the
+    // samples first, then N, then M: a layout that splits the batch over devices (data
+    // parallelism, Megatron's data-parallel rows, Alpa's batch axes) has each device reduce
+    // its own samples' tokens into a partial dW of full size, so with d = dp·tp its GEMM is
+    // (M, N/tp, K/dp) as Megatron runs it, not the thin (M/d, N, K) of the batch-first
+    // order. The samples bound the K split: tensor parallelism never splits a sequence.
     cost_model::GemmShape s;
     const ir::DotDims& g = op.dot_dims;
+    auto split = [](std::int64_t* size, std::int64_t* left) {
+      const std::int64_t parts = std::max<std::int64_t>(1, std::min(*left, *size));
+      *size = (*size + parts - 1) / parts;
+      *left = (*left + parts - 1) / parts;
+    };
     std::int64_t bm = g.batch * g.m;
     std::int64_t n = g.n;
+    std::int64_t k = g.k;
     std::int64_t left = d;
-    const std::int64_t split_bm = std::min(left, bm);
-    bm = (bm + split_bm - 1) / split_bm;
-    left = (left + split_bm - 1) / split_bm;
-    n = std::max<std::int64_t>(1, (n + left - 1) / left);
+    const std::int64_t samples = training.meta.samples_per_microbatch;
+    if (op.grad_role == ir::GradRole::kWeightGrad && g.batch == 1 && samples > 1 && k % samples == 0) {
+      std::int64_t sample_parts = std::min(left, samples);
+      while (samples % sample_parts != 0) --sample_parts;  // whole samples per device
+      k /= sample_parts;
+      left = (left + sample_parts - 1) / sample_parts;
+      split(&n, &left);
+      split(&bm, &left);
+    } else {
+      split(&bm, &left);
+      n = std::max<std::int64_t>(1, (n + left - 1) / left);
+    }
     s.m = bm;
     s.n = n;
-    s.k = g.k;
+    s.k = k;
     s.dtype = training.meta.dtype;
     time = cost.gemm(s).time;
   } else {

@@ -29,6 +29,7 @@
 #include "planner/search/layer_boundary.h"
 #include "planner/search/pipeline_bound.h"
 #include "planner/search/stage_memory.h"
+#include "schema/megatron_layouts.h"
 #include "sim/pipeline_sim.h"
 
 namespace alpasim::planner {
@@ -46,8 +47,18 @@ struct LayerCost {
   double fwd_s = 0, bwd_s = 0, rc_s = 0;  // include the communication below
   double fwd_comm_s = 0, bwd_comm_s = 0;
   double grad_sync_s = 0;  // once per iteration (weight-update sharding collectives)
+  // Of grad_sync_s: the reduce-scatter + all-gather of the gradients of weights replicated
+  // over mesh axes (weight-update sharding), and the all-reduce that replaces them when a
+  // plan keeps every replica's optimizer states whole (weight_update_sharding false).
+  double replica_sync_rs_ag_s = 0, replica_sync_all_reduce_s = 0;
   double opt_s = 0;        // once per iteration
   std::int64_t param_b = 0, grad_b = 0, opt_b = 0, act_b = 0, work_b = 0, boundary_b = 0;
+  // Of act_b: tensors the next layer's backward or recomputation reads (the residual stream
+  // a block passes on; under full recomputation the next block's checkpointed input), and
+  // those of them this layer's own backward does not read. Where the next layer runs on
+  // another pipeline chunk, the receiver stores its copy and the sender stores only what
+  // its own backward reads (problem_of).
+  std::int64_t saved_for_next_b = 0, saved_only_for_next_b = 0;
   // Optimizer states without weight-update sharding: split only as the parameters are
   // (replicated over the mesh axes a parameter is replicated over), >= opt_b.
   std::int64_t opt_replicated_b = 0;
@@ -631,6 +642,11 @@ class Searcher {
         act += l.act_b; work = std::max(work, l.work_b); par += l.param_b; grad += l.grad_b;
         os += l.opt_b;
       }
+      // A tensor saved for the next layer's backward is stored by the chunk that runs it.
+      if (c + 1 < chunks && !layers.empty()) act -= layers.back().saved_only_for_next_b;
+      if (c > 0 && !lw.chunk_layers[static_cast<std::size_t>(c - 1)].empty()) {
+        act += lw.chunk_layers[static_cast<std::size_t>(c - 1)].back().saved_for_next_b;
+      }
       par += tied_b[static_cast<std::size_t>(c)];
       grad += tied_b[static_cast<std::size_t>(c)];
       os += tied_os[static_cast<std::size_t>(c)];
@@ -841,7 +857,11 @@ class Searcher {
           }
           lc.opt_b = lc.opt_replicated_b;
         }
-        if (!st.weight_update_sharding) lc.tied_opt_b = lc.tied_opt_replicated_b;
+        if (!st.weight_update_sharding) {
+          lc.tied_opt_b = lc.tied_opt_replicated_b;
+          // Whole states on every replica: the replicas all-reduce their gradients.
+          lc.grad_sync_s += lc.replica_sync_all_reduce_s - lc.replica_sync_rs_ag_s;
+        }
         if (l > st.layer_begin) {
           const BoundaryCost& b = layer_boundary(*pt, static_cast<int>(l), meshes[static_cast<std::size_t>(c)].first,
                                                  meshes[static_cast<std::size_t>(c)].second,
@@ -861,10 +881,41 @@ class Searcher {
         lw.mesh_gpus.push_back(static_cast<int>(st.device_ids.size()));
       }
     }
+    lw.all_gather_group = written_send_gather_group(*pt, plan, meshes, variants, written);
     ALPASIM_RETURN_IF_ERROR(fill_stage_memory(plan, as_written, &lw));
     ALPASIM_ASSIGN_OR_RETURN(Evaluated e, simulate(lw, plan));
     e.variants = std::move(variants);
     return e;
+  }
+
+  // Lowering::all_gather_group of a plan whose stages are all priced as written (0, the
+  // whole receiving mesh, otherwise): by the layout in which each stage's last layer writes
+  // the activation it sends. A receiving GPU needs the part its own layout holds, so only
+  // the GPUs holding the same part gather it: split over the mesh rows only (the batch over
+  // Megatron's data-parallel rows), a row of consecutive GPUs gathers its share, as
+  // Megatron's scatter/gather does per tensor-parallel group; split over both axes, nothing
+  // is gathered (1). Every sending stage must give the same answer on meshes of one shape.
+  std::int64_t written_send_gather_group(const Point& p, const schema::Plan& plan,
+                                         const std::vector<std::pair<SubmeshShape, LogicalMesh>>& meshes,
+                                         const std::vector<int>& variants,
+                                         const std::vector<std::map<int, std::string>>& written) const {
+    std::optional<std::int64_t> group;
+    for (std::size_t c = 0; c + 1 < plan.stages.size(); ++c) {
+      const auto& mesh = meshes[c].second;
+      if (written[c].empty() || variants[c] != 0 || !(meshes[c + 1].second == mesh)) return 0;
+      const int last = static_cast<int>(plan.stages[c].layer_end) - 1;
+      const auto& solved = layer_plan(p, last, meshes[c].first, mesh, 0, written[c].at(last));
+      for (const BoundaryEdge& e : p.boundary[static_cast<std::size_t>(last + 1)]) {
+        if (e.producer_layer != last || e.phase != ir::Phase::kForward) continue;
+        const schema::ShardingSpec& spec = solved.shardings.at(static_cast<std::size_t>(e.producer_node)).output;
+        const bool rows = mesh.rows > 1 && spec.uses_mesh_axis(0);
+        const bool cols = mesh.cols > 1 && spec.uses_mesh_axis(1);
+        const std::int64_t g = rows && cols ? 1 : rows ? mesh.cols : cols ? 0 : mesh.num_devices();
+        if (g == 0 || (group && *group != g)) return 0;
+        group = g;
+      }
+    }
+    return group && *group < meshes.front().second.num_devices() ? *group : 0;
   }
 
   // The executor's memory (stage_memory.h) of every chunk: one GPU, or, in a plan
@@ -944,6 +995,23 @@ class Searcher {
     plan.global_batch_size = in_.global_batch_size;
     plan.generator = "alpa-sim search.mode=" + in_.mode;
     return plan;
+  }
+
+  // `plan` (a Megatron grid point: stages on logical meshes of data-parallel rows and
+  // tensor-parallel columns) with Megatron's per-operator layouts on every multi-GPU stage.
+  // UNIMPLEMENTED for models the layouts do not cover.
+  core::Result<schema::Plan> with_megatron_layouts(const schema::Plan& plan) {
+    schema::Plan out = plan;
+    const std::int64_t mbs = plan.global_batch_size / plan.num_microbatches;
+    ALPASIM_ASSIGN_OR_RETURN(Point * pt, point(mbs, plan.recompute, false));
+    for (auto& st : out.stages) {
+      if (st.logical_rows * st.logical_cols == 1) continue;
+      ALPASIM_ASSIGN_OR_RETURN(st.shardings,
+                               schema::megatron_operator_shardings(pt->graph, in_.model, mbs, st.layer_begin,
+                                                                   st.layer_end, st.logical_rows,
+                                                                   st.logical_cols, false));
+    }
+    return out;
   }
 
   // Fills a plan stage's intra-op shardings from the solved plans of its layers.
@@ -1053,23 +1121,30 @@ class Searcher {
         if (mesh.cols > 1 && !(used & intra_op::kAxis1)) replicated |= intra_op::kAxis1;
         if (replicated != 0) sync_bytes[replicated] += bytes;
       } else if (op.phase == ir::Phase::kForward) {
-        bool saved = false;
+        bool saved_here = false, saved_later = false;
         for (ir::OpId u : p.graph.consumers(op.id)) {
-          const auto ph = p.graph.op(u).phase;
-          saved = saved || ph == ir::Phase::kBackward || ph == ir::Phase::kRecompute;
+          const ir::Op& user = p.graph.op(u);
+          if (user.phase != ir::Phase::kBackward && user.phase != ir::Phase::kRecompute) continue;
+          (user.layer == op.layer ? saved_here : saved_later) = true;
         }
         // A stored activation takes its tile's bytes on each device: a tensor the plan
         // replicates (Megatron's layer-norm outputs, residuals and dropout masks under
         // tensor parallelism without sequence parallelism) is held in full on every one.
-        if (saved) c.act_b += op.out.bytes() / shards;
+        const std::int64_t tile = op.out.bytes() / shards;
+        if (saved_here || saved_later) c.act_b += tile;
+        if (saved_later) c.saved_for_next_b += tile;
+        if (saved_later && !saved_here) c.saved_only_for_next_b += tile;
       } else if (op.phase == ir::Phase::kRecompute) {
         c.work_b += op.out.bytes() / shards;
       }
     }
     // Reduce-scatter the accumulated gradients, update the shard, all-gather the weights.
     for (const auto& [axes, bytes] : sync_bytes) {
-      c.grad_sync_s += hook(intra_op::Collective::kReduceScatter, core::bytes(bytes), axes).value() +
-                       hook(intra_op::Collective::kAllGather, core::bytes(bytes), axes).value();
+      const double rs_ag = hook(intra_op::Collective::kReduceScatter, core::bytes(bytes), axes).value() +
+                           hook(intra_op::Collective::kAllGather, core::bytes(bytes), axes).value();
+      c.grad_sync_s += rs_ag;
+      c.replica_sync_rs_ag_s += rs_ag;
+      c.replica_sync_all_reduce_s += hook(intra_op::Collective::kAllReduce, core::bytes(bytes), axes).value();
     }
     const auto& s = p.stats[static_cast<std::size_t>(rep)];
     c.boundary_b = s.boundary_bytes;
@@ -1863,6 +1938,9 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return cands[a].bound < cands[b].bound;
   });
+  const bool rescore = f.zero <= 1 && !s.minimize_memory && in.options.rescore_grid;
+  // Analytic results by grid index (kept for re-scoring in the analytic order).
+  std::vector<std::optional<Evaluated>> analytic(cands.size());
   Evaluated best;
   std::size_t best_index = cands.size();
   for (const std::size_t i : order) {
@@ -1877,9 +1955,10 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
         continue;
       }
     }
-    auto e = s.run_problem(std::move(c.problem), c.plan);
+    auto e = rescore ? s.run_problem(c.problem, c.plan) : s.run_problem(std::move(c.problem), c.plan);
     ++s.grid_simulated;
     if (!e.ok()) continue;
+    if (rescore) analytic[i] = e.value();
     if (better(s, e.value(), best) || (i < best_index && !better(s, best, e.value()))) {
       best = std::move(e).value();
       best_index = i;
@@ -1887,7 +1966,46 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
   }
   if (!best.ok) return core::failed_precondition("no grid point matches the cluster and batch");
   if (description) *description = cands[best_index].description;
-  return best;
+  if (!rescore) return best;
+  // The grid's analytic costs rank its points; the one evaluator prices them: a point's
+  // plan written with Megatron's layouts, as its plan file reads
+  // (schema::megatron_operator_shardings), priced like any plan file (Searcher::evaluate).
+  // That is what alpa-sim prints and writes. The analytic memory is optimistic (it divides
+  // every activation by tp, where Megatron without sequence parallelism replicates a third
+  // of them), so the points are re-scored in the analytic order until one fits, at most
+  // kRescored of them; the points the bound pruned are simulated first if it comes to them.
+  // Plans the format cannot express yet keep the analytic price: ZeRO-2/3, and models
+  // other than the builtin gpt.
+  constexpr int kRescored = 16;
+  auto written = s.with_megatron_layouts(best.plan);
+  if (!written.ok()) {
+    if (written.status().code() != core::StatusCode::kUnimplemented) return written.status();
+    return best;
+  }
+  ALPASIM_ASSIGN_OR_RETURN(Evaluated first, s.evaluate(*written));
+  if (first.prediction.fits) return first;
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    if (analytic[i]) continue;
+    auto e = s.run_problem(cands[i].problem, cands[i].plan);
+    ++s.grid_simulated;
+    if (e.ok()) analytic[i] = std::move(e).value();
+  }
+  std::vector<std::size_t> by_time;
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    if (i != best_index && analytic[i] && analytic[i]->prediction.fits) by_time.push_back(i);
+  }
+  std::stable_sort(by_time.begin(), by_time.end(), [&](std::size_t a, std::size_t b) {
+    return better(s, *analytic[a], *analytic[b]);
+  });
+  for (std::size_t k = 0; k < by_time.size() && k + 1 < static_cast<std::size_t>(kRescored); ++k) {
+    ALPASIM_ASSIGN_OR_RETURN(schema::Plan plan, s.with_megatron_layouts(analytic[by_time[k]]->plan));
+    ALPASIM_ASSIGN_OR_RETURN(Evaluated e, s.evaluate(plan));
+    if (e.prediction.fits) {
+      if (description) *description = cands[by_time[k]].description;
+      return e;
+    }
+  }
+  return first;  // none fits: the analytic winner, priced by the evaluator (does not fit)
 }
 
 core::Result<Evaluated> run_mode(Searcher& s, const std::string& mode, AlpaStats& stats,

@@ -70,6 +70,12 @@ struct SearchOptions {
   /// exactly, but up to 5x the sums on Wide-ResNet 13B. One-GPU and data-parallel stages
   /// always use the executor's walk (equal to both).
   bool sharded_memory_as_executor = false;
+  /// Modes megatron, data_parallel and inter_op_only: the grid's points, ranked by the
+  /// grid's analytic costs, are re-scored by the evaluator of plan files (their plans written
+  /// with Megatron's per-operator layouts) in that order until one fits (at most 16), so the
+  /// answer is priced as searched plans are and its plan carries those layouts. False keeps
+  /// the analytic price (ZeRO-2/3 and models other than the builtin gpt always do).
+  bool rescore_grid = true;
   /// Called (on the calling thread) as the search starts each phase: a (microbatch size,
   /// recompute) point, or a baseline, with a one-line description of it
   /// ("point 3: microbatch 4, recompute none", "baseline 2 of 8: megatron"). For progress

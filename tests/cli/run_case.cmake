@@ -9,6 +9,8 @@
 #   EXPECT_STDOUT_EMPTY (optional) TRUE when stdout must be empty
 #   EXPECT_FILES     (optional) files (relative to @WORK@) that must exist after the run
 #   FILES / FILE_<name> (optional) names and contents of files to create in @WORK@ first
+#   CHECK            (optional) CMake code run after the checks above (variables `work` and
+#                    ALPA_SIM), which calls message(SEND_ERROR ...) on a failure
 include(${CASE})
 get_filename_component(case_name ${CASE} NAME_WE)
 set(work ${WORK_DIR}/${case_name})
@@ -31,6 +33,9 @@ foreach(f IN LISTS EXPECT_FILES)
     set(failed TRUE)
   endif()
 endforeach()
+if(DEFINED CHECK)
+  cmake_language(EVAL CODE "${CHECK}")
+endif()
 if(failed)
   message(FATAL_ERROR "case ${case_name} failed (command: ${ALPA_SIM} ${args})")
 endif()
