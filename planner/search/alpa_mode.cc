@@ -1,0 +1,248 @@
+// Mode "alpa": the inter-op DP over stages and submeshes with the intra-op costs, and its
+// seeds (searcher.h).
+#include "planner/search/searcher.h"
+
+namespace alpasim::planner::search_detail {
+
+// ---------------------------------------------------------------------------------------
+// Mode "alpa".
+
+
+// Submeshes of Alpa §5.2, restricted for search speed (docs/search.md): above 4 nodes
+// only power-of-two node counts; above 8 nodes only whole nodes (the DP then counts
+// devices in nodes). Both keep Theorem 1's exact covering.
+std::vector<SubmeshShape> alpa_submeshes(std::int64_t nodes, std::int64_t gpn) {
+  std::vector<SubmeshShape> subs;
+  for (const auto& sm : inter_op::submesh_shapes(nodes, gpn)) {
+    if (nodes > 4 && sm.nodes > 1 && (sm.nodes & (sm.nodes - 1)) != 0) continue;
+    if (nodes > 8 && sm.gpus_per_node < gpn) continue;
+    subs.push_back(sm);
+  }
+  return subs;
+}
+
+// Every mesh size a plan of mode "alpa" (the DP's submeshes, the equal partitions' N/p)
+// may use: the sizes Searcher::point_lower_bound_s minimises over.
+std::set<std::int64_t> alpa_mesh_sizes(const Searcher& s) {
+  std::set<std::int64_t> sizes;
+  for (const auto& sm : alpa_submeshes(s.nodes(), s.gpn())) sizes.insert(sm.size());
+  for (std::int64_t p = 1; p <= s.num_gpus(); p *= 2) {
+    if (s.num_gpus() % p == 0 && valid_submesh_size(s.num_gpus() / p, s.nodes(), s.gpn())) {
+      sizes.insert(s.num_gpus() / p);
+    }
+  }
+  return sizes;
+}
+
+// True when point pt's lower bound (point_lower_bound_s) exceeds the fitting incumbent's
+// time, so no plan of the point can beat it (SearchOptions::prune_points).
+bool point_cannot_win(Searcher& s, const Point& pt, const Evaluated& incumbent) {
+  if (!s.input().options.prune_points || s.minimize_memory || !incumbent.ok ||
+      !incumbent.prediction.fits) {
+    return false;
+  }
+  return s.point_lower_bound_s(pt, alpa_mesh_sizes(s)) > incumbent.prediction.iteration_time_s;
+}
+
+core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_point start,
+                                 bool restrict_to_data_parallel_meshes) {
+  const SearchInput& in = s.input();
+  const std::int64_t nodes = s.nodes(), gpn = s.gpn();
+  const std::vector<SubmeshShape> subs = alpa_submeshes(nodes, gpn);
+  const std::int64_t max_cols = nodes > 8 ? gpn : std::numeric_limits<std::int64_t>::max();
+  std::vector<std::pair<SubmeshShape, LogicalMesh>> meshes;
+  std::vector<std::vector<LogicalMesh>> logical(subs.size());
+  for (std::size_t j = 0; j < subs.size(); ++j) {
+    for (const auto& m : logical_shapes(subs[j], restrict_to_data_parallel_meshes ? 1 : max_cols)) {
+      logical[j].push_back(m);
+      meshes.push_back({subs[j], m});
+    }
+  }
+  Evaluated best;
+  for (schema::Recompute rc : in.options.recompute) {
+    // Microbatch sizes in increasing order; stop once a size simulates slower than the one
+    // before (iteration time is unimodal in it: more microbatches shrink the bubble, smaller
+    // ones lose GEMM efficiency).
+    double previous = kInf;
+    for (std::int64_t mbs : microbatch_sizes(in, 1)) {
+      Evaluated point_best;
+      const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      if (stats.points > 0 && elapsed > in.options.time_limit_s) {
+        stats.lines.push_back("time limit reached after " + std::to_string(stats.points) +
+                              " (microbatch, recompute) points");
+        break;
+      }
+      const auto tp0 = Clock::now();
+      ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(mbs, rc));
+      const auto tp1 = Clock::now();
+      // A point whose compute alone cannot beat the best plan so far is skipped before its
+      // intra-op solves. It neither stops the microbatch loop nor becomes `previous`: the
+      // loop then reaches at least the points it reached before (docs/search.md), so the
+      // result is never slower than without the skip.
+      if (point_cannot_win(s, *pt, best)) {
+        ++s.points_pruned;
+        continue;
+      }
+      ++stats.points;
+      if (in.options.progress) {
+        in.options.progress("point " + std::to_string(stats.points) + ": microbatch " +
+                            std::to_string(mbs) + ", recompute " +
+                            std::string(schema::recompute_name(rc)));
+      }
+      stats.explored.insert({mbs, static_cast<int>(rc)});
+      ALPASIM_RETURN_IF_ERROR(s.ensure_costs(*pt, meshes));
+      const auto tp2 = Clock::now();
+      const std::int64_t B = in.global_batch_size / mbs;
+      // Clustered layers.
+      const std::vector<int> starts = balanced_partition(layer_weights(*pt), in.options.max_layers);
+      const int L = static_cast<int>(starts.size()) - 1;
+      inter_op::InterOpProblem prob;
+      prob.num_layers = L;
+      prob.num_devices = s.num_gpus();
+      prob.num_microbatches = B;
+      prob.max_stages = L;
+      prob.submeshes = subs;
+      prob.resize();
+      // Chosen logical mesh per (begin, end, submesh, s).
+      std::vector<int> chosen(prob.table.size(), -1);
+      for (std::size_t j = 0; j < subs.size(); ++j) {
+        for (std::size_t q = 0; q < logical[j].size(); ++q) {
+          for (int var = 0; var < (logical[j][q].num_devices() > 1 ? 2 : 1); ++var) {
+          // Per clustered layer sums.
+          std::vector<double> t(static_cast<std::size_t>(L), 0), st(static_cast<std::size_t>(L), 0),
+              act(static_cast<std::size_t>(L), 0), work(static_cast<std::size_t>(L), 0);
+          // Tied weights a clustered layer reads from another one (owner: its cluster):
+          // a stage without the owner holds a copy, its gradient and optimizer state.
+          std::vector<double> tied(static_cast<std::size_t>(L), 0);
+          std::vector<int> tied_owner(static_cast<std::size_t>(L), -1);
+          // Resharding between layer starts[g] and the one before, paid only when a stage
+          // holds both (the boundaries inside a clustered layer are in t).
+          std::vector<double> entry(static_cast<std::size_t>(L), 0);
+          for (int g = 0; g < L; ++g) {
+            for (int l = starts[static_cast<std::size_t>(g)]; l < starts[static_cast<std::size_t>(g + 1)]; ++l) {
+              const LayerCost& c = s.layer_cost(*pt, l, subs[j], logical[j][q], var);
+              const double b = s.layer_boundary(*pt, l, subs[j], logical[j][q], var).total_s();
+              if (l == starts[static_cast<std::size_t>(g)]) {
+                entry[static_cast<std::size_t>(g)] = b;
+              } else {
+                t[static_cast<std::size_t>(g)] += b;
+              }
+              t[static_cast<std::size_t>(g)] += c.total_s();
+              st[static_cast<std::size_t>(g)] += static_cast<double>(c.param_b + c.grad_b + c.opt_b);
+              act[static_cast<std::size_t>(g)] += static_cast<double>(c.act_b);
+              work[static_cast<std::size_t>(g)] = std::max(work[static_cast<std::size_t>(g)], static_cast<double>(c.work_b));
+              if (c.tied_owner >= 0) {
+                tied[static_cast<std::size_t>(g)] += static_cast<double>(2 * c.tied_param_b + c.tied_opt_b);
+                for (int h = 0; h < L; ++h) {
+                  if (starts[static_cast<std::size_t>(h)] <= c.tied_owner &&
+                      c.tied_owner < starts[static_cast<std::size_t>(h + 1)]) {
+                    tied_owner[static_cast<std::size_t>(g)] = h;
+                  }
+                }
+              }
+            }
+          }
+          for (int k = 0; k < L; ++k) {
+            double tt = 0, ss = 0, aa = 0, ww = 0;
+            for (int i = k + 1; i <= L; ++i) {
+              tt += t[static_cast<std::size_t>(i - 1)];
+              if (i - 1 > k) tt += entry[static_cast<std::size_t>(i - 1)];
+              ss += st[static_cast<std::size_t>(i - 1)];
+              if (tied_owner[static_cast<std::size_t>(i - 1)] >= 0 &&
+                  tied_owner[static_cast<std::size_t>(i - 1)] < k) {
+                ss += tied[static_cast<std::size_t>(i - 1)];
+              }
+              aa += act[static_cast<std::size_t>(i - 1)];
+              ww = std::max(ww, work[static_cast<std::size_t>(i - 1)]);
+              for (int sfe = 1; sfe <= L; ++sfe) {
+                const double in_flight = static_cast<double>(std::min<std::int64_t>(sfe, B));
+                if (ss + in_flight * aa + ww > s.memory_limit()) continue;
+                const std::size_t idx = prob.index(k, i, static_cast<int>(j), sfe);
+                if (tt < prob.table[idx]) {
+                  prob.table[idx] = tt;
+                  chosen[idx] = static_cast<int>(q) * 2 + var;
+                }
+              }
+            }
+          }
+          }
+        }
+      }
+      inter_op::InterOpOptions opt;
+      opt.epsilon = in.options.epsilon;
+      opt.top_k = in.options.top_k;
+      const inter_op::InterOpResult res = inter_op::solve_inter_op(prob, opt);
+      stats.dp_passes += res.t_max_enumerated;
+      stats.t_max_candidates += res.t_max_candidates;
+      for (const auto& sol : res.solutions) {
+        std::vector<schema::PlanStage> stages;
+        std::vector<int> vars;
+        const int ns = static_cast<int>(sol.stages.size());
+        for (int si = 0; si < ns; ++si) {
+          const auto& c = sol.stages[static_cast<std::size_t>(si)];
+          const int qv = chosen[prob.index(c.layer_begin, c.layer_end, c.submesh, ns - si)];
+          const int q = qv / 2;
+          vars.push_back(qv % 2);
+          schema::PlanStage st;
+          st.layer_begin = starts[static_cast<std::size_t>(c.layer_begin)];
+          st.layer_end = starts[static_cast<std::size_t>(c.layer_end)];
+          st.submesh_nodes = subs[static_cast<std::size_t>(c.submesh)].nodes;
+          st.submesh_gpus_per_node = subs[static_cast<std::size_t>(c.submesh)].gpus_per_node;
+          st.logical_rows = logical[static_cast<std::size_t>(c.submesh)][static_cast<std::size_t>(q)].rows;
+          st.logical_cols = logical[static_cast<std::size_t>(c.submesh)][static_cast<std::size_t>(q)].cols;
+          stages.push_back(st);
+        }
+        std::vector<std::tuple<schema::Schedule, int>> schedules = {{schema::Schedule::kOneFOneB, 1}};
+        if (in.options.try_gpipe && ns > 1) schedules.push_back({schema::Schedule::kGpipe, 1});
+        bool uniform = ns > 1;
+        for (const auto& st : stages) {
+          uniform = uniform && st.submesh_nodes == stages[0].submesh_nodes &&
+                    st.submesh_gpus_per_node == stages[0].submesh_gpus_per_node &&
+                    st.logical_rows == stages[0].logical_rows && st.logical_cols == stages[0].logical_cols;
+        }
+        if (in.options.try_interleave && uniform && pt->num_layers >= 2 * ns && B % ns == 0) {
+          schedules.push_back({schema::Schedule::kInterleavedOneFOneB, 2});
+        }
+        for (const auto& [sched, v] : schedules) {
+          std::vector<schema::PlanStage> chunks = stages;
+          std::vector<int> chunk_vars = vars;
+          if (v > 1) {
+            const std::vector<int> cs = balanced_partition(layer_weights(*pt), ns * v);
+            if (static_cast<int>(cs.size()) != ns * v + 1) continue;
+            chunks.clear();
+            for (int c = 0; c < ns * v; ++c) {
+              schema::PlanStage st = stages[static_cast<std::size_t>(c % ns)];
+              st.layer_begin = cs[static_cast<std::size_t>(c)];
+              st.layer_end = cs[static_cast<std::size_t>(c + 1)];
+              chunks.push_back(st);
+            }
+            chunk_vars.assign(chunks.size(), vars[0]);
+            bool same = true;
+            for (int x : vars) same = same && x == vars[0];
+            if (!same) continue;
+          }
+          ALPASIM_ASSIGN_OR_RETURN(schema::Plan plan, make_plan(s, chunks, B, sched, v, rc));
+          ALPASIM_ASSIGN_OR_RETURN(Evaluated e, s.evaluate(plan, chunk_vars));
+          ++stats.simulated;
+          if (better(s, e, point_best)) point_best = std::move(e);
+        }
+      }
+      const double t = point_best.ok && point_best.prediction.fits
+                           ? point_best.prediction.iteration_time_s : kInf;
+      if (std::getenv("ALPASIM_SEARCH_DEBUG") != nullptr) {
+        const auto tp3 = Clock::now();
+        auto sec = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+        std::fprintf(stderr, "POINT mbs %lld rc %d: graphs %.2f s, solves %.2f s, dp+sim %.2f s, best %.4f, lower bound %.4f\n",
+                     static_cast<long long>(mbs), static_cast<int>(rc), sec(tp0, tp1), sec(tp1, tp2), sec(tp2, tp3), t,
+                     s.point_lower_bound_s(*pt, alpa_mesh_sizes(s)));
+      }
+      if (better(s, point_best, best)) best = std::move(point_best);
+      if (std::isfinite(previous) && t > previous) break;
+      previous = std::isfinite(t) ? t : previous;
+    }
+  }
+  if (!best.ok) return core::resource_exhausted("the inter-op DP found no plan that fits memory");
+  return best;
+}
+
+}  // namespace alpasim::planner::search_detail

@@ -1,0 +1,359 @@
+// The baselines: equal partitions over equal submeshes, and the Megatron-style 3D grid
+// (searcher.h).
+#include "planner/search/searcher.h"
+
+namespace alpasim::planner::search_detail {
+
+// Equal partitions (layers or FLOPs) over p equal submeshes, intra-op costs per stage.
+// With `incumbent` (a plan the caller keeps unless this returns a better one), points and
+// candidates that cannot beat it or the best partition so far are skipped unsimulated
+// (exact: the returned plan wins against the incumbent exactly when it did without).
+core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages,
+                                  std::int64_t forced_cols, const Evaluated* incumbent,
+                                  const std::set<std::pair<std::int64_t, int>>* only) {
+  const SearchInput& in = s.input();
+  const bool prune = in.options.prune_points && !s.minimize_memory;
+  Evaluated best;
+  // The fitting plan to beat: the better of the incumbent and the best partition so far.
+  auto reference = [&]() -> const Evaluated* {
+    const Evaluated* r = nullptr;
+    for (const Evaluated* e : {incumbent, static_cast<const Evaluated*>(&best)}) {
+      if (e != nullptr && e->ok && e->prediction.fits &&
+          (r == nullptr || e->prediction.iteration_time_s < r->prediction.iteration_time_s)) {
+        r = e;
+      }
+    }
+    return r;
+  };
+  for (schema::Recompute rc : in.options.recompute) {
+    for (std::int64_t mbs : microbatch_sizes(in, 1)) {
+      if (only != nullptr && !only->count({mbs, static_cast<int>(rc)})) continue;
+      ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(mbs, rc));
+      if (prune && reference() != nullptr && point_cannot_win(s, *pt, *reference())) continue;
+      const std::int64_t B = in.global_batch_size / mbs;
+      for (int p = 1; p <= pt->num_layers; p *= 2) {
+        if (forced_stages > 0 && p != forced_stages) continue;
+        if (s.num_gpus() % p != 0 || !valid_submesh_size(s.num_gpus() / p, s.nodes(), s.gpn())) continue;
+        const SubmeshShape sub = shape_of_size(s.num_gpus() / p, s.gpn());
+        std::vector<int> starts;
+        if (by_flops) {
+          starts = balanced_partition(layer_weights(*pt), p);
+        } else {
+          for (int i = 0; i <= p; ++i) starts.push_back(i * pt->num_layers / p);
+        }
+        if (static_cast<int>(starts.size()) != p + 1) continue;
+        if (prune && reference() != nullptr &&
+            s.partition_lower_bound_s(*pt, starts, sub.size()) > reference()->prediction.iteration_time_s) {
+          continue;  // no logical mesh can make this partition fast enough
+        }
+        for (const auto& mesh : logical_shapes(sub, std::numeric_limits<std::int64_t>::max())) {
+          if (forced_cols > 0 && mesh.cols != forced_cols) continue;
+          if (forced_cols == 0 && !model_axis_ok(mesh.cols, s.gpn())) continue;
+          for (int var = 0; var < (mesh.num_devices() > 1 ? 2 : 1); ++var) {
+          std::vector<schema::PlanStage> stages;
+          for (int i = 0; i < p; ++i) {
+            schema::PlanStage st;
+            st.layer_begin = starts[static_cast<std::size_t>(i)];
+            st.layer_end = starts[static_cast<std::size_t>(i + 1)];
+            st.submesh_nodes = sub.nodes;
+            st.submesh_gpus_per_node = sub.gpus_per_node;
+            st.logical_rows = mesh.rows;
+            st.logical_cols = mesh.cols;
+            stages.push_back(st);
+          }
+          ALPASIM_ASSIGN_OR_RETURN(schema::Plan plan,
+                                   make_plan(s, stages, B, schema::Schedule::kOneFOneB, 1, rc));
+          const Evaluated* ref = prune ? reference() : nullptr;
+          if (ref != nullptr) s.prune_above_s = ref->prediction.iteration_time_s;
+          auto e = s.evaluate(plan, std::vector<int>(stages.size(), var));
+          s.prune_above_s.reset();
+          if (!e.ok()) return e.status();
+          if (better(s, e.value(), best)) best = std::move(e).value();
+          }
+        }
+      }
+    }
+  }
+  if (!best.ok) return core::failed_precondition("no equal partition matches the cluster");
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------
+// Megatron-style 3D grid with analytic costs (no intra-op pass): tp splits every layer's
+// compute and adds Megatron's per-layer all-reduces; dp replicas sync gradients.
+
+
+core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::string* description) {
+  const SearchInput& in = s.input();
+  const std::int64_t N = s.num_gpus();
+  // Every grid point's simulator input and lower bound, in grid order (the tie order).
+  struct GridCandidate {
+    sim::PipelineProblem problem;
+    schema::Plan plan;
+    sim::Time bound = 0;
+    std::string description;
+  };
+  std::vector<GridCandidate> cands;
+  for (std::int64_t tp = 1; tp <= std::min(N, s.gpn()); tp *= 2) {
+    if (N % tp != 0 || (f.tp1 && tp != 1)) continue;
+    for (std::int64_t pp = 1; pp <= N / tp; ++pp) {
+      if ((N / tp) % pp != 0 || (f.pp1 && pp != 1) || (f.pp_gt1 && pp == 1)) continue;
+      const std::int64_t dp = N / tp / pp;
+      for (schema::Recompute rc : in.options.recompute) {
+        for (std::int64_t mbs : {1, 2, 4, 8}) {
+          if (in.global_batch_size % (dp * mbs) != 0) continue;
+          const std::int64_t B = in.global_batch_size / (dp * mbs);
+          if (in.num_microbatches && *in.num_microbatches != B) continue;
+          ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(mbs, rc, /*with_layer_graphs=*/false));
+          const int L = pt->num_layers;
+          if (pp > L) continue;
+          for (int v : {1, 2}) {
+            if (v > 1 && (pp == 1 || L < pp * v || B % pp != 0)) continue;
+            // Layers: the chunks as equal as possible, earlier chunks taking the remainder.
+            const int chunks = static_cast<int>(pp) * v;
+            std::vector<int> starts;
+            for (int c = 0; c <= chunks; ++c) starts.push_back(c * L / chunks);
+            // Device layout: rank = stage·dp·tp + replica·tp + t (Megatron's default order).
+            std::vector<schema::PlanStage> stages;
+            const SubmeshShape sub = shape_of_size(dp * tp, s.gpn());
+            if (!valid_submesh_size(dp * tp, s.nodes(), s.gpn()) && dp * tp % s.gpn() != 0) {
+              // Partial-node meshes that are not powers of two: still contiguous ids.
+            }
+            Searcher::Lowering lw;
+            lw.data_parallel = static_cast<int>(dp);
+            lw.blocking_p2p = true;
+            // Megatron-LM's scatter-gather (--scatter-gather-tensors-in-pipeline, on by
+            // default): each GPU of a tensor-parallel group sends 1/tp of its replica's
+            // activation, and the receiving group all-gathers it over NVLink, as
+            // sim/lowering prices it.
+            lw.local_all_gather = true;
+            lw.all_gather_group = tp;
+            lw.grad_sync_mode = f.zero >= 2 ? sim::GradSyncMode::kReduceScatterAllGather
+                                            : sim::GradSyncMode::kAllReduce;
+            // tp group (inside a node) and dp groups per stage.
+            std::vector<std::int64_t> tp_ids;
+            for (std::int64_t t = 0; t < tp; ++t) tp_ids.push_back(t);
+            ALPASIM_ASSIGN_OR_RETURN(cluster::GroupInfo tp_group, s.cost().group(tp_ids));
+            for (int m = 0; m < static_cast<int>(pp); ++m) {
+              std::vector<std::int64_t> mesh;
+              std::vector<std::vector<std::int64_t>> groups(static_cast<std::size_t>(tp));
+              for (std::int64_t r = 0; r < dp; ++r) {
+                for (std::int64_t t = 0; t < tp; ++t) {
+                  const std::int64_t id = m * dp * tp + r * tp + t;
+                  mesh.push_back(id);
+                  groups[static_cast<std::size_t>(t)].push_back(id);
+                }
+              }
+              lw.mesh_devices.push_back(mesh);
+              lw.mesh_gpus.push_back(static_cast<int>(tp));
+              lw.dp_groups.push_back(groups);
+            }
+            std::optional<cluster::GroupInfo> dp_group;
+            if (dp > 1) {
+              ALPASIM_ASSIGN_OR_RETURN(std::vector<cluster::GroupInfo> gi,
+                                       s.cost().concurrent_groups(lw.dp_groups.front()));
+              dp_group = gi.front();
+            }
+            auto all_reduce = [&](std::int64_t bytes) {
+              if (tp == 1 || bytes <= 0) return 0.0;
+              return s.cost().collective(cost_model::Collective::kAllReduce, core::bytes(bytes), tp_group).time.value();
+            };
+            for (int c = 0; c < chunks; ++c) {
+              std::vector<LayerCost> layers;
+              for (int l = starts[static_cast<std::size_t>(c)]; l < starts[static_cast<std::size_t>(c + 1)]; ++l) {
+                const auto ct = s.compute_for(*pt, l, tp);
+                const ir::LayerStats& st = pt->stats[static_cast<std::size_t>(l)];
+                LayerCost lc;
+                // Megatron TP: 2 all-reduces of the layer output in the forward, 2 in the
+                // backward per transformer block (SC'21 §2.3); the vocabulary-parallel
+                // embedding 1 forward, the head 1 backward; other layers: one per matmul
+                // pair, i.e. Σ forward matmul outputs / 2 in each direction.
+                double fwd_ar = 0, bwd_ar = 0;
+                if (st.kind == "transformer" || st.kind == "moe_transformer") {
+                  fwd_ar = 2 * all_reduce(st.boundary_bytes);
+                  bwd_ar = fwd_ar;
+                } else if (st.kind == "prologue" && l == 0) {
+                  fwd_ar = all_reduce(st.boundary_bytes);
+                } else if (st.kind == "epilogue") {
+                  bwd_ar = all_reduce(pt->stats[static_cast<std::size_t>(l - 1)].boundary_bytes);
+                } else if (tp > 1) {
+                  for (const ir::Op& op : pt->graph.ops()) {
+                    if (op.layer == l && op.phase == ir::Phase::kForward && op.is_matmul()) {
+                      fwd_ar += all_reduce(op.out.bytes()) / 2;
+                    }
+                  }
+                  bwd_ar = fwd_ar;
+                }
+                lc.fwd_comm_s = fwd_ar;
+                lc.bwd_comm_s = bwd_ar + (rc != schema::Recompute::kNone ? fwd_ar : 0.0);
+                lc.fwd_s = ct.forward.value() + lc.fwd_comm_s;
+                lc.bwd_s = ct.backward.value() + bwd_ar;
+                lc.rc_s = ct.recompute.value() + (rc != schema::Recompute::kNone ? fwd_ar : 0.0);
+                const std::int64_t wb = core::dtype_bytes(in.dtype);
+                const std::int64_t params = st.parameters / tp;
+                const std::int64_t state = params * ir::optimizer_state_bytes_per_parameter(s.optimizer(), in.dtype);
+                lc.param_b = params * wb;
+                lc.grad_b = params * wb;
+                lc.opt_b = state;
+                lc.opt_s = ct.optimizer.value();
+                if (f.zero >= 1) { lc.opt_b = state / dp; lc.opt_s /= static_cast<double>(dp); }
+                if (f.zero >= 2) lc.grad_b = lc.grad_b / dp;
+                if (f.zero >= 3 && dp > 1 && dp_group) {
+                  lc.param_b = lc.param_b / dp;
+                  const double ag = s.cost().collective(cost_model::Collective::kAllGather,
+                                                        core::bytes(params * wb), *dp_group).time.value();
+                  lc.fwd_s += ag;
+                  lc.fwd_comm_s += ag;
+                  lc.bwd_s += ag;
+                  lc.bwd_comm_s += ag;
+                }
+                if (st.kind == "epilogue") {
+                  // The head reads the tied word embedding (vocab-parallel: 1/tp per GPU):
+                  // a stage without it keeps a copy (problem_of decides), as sim/lowering.
+                  for (const ir::Op& op : pt->graph.ops()) {
+                    if (op.kind != ir::OpKind::kParameter || op.layer == l) continue;
+                    bool read = false;
+                    for (ir::OpId u : pt->graph.consumers(op.id)) read = read || pt->graph.op(u).layer == l;
+                    if (!read) continue;
+                    const std::int64_t elems = op.out.num_elements() / tp;
+                    lc.tied_owner = op.layer;
+                    lc.tied_param_b += (f.zero >= 3 ? elems / dp : elems) * wb;
+                    const std::int64_t tied_state =
+                        elems * ir::optimizer_state_bytes_per_parameter(s.optimizer(), in.dtype);
+                    lc.tied_opt_b += f.zero >= 1 ? tied_state / dp : tied_state;
+                  }
+                }
+                lc.act_b = st.activation_bytes / tp;
+                if (rc == schema::Recompute::kFull) {
+                  // Working set while recomputing one layer: its activations without
+                  // recomputation, approximated by the recompute FLOPs' share.
+                  const double share = st.flops.total_forward > 0
+                      ? static_cast<double>(st.flops.total_recompute) / static_cast<double>(st.flops.total_forward) : 0;
+                  lc.work_b = static_cast<std::int64_t>(share * static_cast<double>(st.forward_bytes_accessed) / 2.0) / tp;
+                }
+                lc.boundary_b = st.boundary_bytes;
+                lc.fwd_flops = static_cast<double>(st.flops.matmul_forward) / static_cast<double>(tp);
+                lc.bwd_flops = static_cast<double>(st.flops.matmul_backward) / static_cast<double>(tp);
+                lc.rc_flops = static_cast<double>(st.flops.matmul_recompute) / static_cast<double>(tp);
+                layers.push_back(lc);
+              }
+              lw.chunk_layers.push_back(std::move(layers));
+              schema::PlanStage st;
+              st.layer_begin = starts[static_cast<std::size_t>(c)];
+              st.layer_end = starts[static_cast<std::size_t>(c + 1)];
+              st.submesh_nodes = sub.nodes;
+              st.submesh_gpus_per_node = sub.gpus_per_node;
+              st.logical_rows = dp;
+              st.logical_cols = tp;
+              st.device_ids = lw.mesh_devices[static_cast<std::size_t>(c % pp)];
+              st.weight_update_sharding = f.zero >= 1;
+              stages.push_back(st);
+            }
+            schema::Plan plan = s.base_plan();
+            plan.num_microbatches = B;
+            plan.schedule = v > 1 ? schema::Schedule::kInterleavedOneFOneB : schema::Schedule::kOneFOneB;
+            plan.interleave = v;
+            plan.recompute = rc;
+            plan.stages = std::move(stages);
+            auto pb = s.problem_of(lw, plan);
+            if (!pb.ok()) continue;  // an invalid grid point is skipped, as a failed simulation
+            auto bound = pipeline_lower_bound(pb.value());
+            if (!bound.ok()) continue;
+            GridCandidate cand;
+            cand.problem = std::move(pb).value();
+            cand.plan = std::move(plan);
+            cand.bound = bound.value();
+            schema::MegatronShape shape;
+            shape.tp = tp;
+            shape.pp = pp;
+            shape.dp = dp;
+            shape.mbs = mbs;
+            shape.vp = v;
+            shape.recompute = rc;
+            cand.description = shape.to_string();
+            cands.push_back(std::move(cand));
+          }
+        }
+      }
+    }
+  }
+  // Bound-and-prune, exact: the grid points are simulated in increasing order of their
+  // lower bound (pipeline_bound.h); one whose bound cannot beat the incumbent is skipped.
+  // The winner is the same as simulating all in grid order and keeping the first best:
+  // `better` is a strict weak order, and ties go to the lower grid index.
+  std::vector<std::size_t> order(cands.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return cands[a].bound < cands[b].bound;
+  });
+  const bool rescore = f.zero <= 1 && !s.minimize_memory && in.options.rescore_grid;
+  // Analytic results by grid index (kept for re-scoring in the analytic order).
+  std::vector<std::optional<Evaluated>> analytic(cands.size());
+  Evaluated best;
+  std::size_t best_index = cands.size();
+  for (const std::size_t i : order) {
+    GridCandidate& c = cands[i];
+    // Only a fitting incumbent prunes (a fitting plan beats every one that does not fit);
+    // never in the least-memory ranking.
+    if (in.options.prune_grid && !s.minimize_memory && best.ok && best.prediction.fits) {
+      const double bound_s = sim::to_seconds(c.bound).value();
+      const double best_s = best.prediction.iteration_time_s;
+      if (bound_s > best_s || (bound_s == best_s && i > best_index)) {
+        ++s.grid_pruned;
+        continue;
+      }
+    }
+    auto e = rescore ? s.run_problem(c.problem, c.plan) : s.run_problem(std::move(c.problem), c.plan);
+    ++s.grid_simulated;
+    if (!e.ok()) continue;
+    if (rescore) analytic[i] = e.value();
+    if (better(s, e.value(), best) || (i < best_index && !better(s, best, e.value()))) {
+      best = std::move(e).value();
+      best_index = i;
+    }
+  }
+  if (!best.ok) return core::failed_precondition("no grid point matches the cluster and batch");
+  if (description) *description = cands[best_index].description;
+  if (!rescore) return best;
+  // The grid's analytic costs rank its points; the one evaluator prices them: a point's
+  // plan written with Megatron's layouts, as its plan file reads
+  // (schema::megatron_operator_shardings), priced like any plan file (Searcher::evaluate).
+  // That is what alpa-sim prints and writes. The analytic memory is optimistic (it divides
+  // every activation by tp, where Megatron without sequence parallelism replicates a third
+  // of them), so the points are re-scored in the analytic order until one fits, at most
+  // kRescored of them; the points the bound pruned are simulated first if it comes to them.
+  // Plans the format cannot express yet keep the analytic price: ZeRO-2/3, and models
+  // other than the builtin gpt.
+  constexpr int kRescored = 16;
+  auto written = s.with_megatron_layouts(best.plan);
+  if (!written.ok()) {
+    if (written.status().code() != core::StatusCode::kUnimplemented) return written.status();
+    return best;
+  }
+  ALPASIM_ASSIGN_OR_RETURN(Evaluated first, s.evaluate(*written));
+  if (first.prediction.fits) return first;
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    if (analytic[i]) continue;
+    auto e = s.run_problem(cands[i].problem, cands[i].plan);
+    ++s.grid_simulated;
+    if (e.ok()) analytic[i] = std::move(e).value();
+  }
+  std::vector<std::size_t> by_time;
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    if (i != best_index && analytic[i] && analytic[i]->prediction.fits) by_time.push_back(i);
+  }
+  std::stable_sort(by_time.begin(), by_time.end(), [&](std::size_t a, std::size_t b) {
+    return better(s, *analytic[a], *analytic[b]);
+  });
+  for (std::size_t k = 0; k < by_time.size() && k + 1 < static_cast<std::size_t>(kRescored); ++k) {
+    ALPASIM_ASSIGN_OR_RETURN(schema::Plan plan, s.with_megatron_layouts(analytic[by_time[k]]->plan));
+    ALPASIM_ASSIGN_OR_RETURN(Evaluated e, s.evaluate(plan));
+    if (e.prediction.fits) {
+      if (description) *description = cands[by_time[k]].description;
+      return e;
+    }
+  }
+  return first;  // none fits: the analytic winner, priced by the evaluator (does not fit)
+}
+
+}  // namespace alpasim::planner::search_detail
