@@ -37,6 +37,7 @@ core::Result<std::vector<OperatorSharding>> megatron_operator_shardings(
                                   std::to_string(layer_end) + ") are not a range of the " +
                                   std::to_string(graph.num_layers()) + " layers");
   }
+  const std::int32_t head_layer = graph.num_layers() - 1;  // num_layers() scans every op
   std::vector<OperatorSharding> out;
   std::set<ir::OpId> written;
   auto in_range = [&](const ir::Op& op) { return op.layer >= layer_begin && op.layer < layer_end; };
@@ -71,7 +72,7 @@ core::Result<std::vector<OperatorSharding>> megatron_operator_shardings(
       tp_dim = first_dim_of_size(dims, first, t->num_heads);
     } else if (contains(op.name, "/mlp/")) {
       tp_dim = first_dim_of_size(dims, first, t->ffn_hidden_size);
-    } else if (op.layer == 0 ? weight : op.layer == graph.num_layers() - 1) {
+    } else if (op.layer == 0 ? weight : op.layer == head_layer) {
       // The word embedding's table (its position table has no vocabulary dimension) and
       // the head's logits and their cross entropy.
       tp_dim = first_dim_of_size(dims, first, t->vocab_size);

@@ -449,10 +449,12 @@ ComputeTimes layer_range_compute(const ir::Graph& training, std::int32_t layer_b
 
 std::vector<ComputeTimes> per_layer_compute(const ir::Graph& training, std::int64_t devices,
                                             const cost_model::CostModel& cost) {
-  std::vector<ComputeTimes> out(static_cast<std::size_t>(std::max(0, training.num_layers())));
+  // num_layers() scans every op: once, not once per op.
+  const std::int32_t layers = std::max(0, training.num_layers());
+  std::vector<ComputeTimes> out(static_cast<std::size_t>(layers));
   const std::int64_t d = std::max<std::int64_t>(1, devices);
   for (const ir::Op& op : training.ops()) {
-    if (op.layer < 0 || op.layer >= training.num_layers() || op.is_source()) continue;
+    if (op.layer < 0 || op.layer >= layers || op.is_source()) continue;
     add_by_phase(op, op_compute(training, op, d, cost), &out[static_cast<std::size_t>(op.layer)]);
   }
   return out;
