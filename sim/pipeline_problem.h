@@ -106,7 +106,10 @@ struct StageCosts {
   core::Bytes grad_sync_bytes{0};  ///< gradient bytes per GPU to synchronise across dp
   /// Total duration of this chunk's gradient all-reduce (in kReduceScatterAllGather mode:
   /// of the reduce-scatter; the parameter all-gather takes as long, as in a ring). Unset =
-  /// ask collective_cost, else move ring bytes over the mesh's grad_sync route.
+  /// ask collective_cost, else move ring bytes over the mesh's grad_sync route. With
+  /// data_parallel 1, a positive grad_sync_s is the chunk's own gradient collectives inside
+  /// its mesh (a searched plan's weight-update sharding, Megatron's tied-embedding
+  /// all-reduce): its own task after the chunk's last backward, before the optimizer step.
   std::optional<core::Seconds> grad_sync_s;
   /// Duration of the parameter all-gather in kReduceScatterAllGather mode. Unset = ask
   /// collective_cost, else grad_sync_s when given (a ring all-gather moves what the

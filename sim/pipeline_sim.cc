@@ -113,7 +113,8 @@ class Lowering {
   const StageCosts& stage(int vs) const { return pb_.stages[static_cast<std::size_t>(vs)]; }
   std::size_t idx(int vs, int mb) const { return static_cast<std::size_t>(vs * m_ + mb); }
   bool syncs_gradients(const StageCosts& st) const {
-    return pb_.data_parallel > 1 && st.grad_sync_bytes.value() > 0;
+    if (pb_.data_parallel == 1) return st.grad_sync_s && st.grad_sync_s->value() > 0;  // in-mesh
+    return st.grad_sync_bytes.value() > 0;
   }
 
   // A collective on `stream`: a fixed duration (given, or resolved from the cost hook by

@@ -723,14 +723,18 @@ class Searcher {
         }
       } else {
         // Gradient collectives inside the stage mesh (the intra-op pass's weight-update
-        // sharding) run once per iteration, after the last backward: not overlapped.
-        st.optimizer_step_s = core::seconds(opt + gs);
+        // sharding, the replicas' all-reduce of a data-parallel mesh) run once per
+        // iteration as their own task after the chunk's last backward, before the step.
+        st.optimizer_step_s = core::seconds(opt);
+        if (gs > 0) st.grad_sync_s = core::seconds(gs);
       }
       if (const double ar = tied_ar_s[static_cast<std::size_t>(c)]; ar > 0) {
         if (st.grad_sync_s) {
           *st.grad_sync_s += core::seconds(ar);
+        } else if (lw.data_parallel == 1) {
+          st.grad_sync_s = core::seconds(ar);
         } else {
-          st.optimizer_step_s += core::seconds(ar);
+          st.optimizer_step_s += core::seconds(ar);  // a data-parallel chunk with no gradients
         }
       }
       pb.stages.push_back(st);

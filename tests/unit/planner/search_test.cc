@@ -841,3 +841,21 @@ TEST_CASE("the Megatron grid's winner is priced by the one evaluator, its plan w
   CHECK(schema::megatron_shape(analytic.value().plan)->to_string() == schema::megatron_shape(plan)->to_string());
   for (const auto& st : analytic.value().plan.stages) CHECK(st.shardings.empty());
 }
+
+TEST_CASE("a searched stage's gradient collectives are their own task, not part of the optimizer step") {
+  // intra_op_only: one stage on the 4 GPUs with weight-update sharding. Its once-per-
+  // iteration gradient reduce-scatter + all-gather run after the last backward as a
+  // grad-sync task of their own (issue 15 #7; before: added to optimizer_step_s, so the
+  // trace showed a long optimizer step and no gradient collective).
+  const auto run = intra_op_only_plan();
+  const sim::PipelineProblem& pb = run->result.problem;
+  REQUIRE(pb.data_parallel == 1);
+  const sim::StageCosts& st = pb.stages.at(0);
+  REQUIRE(st.grad_sync_s.has_value());
+  CHECK(st.grad_sync_s->value() > 0);
+  auto simulated = sim::simulate_pipeline(pb);
+  REQUIRE(simulated.ok());
+  const auto& device = simulated->report.devices.at(0);
+  // Nothing runs after the last backward but the sync and the step: all of it is exposed.
+  CHECK(device.grad_sync_exposed.value() == doctest::Approx(st.grad_sync_s->value()).epsilon(1e-6));
+}
