@@ -178,6 +178,26 @@ TEST_CASE("Megatron-LM SC'21 table 1: TFLOP/s per GPU within 10% MAPE, no row wo
   CHECK(worst <= 0.20);
 }
 
+// A Korthikanti et al. 2022 Table 4 experiment as a plan: t = 8, microbatch 4, with the
+// experiment's sequence parallelism and recomputation, on the one-layer 22B model.
+struct KorthikantiRun {
+  MegatronPlan plan;
+  TrainingSetup training;
+};
+KorthikantiRun korthikanti_run(const std::string& experiment) {
+  KorthikantiRun k;
+  k.plan.tp = 8;
+  k.plan.microbatch_size = 4;
+  k.plan.sequence_parallel = experiment.find("Sequence") != std::string::npos;
+  k.plan.recompute = experiment == "Baseline with recompute" ? ir::RecomputePolicy::kFull
+                     : experiment.rfind("Selective", 0) == 0 ? ir::RecomputePolicy::kSelective
+                                                             : ir::RecomputePolicy::kNone;
+  k.training.global_batch_size = 4;
+  k.training.dtype = core::DType::kFp16;
+  return k;
+}
+ir::ModelConfig korthikanti_22b_layer() { return gpt(1, 6144, 64, 2048, 51200); }
+
 TEST_CASE("Korthikanti 2022 table 4: one 22B layer's forward/backward within 15%") {
   // h = 6144, a = 64, s = 2048, microbatch 4, t = 8 on one DGX A100 node, a single layer.
   const auto rows =
@@ -192,17 +212,8 @@ TEST_CASE("Korthikanti 2022 table 4: one 22B layer's forward/backward within 15%
               "bwd_pub", "bwd_pred", "err");
   for (const auto& row : rows) {
     const std::string& name = row.at("experiment");
-    MegatronPlan plan;
-    plan.tp = 8;
-    plan.microbatch_size = 4;
-    plan.sequence_parallel = name.find("Sequence") != std::string::npos;
-    plan.recompute = name == "Baseline with recompute" ? ir::RecomputePolicy::kFull
-                     : name.rfind("Selective", 0) == 0 ? ir::RecomputePolicy::kSelective
-                                                       : ir::RecomputePolicy::kNone;
-    TrainingSetup training;
-    training.global_batch_size = 4;
-    training.dtype = core::DType::kFp16;
-    auto lowered = lower_megatron_plan(gpt(1, 6144, 64, 2048, 51200), training, plan, *cm);
+    const KorthikantiRun k = korthikanti_run(name);
+    auto lowered = lower_megatron_plan(korthikanti_22b_layer(), k.training, k.plan, *cm);
     REQUIRE_MESSAGE(lowered.ok(), lowered.status().message());
     const LoweredLayer& block = lowered->layers.at(1);
     REQUIRE(block.kind == "transformer");
@@ -528,17 +539,8 @@ std::vector<OneEvaluatorRow> one_evaluator_rows() {
     // t = 8 on one node, microbatch 4, each experiment's sequence parallelism and recompute.
     for (const auto& row : read_csv(ALPASIM_SOURCE_DIR "/validation/data/korthikanti_2022_table4_per_layer.csv")) {
       const std::string& name = row.at("experiment");
-      MegatronPlan plan;
-      plan.tp = 8;
-      plan.microbatch_size = 4;
-      plan.sequence_parallel = name.find("Sequence") != std::string::npos;
-      plan.recompute = name == "Baseline with recompute" ? ir::RecomputePolicy::kFull
-                       : name.rfind("Selective", 0) == 0 ? ir::RecomputePolicy::kSelective
-                                                         : ir::RecomputePolicy::kNone;
-      TrainingSetup training;
-      training.global_batch_size = 4;
-      training.dtype = core::DType::kFp16;
-      out.push_back(one_evaluator_row("22B: " + name, gpt(1, 6144, 64, 2048, 51200), training, plan,
+      const KorthikantiRun k = korthikanti_run(name);
+      out.push_back(one_evaluator_row("22B: " + name, korthikanti_22b_layer(), k.training, k.plan,
                                       "dgx-a100-80gb", 8));
     }
     return out;
