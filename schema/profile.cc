@@ -1,5 +1,9 @@
 #include "schema/profile.h"
 
+#include <utility>
+
+#include "core/text.h"
+
 namespace alpasim::schema {
 namespace {
 
@@ -64,9 +68,32 @@ Result<ProfileEntryMeta> parse_meta(JsonObject& obj, ProfileSource default_sourc
   return meta;
 }
 
-Result<double> positive(JsonObject& obj, std::string_view key) {
-  ALPASIM_ASSIGN_OR_RETURN(JsonValue v, obj.required(key, "a positive number"));
-  return v.as_positive_number();
+// Physical bounds of a measurement (issue 18): values outside them are typos or unit
+// mistakes, and one of them reaching a fit makes it non-finite or absurd.
+// A kernel or collective time: at least 1 ns (nothing on a GPU completes faster; a launch
+// alone takes microseconds), at most 1e9 us (1,000 s).
+constexpr double kMinTimeUs = 1e-3;
+constexpr double kMaxTimeUs = 1e9;
+constexpr std::string_view kTimeRange = "a time in [0.001, 1e9] us";
+// A GPU's matmul rate: at most 100,000 TFLOP/s, over 6x the densest datasheet peak (B300
+// NVFP4, 15,000 TFLOP/s dense).
+constexpr double kMaxTflops = 1e5;
+// A link or bus bandwidth: at most 100,000 GB/s, over 10x any NVLink or HBM figure (NVLink 5:
+// 1,800 GB/s per GPU; HBM3e: 8,000 GB/s).
+constexpr double kMaxGbytePerS = 1e5;
+constexpr std::string_view kBandwidthRange = "a bandwidth in (0, 1e5] GB/s";
+// A GEMM or convolution dimension: at most 2^31 (cuBLAS and cuDNN take 32-bit sizes).
+constexpr std::int64_t kMaxDim = std::int64_t{1} << 31;
+constexpr std::string_view kDimRange = "an integer in [1, 2147483648]";
+
+Result<double> time_us(const JsonValue& v) { return v.as_number(kMinTimeUs, kMaxTimeUs, kTimeRange); }
+Result<double> bandwidth(const JsonValue& v) {
+  ALPASIM_ASSIGN_OR_RETURN(double x, v.as_number(0.0, kMaxGbytePerS, kBandwidthRange));
+  if (x <= 0) return v.type_error(kBandwidthRange);
+  return x;
+}
+Result<std::int64_t> dim(JsonObject& obj, std::string_view key) {
+  return obj.get_int_in(key, 1, kMaxDim, kDimRange);
 }
 
 Result<ProfileProvenance> parse_provenance(JsonObject obj) {
@@ -93,10 +120,14 @@ Result<ProfileProvenance> parse_provenance(JsonObject obj) {
 
 Result<GemmEntry> parse_gemm(JsonObject obj, ProfileSource src) {
   GemmEntry e;
-  ALPASIM_ASSIGN_OR_RETURN(e.m, obj.get_positive_int("m"));
-  ALPASIM_ASSIGN_OR_RETURN(e.n, obj.get_positive_int("n"));
-  ALPASIM_ASSIGN_OR_RETURN(e.k, obj.get_positive_int("k"));
-  ALPASIM_ASSIGN_OR_RETURN(e.batch, obj.get_positive_int_or("batch", 1));
+  ALPASIM_ASSIGN_OR_RETURN(e.m, dim(obj, "m"));
+  ALPASIM_ASSIGN_OR_RETURN(e.n, dim(obj, "n"));
+  ALPASIM_ASSIGN_OR_RETURN(e.k, dim(obj, "k"));
+  if (obj.optional("batch")) {
+    ALPASIM_ASSIGN_OR_RETURN(e.batch, dim(obj, "batch"));
+  } else {
+    e.batch = 1;
+  }
   ALPASIM_ASSIGN_OR_RETURN(e.dtype, get_dtype(obj));
   const double flops = 2.0 * static_cast<double>(e.m) * static_cast<double>(e.n) *
                        static_cast<double>(e.k) * static_cast<double>(e.batch);
@@ -106,10 +137,16 @@ Result<GemmEntry> parse_gemm(JsonObject obj, ProfileSource src) {
     return obj.value().error("expected exactly one of \"time_us\" and \"tflops_per_s\"");
   }
   if (time) {
-    ALPASIM_ASSIGN_OR_RETURN(e.time_us, time->as_positive_number());
+    ALPASIM_ASSIGN_OR_RETURN(e.time_us, time_us(*time));
     e.tflops_per_s = flops / (e.time_us * 1e-6) / 1e12;
+    if (e.tflops_per_s > kMaxTflops) {
+      return time->error("a time of " + core::format_fixed(e.time_us, 6) + " us for this GEMM means " +
+                         core::format_fixed(e.tflops_per_s, 0) +
+                         " TFLOP/s, above the physical bound of 100000 TFLOP/s per GPU");
+    }
   } else {
-    ALPASIM_ASSIGN_OR_RETURN(e.tflops_per_s, rate->as_positive_number());
+    ALPASIM_ASSIGN_OR_RETURN(e.tflops_per_s, rate->as_number(0.0, kMaxTflops, "a rate in (0, 1e5] TFLOP/s"));
+    if (e.tflops_per_s <= 0) return rate->type_error("a rate in (0, 1e5] TFLOP/s");
     e.time_us = flops / (e.tflops_per_s * 1e12) * 1e6;
   }
   ALPASIM_ASSIGN_OR_RETURN(e.meta, parse_meta(obj, src));
@@ -129,7 +166,10 @@ Result<ConvEntry> parse_conv(JsonObject obj, ProfileSource src) {
   ALPASIM_ASSIGN_OR_RETURN(e.stride, obj.get_positive_int_or("stride", 1));
   ALPASIM_ASSIGN_OR_RETURN(e.padding, obj.get_non_negative_int_or("padding", 0));
   ALPASIM_ASSIGN_OR_RETURN(e.dtype, get_dtype(obj));
-  ALPASIM_ASSIGN_OR_RETURN(e.time_us, positive(obj, "time_us"));
+  {
+    ALPASIM_ASSIGN_OR_RETURN(JsonValue t, obj.required("time_us", kTimeRange));
+    ALPASIM_ASSIGN_OR_RETURN(e.time_us, time_us(t));
+  }
   ALPASIM_ASSIGN_OR_RETURN(e.meta, parse_meta(obj, src));
   ALPASIM_RETURN_IF_ERROR(obj.finish());
   return e;
@@ -146,11 +186,11 @@ Result<CollectiveEntry> parse_collective(JsonObject obj, ProfileSource src) {
   ALPASIM_ASSIGN_OR_RETURN(e.num_nodes, obj.get_positive_int("num_nodes"));
   ALPASIM_ASSIGN_OR_RETURN(e.message_bytes, obj.get_non_negative_int_or("message_bytes", 0));
   if (auto t = obj.optional("time_us")) {
-    ALPASIM_ASSIGN_OR_RETURN(double v, t->as_positive_number());
+    ALPASIM_ASSIGN_OR_RETURN(double v, time_us(*t));
     e.time_us = v;
   }
   if (auto b = obj.optional("busbw_gbyte_per_s")) {
-    ALPASIM_ASSIGN_OR_RETURN(double v, b->as_positive_number());
+    ALPASIM_ASSIGN_OR_RETURN(double v, bandwidth(*b));
     e.busbw_gbyte_per_s = v;
   }
   if (!e.time_us && !e.busbw_gbyte_per_s) {
@@ -170,8 +210,11 @@ Result<LinkEntry> parse_link(JsonObject obj, ProfileSource src) {
   LinkEntry e;
   ALPASIM_ASSIGN_OR_RETURN(e.link_class, obj.get_enum("link_class", link_class_names()));
   ALPASIM_ASSIGN_OR_RETURN(e.measurement, obj.get_enum("measurement", measurement_names()));
-  ALPASIM_ASSIGN_OR_RETURN(e.spec_gbyte_per_s, positive(obj, "spec_gbyte_per_s"));
-  ALPASIM_ASSIGN_OR_RETURN(e.achieved_gbyte_per_s, positive(obj, "achieved_gbyte_per_s"));
+  for (auto [key, out] : {std::pair<std::string_view, double*>{"spec_gbyte_per_s", &e.spec_gbyte_per_s},
+                          std::pair<std::string_view, double*>{"achieved_gbyte_per_s", &e.achieved_gbyte_per_s}}) {
+    ALPASIM_ASSIGN_OR_RETURN(JsonValue v, obj.required(key, kBandwidthRange));
+    ALPASIM_ASSIGN_OR_RETURN(*out, bandwidth(v));
+  }
   ALPASIM_ASSIGN_OR_RETURN(e.meta, parse_meta(obj, src));
   ALPASIM_RETURN_IF_ERROR(obj.finish());
   return e;

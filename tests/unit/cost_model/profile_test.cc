@@ -60,6 +60,34 @@ TEST_CASE("bad profiles give exact errors") {
         "p.json: /gemms: unknown key; did you mean \"gemm\"?");
 }
 
+TEST_CASE("physically impossible profile values are errors naming the entry and key") {
+  // Issue 18 (6): a bus bandwidth of 1e300, a time of 1e-300 (which put NaN into the fit) or
+  // a GEMM of 2^62 per dimension used to be accepted.
+  auto message = [](const std::string& body) { return parse(with(body)).status().message(); };
+  CHECK(message(R"("collectives": [{"collective": "all_reduce", "num_gpus": 8, "num_nodes": 1,
+      "busbw_gbyte_per_s": 1e300, "role": "fit", "citation": "x"}])") ==
+        "p.json: /collectives/0/busbw_gbyte_per_s: expected a bandwidth in (0, 1e5] GB/s, got 1e+300");
+  CHECK(message(R"("collectives": [{"collective": "all_reduce", "num_gpus": 8, "num_nodes": 1,
+      "message_bytes": 1024, "time_us": 1e-300, "busbw_gbyte_per_s": 10, "role": "fit",
+      "citation": "x"}])") == "p.json: /collectives/0/time_us: expected a time in [0.001, 1e9] us, got 1e-300");
+  CHECK(message(R"("gemm": [{"m": 4611686018427387904, "n": 1, "k": 1, "dtype": "bf16",
+      "time_us": 1, "role": "fit", "citation": "x"}])") ==
+        "p.json: /gemm/0/m: expected an integer in [1, 2147483648], got 4611686018427387904");
+  // A time that is in range but impossible for the GEMM's size: 2·8192³ FLOPs in 1 ns.
+  CHECK(message(R"("gemm": [{"m": 8192, "n": 8192, "k": 8192, "dtype": "bf16",
+      "time_us": 0.001, "role": "fit", "citation": "x"}])") ==
+        "p.json: /gemm/0/time_us: a time of 0.001000 us for this GEMM means 1099511628 TFLOP/s, "
+        "above the physical bound of 100000 TFLOP/s per GPU");
+  CHECK(message(R"("links": [{"link_class": "infiniband", "measurement": "collective",
+      "spec_gbyte_per_s": 25, "achieved_gbyte_per_s": -3, "role": "fit", "citation": "x"}])") ==
+        "p.json: /links/0/achieved_gbyte_per_s: expected a bandwidth in (0, 1e5] GB/s, got -3");
+  // The bounds are wide: an H100 GEMM at 989 TFLOP/s and NVLink at 450 GB/s still parse.
+  CHECK(parse(with(R"("gemm": [{"m": 8192, "n": 8192, "k": 8192, "dtype": "bf16",
+      "tflops_per_s": 989, "role": "fit", "citation": "x"}], "links": [{"link_class": "nvswitch",
+      "measurement": "p2p", "spec_gbyte_per_s": 450, "achieved_gbyte_per_s": 396.4, "role": "fit",
+      "citation": "x"}])")).ok());
+}
+
 TEST_CASE("the shipped profiles load") {
   for (const char* machine : {"dgx-a100-80gb", "hgx-h200", "dgx-h100", "aws-p3.16xlarge"}) {
     auto p = read_profile_file(std::string(ALPASIM_SOURCE_DIR "/profiles/") + machine +
