@@ -497,18 +497,16 @@ struct OneEvaluatorRow {
   double lowering_s = 0, evaluator_s = 0;
   std::int64_t lowering_peak = 0, evaluator_peak = 0;
 };
-// One plan priced both ways on `gpus` GPUs of `preset` with the shipped calibration.
+// One plan priced both ways on `gpus` GPUs of `preset` with the shipped calibration: by
+// sim/lowering (lower_and_simulate, as the tests above) and by evaluate_plan of its plan file.
 OneEvaluatorRow one_evaluator_row(const std::string& name, const ir::ModelConfig& model,
                                   const TrainingSetup& training, const MegatronPlan& plan,
                                   const std::string& preset, std::int64_t gpus) {
-  auto spec = cluster::make_preset_cluster(preset, std::max<std::int64_t>(1, gpus / 8));
+  const RowRun lowered = lower_and_simulate(model, training, plan, preset, gpus);
+  auto spec = cluster::make_preset_cluster(preset, gpus / 8);
   REQUIRE(spec.ok());
   auto cm = cost_model::CostModel::create(*spec, preset_params(preset));
   REQUIRE(cm.ok());
-  auto lowered = lower_megatron_plan(model, training, plan, *cm);
-  REQUIRE_MESSAGE(lowered.ok(), lowered.status().message());
-  auto simulated = simulate_pipeline(lowered->problem);
-  REQUIRE(simulated.ok());
   auto file = megatron_plan_file(model, training, plan, *spec);
   REQUIRE_MESSAGE(file.ok(), file.status().message());
   planner::SearchInput in;
@@ -522,9 +520,9 @@ OneEvaluatorRow one_evaluator_row(const std::string& name, const ir::ModelConfig
   REQUIRE_MESSAGE(evaluated.ok(), name << ": " << evaluated.status().message());
   OneEvaluatorRow o;
   o.model = name;
-  o.lowering_s = simulated->report.iteration_time.value();
+  o.lowering_s = lowered.simulation.report.iteration_time.value();
   o.evaluator_s = evaluated->prediction.iteration_time_s;
-  o.lowering_peak = simulated->report.peak_memory_bytes;
+  o.lowering_peak = lowered.simulation.report.peak_memory_bytes;
   o.evaluator_peak = evaluated->prediction.peak_memory_bytes;
   return o;
 }

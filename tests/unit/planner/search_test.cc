@@ -29,15 +29,21 @@ const std::map<std::string, cost_model::Calibration>& shipped() { return ::alpas
 
 ir::ModelConfig tiny_gpt(std::int64_t layers = 2) { return ::alpasim::testing::tiny_gpt_hidden256(layers); }
 
+// The cost model of in.cluster (p3.16xlarge GPUs and links) with the shipped calibration:
+// after any change to in.cluster.
+void price_with_shipped_p3(planner::SearchInput& in) {
+  in.cost = cost_model::CostModel::create(
+                in.cluster, cost_model::params_for_preset(shipped(), "aws-p3.16xlarge").value())
+                .value();
+}
+
 // 4 V100 of one p3.16xlarge (a partial node).
 planner::SearchInput tiny_input(const std::string& mode) {
   planner::SearchInput in;
   in.model = tiny_gpt();
   in.cluster = cluster::make_preset_cluster("aws-p3.16xlarge", 1).value();
   in.cluster.gpus_per_node = 4;
-  in.cost = cost_model::CostModel::create(
-                in.cluster, cost_model::params_for_preset(shipped(), "aws-p3.16xlarge").value())
-                .value();
+  price_with_shipped_p3(in);
   in.global_batch_size = 16;
   in.mode = mode;
   in.options.microbatch_sizes = {2, 4};
@@ -242,9 +248,7 @@ TEST_CASE("pipeline sends that leave a node share its NICs: 1 NIC vs 8 per node"
     planner::SearchInput in = tiny_input("alpa");
     in.cluster = cluster::make_preset_cluster("aws-p3.16xlarge", 2).value();
     in.cluster.inter_node.nics_per_node = nics;
-    in.cost = cost_model::CostModel::create(
-                  in.cluster, cost_model::params_for_preset(shipped(), "aws-p3.16xlarge").value())
-                  .value();
+    price_with_shipped_p3(in);
     in.global_batch_size = 64;
     schema::Plan plan;
     plan.model = in.model;
@@ -287,9 +291,7 @@ TEST_CASE("the Megatron grid's plan reads back in Megatron-LM's terms as the gri
     planner::SearchInput in = tiny_input("megatron");
     if (gpus == 8) {
       in.cluster = cluster::make_preset_cluster("aws-p3.16xlarge", 1).value();
-      in.cost = cost_model::CostModel::create(
-                    in.cluster, cost_model::params_for_preset(shipped(), "aws-p3.16xlarge").value())
-                    .value();
+      price_with_shipped_p3(in);
     }
     auto r = planner::search(in);
     REQUIRE(r.ok());
@@ -594,9 +596,7 @@ TEST_CASE("the pruned Megatron grid chooses the same plan as simulating every gr
     in.model = tiny_gpt(4);
     in.cluster = cluster::make_preset_cluster("aws-p3.16xlarge", c.nodes).value();
     in.cluster.gpus_per_node = c.gpn;
-    in.cost = cost_model::CostModel::create(
-                  in.cluster, cost_model::params_for_preset(shipped(), "aws-p3.16xlarge").value())
-                  .value();
+    price_with_shipped_p3(in);
     in.global_batch_size = c.batch;
     if (c.limit_mib > 0) in.options.memory_limit = core::bytes(c.limit_mib << 20);
     auto pruned = planner::search(in);
@@ -652,9 +652,7 @@ TEST_CASE("lower-bound skips of points and equal partitions never change a plan 
       planner::SearchInput in = tiny_input(mode);
       in.model = tiny_gpt(4);
       in.cluster.gpus_per_node = c.gpn;
-      in.cost = cost_model::CostModel::create(
-                    in.cluster, cost_model::params_for_preset(shipped(), "aws-p3.16xlarge").value())
-                    .value();
+      price_with_shipped_p3(in);
       in.global_batch_size = c.batch;
       in.options.microbatch_sizes = {1, 2, 4, 8};
       // 4 GPUs: recompute none only (the full-recompute layer graphs need the ILP on 2x2:
@@ -817,9 +815,7 @@ TEST_CASE("the Megatron grid's winner is priced by the one evaluator, its plan w
   // evaluate_plan's of that plan, byte for byte (before: the analytic price, and no layouts).
   planner::SearchInput in = tiny_input("megatron");
   in.cluster = cluster::make_preset_cluster("aws-p3.16xlarge", 1).value();
-  in.cost = cost_model::CostModel::create(
-                in.cluster, cost_model::params_for_preset(shipped(), "aws-p3.16xlarge").value())
-                .value();
+  price_with_shipped_p3(in);
   auto r = planner::search(in);
   REQUIRE_MESSAGE(r.ok(), r.status().message());
   const schema::Plan& plan = r.value().plan;
