@@ -69,6 +69,19 @@ std::string format_fixed(double value, int decimals) {
   return s;
 }
 
+std::string format_grouped(double value, int decimals) {
+  std::string s = format_fixed(value, decimals);
+  if (!std::isfinite(value)) return s;
+  const std::size_t begin = s.starts_with('-') ? 1 : 0;
+  std::size_t end = s.find('.');
+  if (end == std::string::npos) end = s.size();
+  // Insert from the right so earlier positions stay valid.
+  for (std::size_t digits = end - begin; digits > 3; digits -= 3) {
+    s.insert(begin + digits - 3, 1, ',');
+  }
+  return s;
+}
+
 std::string format_bytes(std::int64_t bytes) {
   static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   double v = static_cast<double>(bytes);

@@ -23,6 +23,9 @@ std::string quoted_list(std::span<const std::string> items, std::string_view las
 /// printf-style "%.*f" that never prints "-0.000" and is locale-independent.
 std::string format_fixed(double value, int decimals);
 
+/// format_fixed with thousands separators: 720311.4 with 0 decimals -> "720,311".
+std::string format_grouped(double value, int decimals);
+
 /// Human size with binary prefix and fixed decimals: "1.50 GiB", "512 B".
 std::string format_bytes(std::int64_t bytes);
 

@@ -1,5 +1,6 @@
 #include "driver/report_html.h"
 
+#include <cmath>
 #include <map>
 #include <sstream>
 
@@ -260,7 +261,7 @@ std::string capacity_report_html(const CapacityResult& r, const Scenario& scenar
   Json values = Json::array();
   for (std::size_t i = 0; i < r.options.size(); ++i) {
     const CapacityOption& o = r.options[i];
-    if (!o.row.ok || !o.row.result.fits) continue;
+    if (!o.row.ok || !o.row.result.fits || !std::isfinite(o.time_to_train_s)) continue;
     values.push_back({{"option", i},
                       {"series", r.spec.candidates[o.candidate].preset},
                       {"num_gpus", o.row.num_gpus},
@@ -268,7 +269,7 @@ std::string capacity_report_html(const CapacityResult& r, const Scenario& scenar
                       {"days", o.time_to_train_s / kSecondsPerDay},
                       {"deadline_days", r.spec.deadline_days},
                       {"cost_kusd", o.cost_usd / 1e3},
-                      {"model_tflops_per_gpu", o.row.result.model_tflops_per_gpu}});
+                      {"mfu_percent", o.mfu * 100}});
   }
   std::vector<Chart> charts;
   Chart time = line_chart("chart-time", "Time to train against cluster size (dashed: deadline)",
@@ -287,8 +288,8 @@ std::string capacity_report_html(const CapacityResult& r, const Scenario& scenar
   charts.push_back(time);
   charts.push_back(line_chart("chart-cost", "Cost of the training run against cluster size",
                               values, "cost_kusd", "cost (thousand USD)", "cluster kind"));
-  charts.push_back(line_chart("chart-throughput", "Throughput per GPU against cluster size",
-                              values, "model_tflops_per_gpu", "model TFLOP/s per GPU",
+  charts.push_back(line_chart("chart-mfu", "Model FLOPs utilisation against cluster size",
+                              values, "mfu_percent", "MFU (% of the GPU's peak)",
                               "cluster kind"));
   if (r.cost_optimal) {
     const PointResult& p = r.options[*r.cost_optimal].row.result;

@@ -24,6 +24,7 @@ struct ReportText {
   ReportTable table;                  ///< every point / option
   int highlighted = -1;  ///< index into table.rows of the plan the charts detail, or -1
   std::string highlighted_label;  ///< e.g. "point 12 (model GPT-3 6.7B · num_gpus 16)"
+  std::string footer;  ///< the last paragraph: what the HTML report adds (only what it has)
 };
 
 /// The words of a sweep report.

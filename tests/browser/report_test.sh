@@ -4,9 +4,11 @@
 # and every chart container holds an <svg>) and that no error reached the console; saves a
 # screenshot. Exit 77 (CTest: skipped) when Chromium is not installed.
 #
-# usage: report_test.sh ALPA_SIM SCENARIO WORK_DIR [SCREENSHOT.png]
+# usage: report_test.sh ALPA_SIM SCENARIO WORK_DIR [SCREENSHOT.png [COMMAND]]
+# COMMAND is "sweep" (default) or "capacity" (the report of `alpa-sim capacity`, whose table
+# must also show the columns a planner asks for: MFU, tokens/s per GPU, goodput, the band).
 set -euo pipefail
-alpa_sim=$1 scenario=$2 work=$3 shot=${4:-$3/report.png}
+alpa_sim=$1 scenario=$2 work=$3 shot=${4:-$3/report.png} command=${5:-sweep}
 
 browser=""
 for b in chromium chromium-browser google-chrome; do
@@ -18,7 +20,7 @@ if [ -z "$browser" ]; then
 fi
 
 rm -rf "$work" && mkdir -p "$work"
-"$alpa_sim" sweep "$scenario" --threads 2 -q --report "$work/report.html" --markdown "$work/report.md"
+"$alpa_sim" "$command" "$scenario" --threads 2 -q --report "$work/report.html" --markdown "$work/report.md"
 
 flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run
        --disable-background-networking --disable-component-update --disable-sync
@@ -58,6 +60,12 @@ check "every chart container has an <svg> ($with_svg of $containers)" '[ "$conta
 bad=$(grep -E 'CONSOLE\([0-9]+\)|Uncaught' "$work/console.log" | grep -Ei 'error|uncaught' || true)
 check "no console errors in Chromium's log" '[ -z "$bad" ]'
 [ -n "$bad" ] && echo "$bad"
+if [ "$command" = capacity ]; then
+  for column in MFU "tokens/s per GPU" goodput "days (range)" cost "meets deadline"; do
+    check "the rendered table has the column \"$column\"" 'grep -q "<th>$column</th>" "$work/dom.html"'
+  done
+  check "the rendered answer names the cost-optimal choice" 'grep -q "Cost-optimal: " "$work/dom.html"'
+fi
 
 # 2. A screenshot of the whole report.
 "$browser" "${flags[@]}" --user-data-dir="$work/profile-shot" --window-size=1280,2400 \

@@ -34,5 +34,14 @@ TEST_CASE("formatting is fixed and locale-independent") {
   CHECK(format_count(6.6537e9) == "6.65 B");
 }
 
+TEST_CASE("thousands separators group the integer part only") {
+  CHECK(format_grouped(720311.4, 0) == "720,311");
+  CHECK(format_grouped(1234567.891, 2) == "1,234,567.89");
+  CHECK(format_grouped(-1234.5, 1) == "-1,234.5");
+  CHECK(format_grouped(999, 0) == "999");
+  CHECK(format_grouped(1000, 0) == "1,000");
+  CHECK(format_grouped(0.5, 2) == "0.50");
+}
+
 }  // namespace
 }  // namespace alpasim::core

@@ -80,7 +80,13 @@ TEST_CASE("the capacity report has time, cost and throughput charts") {
   CHECK(html.find("data-charts-expected=\"5\"") != std::string::npos);
   CHECK(count(html, "id=\"chart-cost\"") == 1);
   const std::string md = capacity_report_markdown(r, s);
-  CHECK(md.find("- Cost-optimal: dgx-h100 × 1 nodes (8 GPUs)") != std::string::npos);
+  CHECK(md.find("- Cost-optimal: dgx-h100 × 1 node (8 GPUs)") != std::string::npos);
+  // The columns a planner asks for: MFU, tokens/s per GPU, goodput, days with the band.
+  CHECK(md.find("| # | preset | nodes | GPUs | plan | iteration (s) | MFU | tokens/s per GPU | "
+                "memory per GPU | fits | goodput | days (range) | cost | meets deadline |") !=
+        std::string::npos);
+  CHECK(html.find("<th>MFU</th>") != std::string::npos);
+  CHECK(count(html, "id=\"chart-mfu\"") == 1);
 }
 
 }  // namespace
