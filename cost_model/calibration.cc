@@ -642,6 +642,24 @@ core::Result<Calibration> calibrate(const schema::Profile& profile,
         l.meta.role, "gbyte_per_s", l.achieved_gbyte_per_s, predict_link_row_gbyte_per_s(l, P),
         l.meta.citation);
   }
+  // A fit that produced a non-finite parameter shows as a non-finite prediction of the rows
+  // it governs; name them instead of letting NaN reach a plan's price.
+  std::string bad;
+  int num_bad = 0;
+  for (const FitRow& row : rep.rows) {
+    if (std::isfinite(row.predicted) && std::isfinite(row.rel_error)) continue;
+    if (++num_bad <= 3) {
+      bad += std::string(bad.empty() ? "" : "; ") + row.op_class + " " + row.what + " (" +
+             row.quantity + " published " + core::format_fixed(row.published, 3) +
+             ", cited \"" + row.citation + "\")";
+    }
+  }
+  if (num_bad > 0) {
+    return core::invalid_argument(
+        "profile of " + who + ": the fit gives a non-finite prediction for " +
+        std::to_string(num_bad) + " row" + (num_bad == 1 ? "" : "s") + ": " + bad +
+        (num_bad > 3 ? "; ..." : "") + "; check these rows' values");
+  }
   return out;
 }
 

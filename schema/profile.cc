@@ -268,6 +268,13 @@ Result<Profile> parse_profile(const JsonValue& root) {
   ALPASIM_RETURN_IF_ERROR(parse_list(obj, "links", p.links,
                                      [&](JsonObject o) { return parse_link(std::move(o), src); }));
   ALPASIM_RETURN_IF_ERROR(obj.finish());
+  // A profile is a set of measurements: without one it calibrates nothing, and a scenario
+  // naming it would silently run on the defaults.
+  if (p.gemm.empty() && p.conv.empty() && p.collectives.empty() && p.links.empty()) {
+    return root.error("expected at least one entry in \"gemm\", \"conv\", \"collectives\" "
+                      "or \"links\", got none: a profile without measurements calibrates "
+                      "nothing");
+  }
   return p;
 }
 

@@ -125,6 +125,29 @@ TEST_CASE("calibration refuses rows that do not fit the machine") {
         "profile of GPU \"h100-sxm\" cannot calibrate a machine of \"a100-80gb\"");
 }
 
+// Issue 18 #6: before the read-time bounds, a 1e-300 us GEMM time put NaN into the GEMM
+// curve and a scenario using it failed later with an unrelated message. The bounds now stop
+// it at reading; calibrate() itself names any row whose fitted prediction is not finite
+// (the profile here is built in memory, past the reader's bounds, to reach that check).
+TEST_CASE("a fit that produces a non-finite number is an error naming the rows") {
+  schema::Profile p = base_profile();
+  schema::GemmEntry g;
+  g.m = g.n = g.k = 8192;
+  g.dtype = core::DType::kBf16;
+  g.time_us = 1e-300;
+  g.tflops_per_s = 2.0 * 8192 * 8192 * 8192 / 1e-306 / 1e12;
+  g.meta = meta(schema::ProfileRole::kFit);
+  g.meta.citation = "bench row 7";
+  p.gemm.push_back(g);
+  auto machine = cluster::make_preset_cluster("dgx-a100-80gb", 1).value();
+  const auto cal = calibrate(p, machine, default_params());
+  REQUIRE_FALSE(cal.ok());
+  CHECK(cal.status().message() ==
+        "profile of dgx-a100-80gb: the fit gives a non-finite prediction for 1 row: gemm/bf16 "
+        "8192x8192x8192 (tflops_per_s published inf, cited \"bench row 7\"); check these "
+        "rows' values");
+}
+
 TEST_CASE("the shipped profile chain calibrates and every preset has parameters") {
   auto shipped = calibrate_shipped_profiles(ALPASIM_SOURCE_DIR "/profiles").value();
   for (const auto& name : cluster::cluster_preset_names()) {

@@ -56,6 +56,12 @@ TEST_CASE("bad profiles give exact errors") {
       "num_nodes": 1, "time_us": 5, "role": "fit", "citation": "x"}])")).status().message() ==
         "p.json: /collectives/0: an entry without \"message_bytes\" (a large-message asymptote) "
         "needs \"busbw_gbyte_per_s\"");
+  CHECK(parse(with("")).status().message() ==
+        "p.json: /: expected at least one entry in \"gemm\", \"conv\", \"collectives\" or "
+        "\"links\", got none: a profile without measurements calibrates nothing");
+  CHECK(parse(with(R"("gemm": [], "links": [])")).status().message() ==
+        "p.json: /: expected at least one entry in \"gemm\", \"conv\", \"collectives\" or "
+        "\"links\", got none: a profile without measurements calibrates nothing");
   CHECK(parse(with(R"("gemms": [])")).status().message() ==
         "p.json: /gemms: unknown key; did you mean \"gemm\"?");
 }
