@@ -1,6 +1,8 @@
 #include "driver/plan_point.h"
 
+#include <algorithm>
 #include <exception>
+#include <map>
 #include <string>
 
 #include "core/units.h"
@@ -18,9 +20,11 @@ namespace {
 using core::Json;
 
 // Above this many compute tasks the timeline chart is unreadable and the report heavy;
-// the chart then shows the first kMaxTimelineTasks tasks by start time (a prefix of the
-// iteration, which still shows the pipeline's fill).
+// the chart then shows the first kMaxTimelineTasks tasks by start time.
 constexpr std::size_t kMaxTimelineTasks = 4000;
+// With more microbatches than 3 × this, the chart keeps the first and the last this many
+// (the pipeline's fill and drain, where its bubbles are); the steady state between repeats.
+constexpr int kEdgeMicrobatches = 4;
 
 std::string megatron_summary(const MegatronPlanConfig& m) {
   schema::MegatronShape shape;
@@ -40,23 +44,39 @@ std::string megatron_summary(const MegatronPlanConfig& m) {
   return s;
 }
 
-std::vector<TimelineTask> timeline_of(const sim::PipelineSimulation& sim) {
-  std::vector<TimelineTask> out;
+// The compute-stream tasks of a simulation: the timeline chart's bars (first and last
+// microbatches only when there are many) and every stage's busy time per task kind.
+void fill_timeline(const sim::PipelineSimulation& sim, PointResult& p) {
   const auto& graph = sim.graph;
-  for (std::size_t t = 0; t < graph.tasks().size() && out.size() < kMaxTimelineTasks; ++t) {
+  int microbatches = 0;
+  std::map<std::pair<int, std::string>, double> busy;
+  for (std::size_t t = 0; t < graph.tasks().size(); ++t) {
     const auto& task = graph.tasks()[t];
     const auto& stream = graph.streams()[static_cast<std::size_t>(task.stream)];
     if (stream.kind != sim::StreamKind::kCompute) continue;
+    microbatches = std::max(microbatches, task.label.microbatch + 1);
+    // Engine time is integer nanoseconds.
+    busy[{static_cast<int>(stream.device), sim::task_kind_name(task.label.kind)}] +=
+        static_cast<double>(sim.timeline.end[t] - sim.timeline.start[t]) * 1e-9;
+  }
+  p.timeline_microbatches = microbatches;
+  p.timeline_edge_microbatches = microbatches > 3 * kEdgeMicrobatches ? kEdgeMicrobatches : 0;
+  const int edge = p.timeline_edge_microbatches;
+  for (std::size_t t = 0; t < graph.tasks().size() && p.timeline.size() < kMaxTimelineTasks; ++t) {
+    const auto& task = graph.tasks()[t];
+    const auto& stream = graph.streams()[static_cast<std::size_t>(task.stream)];
+    if (stream.kind != sim::StreamKind::kCompute) continue;
+    const int mb = task.label.microbatch;
+    if (edge > 0 && mb >= edge && mb < microbatches - edge) continue;
     TimelineTask tt;
     tt.stage = static_cast<int>(stream.device);
     tt.kind = sim::task_kind_name(task.label.kind);
-    tt.microbatch = task.label.microbatch;
-    // Engine time is integer nanoseconds.
+    tt.microbatch = mb;
     tt.start_s = static_cast<double>(sim.timeline.start[t]) * 1e-9;
     tt.end_s = static_cast<double>(sim.timeline.end[t]) * 1e-9;
-    out.push_back(std::move(tt));
+    p.timeline.push_back(std::move(tt));
   }
-  return out;
+  for (const auto& [key, seconds] : busy) p.stage_busy.push_back({key.first, key.second, seconds});
 }
 
 core::Result<PointResult> evaluate_point(const Scenario& scenario) {
@@ -74,8 +94,9 @@ core::Result<PointResult> evaluate_point(const Scenario& scenario) {
   p.fits = r.overflows.empty();
   for (const sim::PipelineDeviceReport& d : r.devices) {
     p.stage_memory_bytes.push_back(d.peak_memory_bytes);
+    p.stage_memory_components_bytes.push_back(d.peak_memory_by_component);
   }
-  p.timeline = timeline_of(e.simulation);
+  fill_timeline(e.simulation, p);
   return p;
 }
 
@@ -132,7 +153,11 @@ core::Result<PointResult> search_point(const Scenario& scenario, int threads,
   // The timeline chart: the chosen plan's problem simulated once more (deterministic, so
   // the same numbers as the search's verdict).
   ALPASIM_ASSIGN_OR_RETURN(sim::PipelineSimulation simulation, sim::simulate_pipeline(r.problem));
-  p.timeline = timeline_of(simulation);
+  fill_timeline(simulation, p);
+  // The components at each stage's peak; the totals are the search's (equal: same problem).
+  for (const sim::PipelineDeviceReport& d : simulation.report.devices) {
+    p.stage_memory_components_bytes.push_back(d.peak_memory_by_component);
+  }
   return p;
 }
 
@@ -147,6 +172,10 @@ Json point_result_to_json(const PointResult& r) {
                         {"start_s", t.start_s},
                         {"end_s", t.end_s}});
   }
+  Json busy = Json::array();
+  for (const StageBusy& b : r.stage_busy) {
+    busy.push_back({{"stage", b.stage}, {"kind", b.kind}, {"busy_s", b.busy_s}});
+  }
   return Json{{"plan", r.plan_summary},
               {"iteration_time_s", r.iteration_time_s},
               {"model_tflops_per_gpu", r.model_tflops_per_gpu},
@@ -155,7 +184,11 @@ Json point_result_to_json(const PointResult& r) {
               {"usable_memory_bytes", r.usable_memory_bytes},
               {"fits", r.fits},
               {"stage_memory_bytes", r.stage_memory_bytes},
-              {"timeline", timeline}};
+              {"stage_memory_components_bytes", r.stage_memory_components_bytes},
+              {"stage_busy", busy},
+              {"timeline", timeline},
+              {"timeline_edge_microbatches", r.timeline_edge_microbatches},
+              {"timeline_microbatches", r.timeline_microbatches}};
 }
 
 core::Result<PointResult> point_result_from_json(const Json& j, const std::string& where) {
@@ -169,10 +202,18 @@ core::Result<PointResult> point_result_from_json(const Json& j, const std::strin
     r.usable_memory_bytes = j.at("usable_memory_bytes").get<std::int64_t>();
     r.fits = j.at("fits").get<bool>();
     r.stage_memory_bytes = j.at("stage_memory_bytes").get<std::vector<std::int64_t>>();
+    r.stage_memory_components_bytes =
+        j.at("stage_memory_components_bytes").get<std::vector<std::vector<std::int64_t>>>();
     for (const Json& t : j.at("timeline")) {
       r.timeline.push_back({t.at("stage").get<int>(), t.at("kind").get<std::string>(),
                             t.at("microbatch").get<int>(), t.at("start_s").get<double>(),
                             t.at("end_s").get<double>()});
+    }
+    r.timeline_edge_microbatches = j.at("timeline_edge_microbatches").get<int>();
+    r.timeline_microbatches = j.at("timeline_microbatches").get<int>();
+    for (const Json& b : j.at("stage_busy")) {
+      r.stage_busy.push_back({b.at("stage").get<int>(), b.at("kind").get<std::string>(),
+                              b.at("busy_s").get<double>()});
     }
   } catch (const std::exception& e) {
     return core::invalid_argument(where + ": not a point result: " + e.what());

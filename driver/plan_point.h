@@ -20,6 +20,13 @@ struct TimelineTask {
   double end_s = 0;            ///< >= start_s
 };
 
+/// Time one pipeline stage's compute stream spent on one kind of task over the iteration.
+struct StageBusy {
+  int stage = 0;
+  std::string kind;   ///< sim::task_kind_name()
+  double busy_s = 0;  ///< summed task durations
+};
+
 /// What planning one scenario predicts: the best plan and how it runs.
 struct PointResult {
   std::string plan_summary;  ///< one line, e.g. "pp 4 × (dp 2, tp 8), 32 microbatches, 1F1B"
@@ -30,7 +37,15 @@ struct PointResult {
   std::int64_t usable_memory_bytes = 0;  ///< of one GPU: capacity - reserve (the fit limit)
   bool fits = true;                    ///< every device within its memory
   std::vector<std::int64_t> stage_memory_bytes;  ///< peak per GPU of each pipeline stage
+  /// Per stage, the peak's bytes by component in sim::MemoryComponent order (parameters,
+  /// gradients, optimizer states, stored and working activations); empty when unknown.
+  std::vector<std::vector<std::int64_t>> stage_memory_components_bytes;
   std::vector<TimelineTask> timeline;            ///< may be empty (no chart then)
+  /// 0: the timeline has every microbatch; k > 0: only the first k and the last k of
+  /// timeline_microbatches (and the tasks of no microbatch), so long iterations stay readable.
+  int timeline_edge_microbatches = 0;
+  int timeline_microbatches = 0;  ///< microbatch-chunk indices in the iteration (max + 1)
+  std::vector<StageBusy> stage_busy;  ///< every compute task counted, elided or not
 };
 
 /// Plans one scenario (one point of a sweep or of a capacity study). Must be safe to call

@@ -1,5 +1,6 @@
 #include "driver/report_html.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include "core/text.h"
 #include "core/version.h"
 #include "driver/report_markdown.h"
+#include "sim/pipeline_sim.h"
 
 namespace alpasim::driver {
 
@@ -52,7 +54,15 @@ Chart line_chart(const std::string& id, const std::string& heading, const Json& 
   spec["mark"] = {{"type", "line"}, {"point", true}};
   spec["encoding"] = {{"x", quantitative("num_gpus", "GPUs (log scale)", true)},
                       {"y", quantitative(y_field, y_title)},
-                      {"color", {{"field", "series"}, {"type", "nominal"}, {"title", series_title}}},
+                      {"color", {{"field", "series"},
+                                 {"type", "nominal"},
+                                 {"title", series_title},
+                                 // Below the plot, whole names: at its right a half-width
+                                 // chart cut them to "dgx-a100-…".
+                                 {"legend", {{"orient", "bottom"},
+                                             {"columns", 4},
+                                             {"labelLimit", 0},
+                                             {"titleLimit", 0}}}}},
                       {"tooltip", Json::array({{{"field", "series"}, {"type", "nominal"}},
                                                {{"field", "num_gpus"}, {"type", "quantitative"}},
                                                {{"field", y_field}, {"type", "quantitative"}},
@@ -62,25 +72,92 @@ Chart line_chart(const std::string& id, const std::string& heading, const Json& 
 
 std::optional<Chart> stage_memory_chart(const PointResult& p, const std::string& label) {
   if (p.stage_memory_bytes.empty()) return std::nullopt;
+  const bool by_component = p.stage_memory_components_bytes.size() == p.stage_memory_bytes.size();
   Json values = Json::array();
   for (std::size_t s = 0; s < p.stage_memory_bytes.size(); ++s) {
-    values.push_back({{"stage", static_cast<int>(s)},
-                      {"memory_gib", to_gib(p.stage_memory_bytes[s])},
-                      {"usable_memory_gib", to_gib(p.usable_memory_bytes)}});
+    if (!by_component) {
+      values.push_back({{"stage", static_cast<int>(s)},
+                        {"component", "total"},
+                        {"memory_gib", to_gib(p.stage_memory_bytes[s])},
+                        {"usable_memory_gib", to_gib(p.usable_memory_bytes)}});
+      continue;
+    }
+    const auto& parts = p.stage_memory_components_bytes[s];
+    for (std::size_t c = 0; c < parts.size(); ++c) {
+      std::string name = sim::memory_component_name(static_cast<sim::MemoryComponent>(c));
+      std::replace(name.begin(), name.end(), '_', ' ');
+      values.push_back({{"stage", static_cast<int>(s)},
+                        {"component", name},
+                        {"memory_gib", to_gib(parts[c])},
+                        {"usable_memory_gib", to_gib(p.usable_memory_bytes)}});
+    }
   }
-  const std::string heading = "Peak memory per GPU, per pipeline stage: " + label;
+  Json order = Json::array();  // the legend and the stack in MemoryComponent order
+  for (int c = 0; c < sim::kNumMemoryComponents; ++c) {
+    std::string name = sim::memory_component_name(static_cast<sim::MemoryComponent>(c));
+    std::replace(name.begin(), name.end(), '_', ' ');
+    order.push_back(name);
+  }
+  const std::string heading = "Peak memory per GPU, per pipeline stage" +
+                              std::string(by_component ? ", by component" : "") + ": " + label;
   Json spec = base_spec(heading, values);
   spec["layer"] = Json::array(
       {{{"mark", "bar"},
         {"encoding", {{"x", {{"field", "stage"}, {"type", "ordinal"}, {"title", "pipeline stage"}}},
-                      {"y", quantitative("memory_gib", "peak memory per GPU (GiB)")},
+                      {"y", {{"field", "memory_gib"},
+                             {"type", "quantitative"},
+                             {"aggregate", "sum"},
+                             {"stack", "zero"},
+                             {"title", "memory per GPU at the stage's peak (GiB)"}}},
+                      {"color", {{"field", "component"},
+                                 {"type", "nominal"},
+                                 {"title", "component"},
+                                 {"scale", {{"domain", by_component ? order : Json::array({"total"})}}},
+                                 {"legend", {{"labelLimit", 0}}}}},
                       {"tooltip", Json::array({{{"field", "stage"}, {"type", "ordinal"}},
+                                               {{"field", "component"}, {"type", "nominal"}},
                                                {{"field", "memory_gib"},
                                                 {"type", "quantitative"},
                                                 {"format", ".2f"}}})}}}},
        {{"mark", {{"type", "rule"}, {"color", "#c0392b"}, {"strokeDash", {6, 4}}}},
         {"encoding", {{"y", {{"aggregate", "max"}, {"field", "usable_memory_gib"}, {"type", "quantitative"}}}}}}});
-  return Chart{"chart-stage-memory", heading, spec, false};
+  return Chart{"chart-stage-memory", heading, spec, true};
+}
+
+// Where each stage's compute stream spends the iteration: busy time per task kind, stacked;
+// readable however many microbatches the iteration has.
+std::optional<Chart> stage_busy_chart(const PointResult& p, const std::string& label) {
+  if (p.stage_busy.empty()) return std::nullopt;
+  Json values = Json::array();
+  for (const StageBusy& b : p.stage_busy) {
+    values.push_back({{"stage", b.stage},
+                      {"kind", b.kind},
+                      {"busy_ms", b.busy_s * 1e3},
+                      {"iteration_ms", p.iteration_time_s * 1e3}});
+  }
+  const std::string heading =
+      "Compute time per pipeline stage by task (dashed: the iteration; the gap is idle): " + label;
+  Json spec = base_spec(heading, values);
+  spec["layer"] = Json::array(
+      {{{"mark", "bar"},
+        {"encoding", {{"y", {{"field", "stage"}, {"type", "ordinal"}, {"title", "pipeline stage"}}},
+                      {"x", {{"field", "busy_ms"},
+                             {"type", "quantitative"},
+                             {"aggregate", "sum"},
+                             {"stack", "zero"},
+                             {"title", "time in the iteration (ms)"}}},
+                      {"color", {{"field", "kind"},
+                                 {"type", "nominal"},
+                                 {"title", "task"},
+                                 {"legend", {{"labelLimit", 0}}}}},
+                      {"tooltip", Json::array({{{"field", "stage"}, {"type", "ordinal"}},
+                                               {{"field", "kind"}, {"type", "nominal"}},
+                                               {{"field", "busy_ms"},
+                                                {"type", "quantitative"},
+                                                {"format", ".3f"}}})}}}},
+       {{"mark", {{"type", "rule"}, {"color", "#c0392b"}, {"strokeDash", {6, 4}}}},
+        {"encoding", {{"x", {{"aggregate", "max"}, {"field", "iteration_ms"}, {"type", "quantitative"}}}}}}});
+  return Chart{"chart-stage-busy", heading, spec, true};
 }
 
 std::optional<Chart> timeline_chart(const PointResult& p, const std::string& label) {
@@ -93,19 +170,48 @@ std::optional<Chart> timeline_chart(const PointResult& p, const std::string& lab
                       {"start_ms", t.start_s * 1e3},
                       {"end_ms", t.end_s * 1e3}});
   }
-  const std::string heading = "Pipeline timeline of one iteration: " + label;
-  Json spec = base_spec(heading, values);
-  spec["width"] = 2 * kChartWidth + 120;
-  spec["mark"] = {{"type", "bar"}, {"stroke", "white"}, {"strokeWidth", 0.3}};
-  spec["encoding"] = {
-      {"x", quantitative("start_ms", "time in the iteration (ms)")},
+  std::string heading = "Pipeline timeline of one iteration: " + label;
+  const int k = p.timeline_edge_microbatches;
+  const int n = p.timeline_microbatches;
+  const std::string fill = "microbatches 0-" + std::to_string(k - 1) + " (fill)";
+  const std::string drain = "microbatches " + std::to_string(n - k) + "-" + std::to_string(n - 1) +
+                            " (drain) and the step";
+  if (k > 0) {
+    heading += " (" + std::to_string(2 * k) + " of " + std::to_string(n) +
+               " microbatches: the steady state between is left out)";
+    // Each half on its own time axis, so neither is squeezed into the iteration's ends.
+    for (Json& v : values) {
+      const int mb = v["microbatch"].get<int>();
+      v["part"] = mb >= 0 && mb < k ? fill : drain;
+    }
+  }
+  Json x = quantitative("start_ms", "time in the iteration (ms)");
+  x["scale"] = {{"zero", k == 0}};  // each half's axis starts where its tasks do
+  const Json encoding = {
+      {"x", x},
       {"x2", {{"field", "end_ms"}}},
       {"y", {{"field", "stage"}, {"type", "ordinal"}, {"title", "pipeline stage"}}},
-      {"color", {{"field", "kind"}, {"type", "nominal"}, {"title", "task"}}},
+      {"color", {{"field", "kind"}, {"type", "nominal"}, {"title", "task"},
+                 {"legend", {{"labelLimit", 0}}}}},
       {"tooltip", Json::array({{{"field", "kind"}, {"type", "nominal"}},
                                {{"field", "microbatch"}, {"type", "quantitative"}},
                                {{"field", "start_ms"}, {"type", "quantitative"}, {"format", ".3f"}},
                                {{"field", "end_ms"}, {"type", "quantitative"}, {"format", ".3f"}}})}};
+  const Json mark = {{"type", "bar"}, {"stroke", "white"}, {"strokeWidth", 0.3}};
+  Json spec = base_spec(heading, values);
+  if (k > 0) {
+    spec.erase("width");
+    spec.erase("height");
+    spec["facet"] = {{"column", {{"field", "part"}, {"type", "nominal"}, {"title", nullptr},
+                                 {"sort", Json::array({fill, drain})}}}};
+    spec["spec"] = {{"width", kChartWidth}, {"height", kChartHeight}, {"mark", mark},
+                    {"encoding", encoding}};
+    spec["resolve"] = {{"scale", {{"x", "independent"}}}};
+  } else {
+    spec["width"] = 2 * kChartWidth + 120;
+    spec["mark"] = mark;
+    spec["encoding"] = encoding;
+  }
   return Chart{"chart-timeline", heading, spec, true};
 }
 
@@ -251,6 +357,7 @@ std::string sweep_report_html(const SweepResult& sweep, const Scenario& scenario
   if (text.highlighted >= 0) {
     const PointRow& b = sweep.rows[static_cast<std::size_t>(text.highlighted)];
     if (auto c = stage_memory_chart(b.result, text.highlighted_label)) charts.push_back(*c);
+    if (auto c = stage_busy_chart(b.result, text.highlighted_label)) charts.push_back(*c);
     if (auto c = timeline_chart(b.result, text.highlighted_label)) charts.push_back(*c);
   }
   return page(text, charts);
@@ -294,6 +401,7 @@ std::string capacity_report_html(const CapacityResult& r, const Scenario& scenar
   if (r.cost_optimal) {
     const PointResult& p = r.options[*r.cost_optimal].row.result;
     if (auto c = stage_memory_chart(p, text.highlighted_label)) charts.push_back(*c);
+    if (auto c = stage_busy_chart(p, text.highlighted_label)) charts.push_back(*c);
     if (auto c = timeline_chart(p, text.highlighted_label)) charts.push_back(*c);
   }
   return page(text, charts);

@@ -5,7 +5,8 @@
 //   iteration_time_s     = global_batch / num_gpus           (1 s per sequence per GPU)
 //   model_tflops_per_gpu = 100 / num_gpus^0 - num_gpus / 4    (falls with scale)
 //   peak_memory_bytes    = 64 GiB / num_gpus                 (fits from 1 GPU on 80 GB parts)
-// with two pipeline stages (the second holding half) and a two-task timeline.
+// with two pipeline stages (the second holding half, a quarter of each parameters) and a
+// two-task timeline.
 #include <cstdint>
 
 #include "driver/plan_point.h"
@@ -24,7 +25,13 @@ inline core::Result<PointResult> fake_plan(const Scenario& s) {
   p.usable_memory_bytes = s.cluster.usable_memory().value();
   p.fits = p.peak_memory_bytes <= p.usable_memory_bytes;
   p.stage_memory_bytes = {p.peak_memory_bytes, p.peak_memory_bytes / 2};
+  // Components: a quarter parameters, three quarters stored activations.
+  for (std::int64_t total : p.stage_memory_bytes) {
+    p.stage_memory_components_bytes.push_back({total / 4, 0, 0, total - total / 4, 0});
+  }
   p.timeline = {{0, "forward", 0, 0.0, 0.5}, {1, "forward", 0, 0.5, 1.0}};
+  p.timeline_microbatches = 1;
+  p.stage_busy = {{0, "forward", 0.5}, {1, "forward", 0.5}};
   return p;
 }
 
