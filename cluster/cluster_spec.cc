@@ -30,6 +30,12 @@ const std::vector<Preset>& presets() {
       {"dgx-a100-80gb", "a100-80gb", 8,
        {"nvswitch", 300, 25, 32, 2.0},
        {"infiniband", 8, 200, 5.0, "rail_optimized", 1}},
+      // DGX B200: NVLink 5, 18 links x 50 GB/s = 900 GB/s per GPU and direction through
+      // NVSwitch (collectives.csv lines 51-90: "NVLink 5, 900 GB/s unidirectional"); PCIe
+      // Gen5; 8 x 400 Gb/s NDR ConnectX-7, one per GPU, as on DGX H100.
+      {"dgx-b200", "b200", 8,
+       {"nvswitch", 900, 50, 64, 2.0},
+       {"infiniband", 8, 400, 5.0, "rail_optimized", 1}},
       {"dgx-h100", "h100-sxm", 8,
        {"nvswitch", 450, 25, 64, 2.0},
        {"infiniband", 8, 400, 5.0, "rail_optimized", 1}},

@@ -39,6 +39,13 @@ const std::vector<GpuSpec>& gpu_specs() {
       {"h200", "NVIDIA H200 141GB HBM3e (SXM)", core::Bytes(141'000'000'000), gbyte_per_s(4800),
        tflops_per_s(67), tflops_per_s(494.5), tflops_per_s(989), tflops_per_s(989),
        tflops_per_s(1979)},
+      // HGX/DGX B200 (1,000 W): NVIDIA's HGX B200 specification table lists per GPU 180 GB
+      // HBM3e at 7.7 TB/s, FP32 75 TFLOP/s and, with sparsity, TF32 2.2, FP16/BF16 4.5 and
+      // FP8 9 PFLOP/s: dense is half (validation/data/gemm.csv line 18 gives the same
+      // 2,250 TFLOP/s BF16 dense peak beside its MAMF measurement).
+      {"b200", "NVIDIA B200 180GB HBM3e (HGX)", core::Bytes(180'000'000'000), gbyte_per_s(7700),
+       tflops_per_s(75), tflops_per_s(1100), tflops_per_s(2250), tflops_per_s(2250),
+       tflops_per_s(4500)},
   };
   return kSpecs;
 }

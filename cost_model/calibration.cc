@@ -757,6 +757,8 @@ core::Result<std::map<std::string, Calibration>> calibrate_shipped_profiles(
       {"hgx-h200", "dgx-a100-80gb"},
       {"aws-p3.16xlarge", "dgx-a100-80gb"},
       {"dgx-h100", "hgx-h200"},
+      // B200 keeps the NDR InfiniBand of dgx-h100 and fits its own GEMM and NVLink5 rows.
+      {"dgx-b200", "dgx-h100"},
   };
   std::map<std::string, Calibration> out;
   for (const auto& [machine, prior] : kChain) {

@@ -5,8 +5,8 @@ Usage: profiles/derive_from_reference.py [REFERENCE_DIR] [--check]
   REFERENCE_DIR defaults to validation/data; --check writes nothing and exits 1 when a
   shipped profile differs from what the generator produces (CTest validation/profiles_in_sync).
 
-Writes profiles/<machine>/2026-08-22-derived.json for dgx-a100-80gb, hgx-h200, dgx-h100 and
-aws-p3.16xlarge. Every entry cites its CSV line and marks its role:
+Writes profiles/<machine>/2026-08-22-derived.json for dgx-a100-80gb, hgx-h200, dgx-h100,
+aws-p3.16xlarge and dgx-b200. Every entry cites its CSV line and marks its role:
   fit   - calibration fits the cost model to it;
   check - calibration only predicts it (validation measures prediction, not memory).
 The split (docs/profiles.md):
@@ -16,7 +16,10 @@ The split (docs/profiles.md):
   * all-gather / reduce-scatter: always check (the ring efficiency comes from all-reduce);
   * A100 GEMM: MAMF and the 1024^3 chart point fit, 2048^3..8192^3 check;
   * H100 (dgx-h100): nothing fits: every row checks parameters fitted on A100 and H200;
-  * network: per-NIC HDR busbw fits, EDR / NDR / all-to-all / multi-node rows check.
+  * network: per-NIC HDR busbw fits, EDR / NDR / all-to-all / multi-node rows check;
+  * B200 (dgx-b200): the bf16 MAMF fits; the 8-GPU NVLink5 all-reduce curve (AWS p6-b200)
+    fits at 2^odd sizes, checks at 2^even; the 4-node rows of that system cross EFA, not the
+    preset's InfiniBand, so they are left out (the network is inherited from dgx-h100).
 The output is deterministic (sorted keys, fixed order).
 """
 import csv
@@ -173,10 +176,26 @@ def p3():
             "gemm": [], "conv": [], "collectives": [], "links": links}
 
 
+def b200():
+    g = [gemm(18, "fit", "bf16", *shape(18))]
+    c = []
+    for line in range(51, 91):  # all_reduce_bench.py on AWS p6-b200, NCCL default algorithm
+        if int(COLL[line]["num_nodes"]) != 1:
+            continue  # 4 nodes over EFA v4: not the dgx-b200 preset's fabric
+        nbytes = int(COLL[line]["message_bytes"])
+        c.append(coll(line, curve_role(nbytes)))
+    return {"schema_version": 1,
+            "provenance": provenance("dgx-b200", "b200", "2.27.7",
+                                     "torch 2.7.1+cu128 (MAMF)",
+                                     "validation/data/collectives.csv lines 51-90 (AWS p6-b200, "
+                                     "the 8-GPU rows) and gemm.csv line 18 (B200 MAMF)"),
+            "gemm": g, "conv": [], "collectives": c, "links": []}
+
+
 def main():
     stale = []
     for machine, fn in (("dgx-a100-80gb", a100), ("hgx-h200", h200), ("dgx-h100", h100),
-                        ("aws-p3.16xlarge", p3)):
+                        ("aws-p3.16xlarge", p3), ("dgx-b200", b200)):
         path = os.path.join(HERE, machine, f"{DATE}-derived.json")
         text = json.dumps(fn(), indent=2, sort_keys=True) + "\n"
         if CHECK:

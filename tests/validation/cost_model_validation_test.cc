@@ -105,7 +105,8 @@ std::optional<double> number(const std::string& s) {
 // Role of a CSV line in the shipped profiles (from the citations "<file> line N:").
 std::map<std::string, std::string> profile_roles() {
   std::map<std::string, std::string> roles;
-  for (const char* machine : {"dgx-a100-80gb", "hgx-h200", "dgx-h100", "aws-p3.16xlarge"}) {
+  for (const char* machine :
+       {"dgx-a100-80gb", "hgx-h200", "dgx-h100", "aws-p3.16xlarge", "dgx-b200"}) {
     auto p = schema::read_profile_file(kProfilesDir / machine / "2026-08-22-derived.json");
     REQUIRE_MESSAGE(p.ok(), p.status().to_string());
     auto note = [&](const schema::ProfileEntryMeta& m) {
@@ -196,7 +197,9 @@ void print(const std::vector<Outcome>& rows, const std::string& title) {
   }
 }
 
-TEST_CASE("NCCL bus bandwidth and latency against collectives.csv") {
+// The rows of collectives.csv predicted and compared: every modelled system but the B200
+// (blackwell = false), or only the B200 rows (blackwell = true), which a separate test reports.
+void collectives_against_csv(bool blackwell) {
   REQUIRE_MESSAGE(fs::exists(kReferenceDir / "collectives.csv"),
                   "missing " << (kReferenceDir / "collectives.csv").string()
                              << ": validation needs validation/data next to the repository");
@@ -214,7 +217,10 @@ TEST_CASE("NCCL bus bandwidth and latency against collectives.csv") {
     auto skip = [&](const std::string& why) {
       skipped.push_back("line " + std::to_string(line) + " (" + system + "): " + why);
     };
-    if (has(system, "b200") || has(gpu, "B200")) { skip("no B200 GPU kind"); continue; }
+    if ((has(system, "b200") || has(gpu, "B200")) != blackwell) {
+      if (!blackwell) skip("B200: reported by the B200 test (its targets are not met)");
+      continue;
+    }
     if (has(coll, "effective bisection")) { skip("training-run aggregate, not a collective benchmark"); continue; }
     if (has(system, "NVLink bridge")) { skip("NVLink bridge pairs are not a modelled fabric"); continue; }
     if (coll == "(link spec)" && kind == "spec") { skip("datasheet figure, used by the presets"); continue; }
@@ -273,6 +279,13 @@ TEST_CASE("NCCL bus bandwidth and latency against collectives.csv") {
       if (has(r.at("inter_node_fabric"), "EFA")) {
         // p5en.48xlarge: 16 x 200 Gb/s EFA (3200 Gb/s per instance), AWS's Clos network.
         spec.inter_node = {"efa", 16, 200, 15.0, "fat_tree", 1};
+      }
+    } else if (has(gpu, "B200")) {
+      machine = "dgx-b200";
+      spec = preset(machine, nodes);
+      if (has(r.at("inter_node_fabric"), "EFA")) {
+        // p6-b200.48xlarge: 8 x 400 Gb/s EFA v4 (the row: 50 GB/s per GPU), AWS's Clos.
+        spec.inter_node = {"efa", 8, 400, 15.0, "fat_tree", 1};
       }
     } else if (has(gpu, "H800")) {
       machine = "dgx-h100";
@@ -379,6 +392,21 @@ TEST_CASE("NCCL bus bandwidth and latency against collectives.csv") {
   CHECK(mid_gated >= 8);
 }
 
+TEST_CASE("NCCL bus bandwidth and latency against collectives.csv") {
+  collectives_against_csv(/*blackwell=*/false);
+}
+
+// The B200 rows (AWS p6-b200: 8 GPUs on NVLink5, 4 nodes over EFA v4) on dgx-b200, whose
+// profile fits the 8-GPU curve at 2^odd sizes; the 2^even sizes and every 4-node row are
+// held out. Measured when the preset was added (2026-11-26): 8-GPU check rows within 12-41 %
+// at 64 KiB-64 MiB; the 4-node EFA rows are predicted 36 % (256 MiB) to 26x (64 KiB) faster
+// than published (docs/cost_model.md). may_fail: the table prints in every run; the targets
+// are the same as for the other systems and are not met.
+TEST_CASE("B200 collectives (AWS p6-b200) against collectives.csv, same tolerances" *
+          doctest::may_fail()) {
+  collectives_against_csv(/*blackwell=*/true);
+}
+
 TEST_CASE("mid-size tolerance: 30 % at 64 KiB, 10 % at 64 MiB, linear in log2(size)") {
   CHECK(mid_size_tolerance(kSmallMessageBytes) == doctest::Approx(0.30));
   CHECK(mid_size_tolerance(kLargeMessageBytes) == doctest::Approx(0.10));
@@ -397,7 +425,7 @@ TEST_CASE("large-GEMM throughput against gemm.csv") {
     const std::string& gpu = r.at("gpu");
     const std::string& kind = r.at("kind");
     const std::string& shape = r.at("shape_MxNxK");
-    if (shape.empty() || has(gpu, "B200")) continue;  // peaks, end-to-end rows, no-data rows
+    if (shape.empty()) continue;  // peaks, end-to-end rows, no-data rows
     std::string machine, gpu_kind;
     if (has(gpu, "A100 PCIe")) {
       machine = "dgx-a100-80gb";
@@ -405,6 +433,9 @@ TEST_CASE("large-GEMM throughput against gemm.csv") {
     } else if (has(gpu, "A100")) {
       machine = "dgx-a100-80gb";
       gpu_kind = "a100-80gb";
+    } else if (has(gpu, "B200")) {
+      machine = "dgx-b200";
+      gpu_kind = "b200";
     } else if (has(gpu, "GH200") || has(gpu, "H200")) {
       machine = "hgx-h200";
       gpu_kind = "h200";

@@ -273,6 +273,7 @@ std::optional<std::string> gpu_spec_name_for_device(const std::string& device_na
                                                     std::int64_t memory_bytes) {
   const auto has = [&](const char* s) { return device_name.find(s) != std::string::npos; };
   const std::int64_t gib = std::int64_t{1} << 30;
+  if (has("B200")) return "b200";  // "NVIDIA B200"; GB200's B200 has more memory and clocks
   if (has("H200")) return "h200";
   if (has("H100")) return "h100-sxm";  // PCIe/NVL parts differ in clocks: the fit absorbs it
   if (has("A100")) return memory_bytes > 48 * gib ? "a100-80gb" : "a100-40gb";
@@ -283,7 +284,7 @@ std::optional<std::string> gpu_spec_name_for_device(const std::string& device_na
 std::optional<std::string> preset_for_gpu(const std::string& gpu_spec_name) {
   static const std::map<std::string, std::string> kPreset = {
       {"a100-40gb", "dgx-a100-40gb"}, {"a100-80gb", "dgx-a100-80gb"}, {"h100-sxm", "dgx-h100"},
-      {"h200", "hgx-h200"},           {"v100-16gb", "aws-p3.16xlarge"},
+      {"h200", "hgx-h200"},           {"v100-16gb", "aws-p3.16xlarge"}, {"b200", "dgx-b200"},
   };
   auto it = kPreset.find(gpu_spec_name);
   if (it == kPreset.end()) return std::nullopt;

@@ -169,7 +169,9 @@ TEST_CASE("op selection and GPU names") {
   CHECK(mb::gpu_spec_name_for_device("NVIDIA H200", 141 * gib) == "h200");
   CHECK(mb::gpu_spec_name_for_device("NVIDIA A100-SXM4-40GB", 40 * gib) == "a100-40gb");
   CHECK_FALSE(mb::gpu_spec_name_for_device("NVIDIA GeForce RTX 4090", 24 * gib).has_value());
+  CHECK(mb::gpu_spec_name_for_device("NVIDIA B200", 179 * gib) == "b200");
   CHECK(mb::preset_for_gpu("h100-sxm") == "dgx-h100");
+  CHECK(mb::preset_for_gpu("b200") == "dgx-b200");
   CHECK(mb::default_profile_path("dgx-h100", "2026-11-23") == "profiles/dgx-h100/2026-11-23-measured.json");
   CHECK(mb::median({3, 1, 2}) == 2);
   CHECK(mb::median({4, 1, 2, 3}) == doctest::Approx(2.5));
