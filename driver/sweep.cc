@@ -8,12 +8,15 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
+#include <tuple>
 
 #include "cluster/cluster_spec.h"
 #include "cluster/gpu_spec.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "dist/communicator.h"
 #include "planner/search/search.h"
 #include "driver/report_html.h"
 #include "driver/report_markdown.h"
@@ -504,23 +507,13 @@ Status write_part(const SweepResult& part, const std::filesystem::path& dir, int
   return write_text_file(dir / part_file_name(rank, world_size), core::dump_json(j));
 }
 
-Result<SweepResult> merge_parts(const std::filesystem::path& dir, int world_size, double wait_s) {
-  ALPASIM_CHECK(world_size >= 1) << world_size;
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<std::int64_t>(wait_s * 1000));
+Result<SweepResult> merge_sweep_parts(std::vector<SweepResult> parts,
+                                      const std::vector<std::string>& names,
+                                      const std::string& whole) {
+  ALPASIM_CHECK(!parts.empty() && parts.size() == names.size()) << parts.size();
   SweepResult merged;
-  for (int rank = 0; rank < world_size; ++rank) {
-    const std::filesystem::path path = dir / part_file_name(rank, world_size);
-    while (!std::filesystem::exists(path)) {
-      if (std::chrono::steady_clock::now() >= deadline) {
-        return core::invalid_argument(path.string() + ": missing after waiting " +
-                                            number_text(wait_s) + " s for rank " +
-                                            std::to_string(rank));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    ALPASIM_ASSIGN_OR_RETURN(core::JsonDocument doc, core::read_json_file(path));
-    ALPASIM_ASSIGN_OR_RETURN(SweepResult part, sweep_from_json(doc.root, path.string()));
+  for (std::size_t rank = 0; rank < parts.size(); ++rank) {
+    SweepResult& part = parts[rank];
     if (rank == 0) {
       merged.scenario_name = part.scenario_name;
       merged.scenario_file = part.scenario_file;
@@ -529,8 +522,7 @@ Result<SweepResult> merge_parts(const std::filesystem::path& dir, int world_size
       merged.planner = part.planner;
     } else if (part.scenario_file != merged.scenario_file || part.axes != merged.axes ||
                part.total_points != merged.total_points) {
-      return core::invalid_argument(path.string() + ": belongs to another sweep than " +
-                                          (dir / part_file_name(0, world_size)).string());
+      return core::invalid_argument(names[rank] + ": belongs to another sweep than " + names[0]);
     }
     for (PointRow& row : part.rows) merged.rows.push_back(std::move(row));
   }
@@ -538,50 +530,49 @@ Result<SweepResult> merge_parts(const std::filesystem::path& dir, int world_size
             [](const PointRow& a, const PointRow& b) { return a.index < b.index; });
   for (std::size_t i = 0; i < merged.total_points; ++i) {
     if (i >= merged.rows.size() || merged.rows[i].index != i) {
-      return core::invalid_argument(dir.string() + ": point " + std::to_string(i) +
-                                          " is in no part file, or in two");
+      return core::invalid_argument(whole + ": point " + std::to_string(i) +
+                                    " is in no part, or in two");
     }
   }
   if (merged.rows.size() != merged.total_points) {
-    return core::invalid_argument(dir.string() + ": more points than the sweep has");
+    return core::invalid_argument(whole + ": more points than the sweep has");
   }
   return merged;
+}
+
+Result<SweepResult> merge_parts(const std::filesystem::path& dir, int world_size, double wait_s) {
+  ALPASIM_CHECK(world_size >= 1) << world_size;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<std::int64_t>(wait_s * 1000));
+  std::vector<SweepResult> parts;
+  std::vector<std::string> names;
+  for (int rank = 0; rank < world_size; ++rank) {
+    const std::filesystem::path path = dir / part_file_name(rank, world_size);
+    // wait_s 0 (the default) looks once: processes of one job meet through MPI (dist/),
+    // part files are for splits run as separate jobs and merged afterwards.
+    while (!std::filesystem::exists(path)) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        return core::invalid_argument(
+            path.string() + ": missing" +
+            (wait_s > 0 ? " after waiting " + number_text(wait_s) + " s" : std::string()) +
+            " for rank " + std::to_string(rank) +
+            "; when every part is written, merge with --merge-only");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ALPASIM_ASSIGN_OR_RETURN(core::JsonDocument doc, core::read_json_file(path));
+    ALPASIM_ASSIGN_OR_RETURN(SweepResult part, sweep_from_json(doc.root, path.string()));
+    parts.push_back(std::move(part));
+    names.push_back(path.string());
+  }
+  return merge_sweep_parts(std::move(parts), names, dir.string());
 }
 
 }  // namespace alpasim::driver
 
 namespace alpasim::driver {
 
-namespace {
-
-Result<int> env_int(const char* name, int min, int max) {
-  const char* v = std::getenv(name);
-  ALPASIM_CHECK(v != nullptr) << name;
-  char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  if (end == v || *end != '\0' || x < min || x > max) {
-    return core::invalid_argument(std::string("environment variable ") + name +
-                                  ": expected an integer in [" + std::to_string(min) + ", " +
-                                  std::to_string(max) + "], got \"" + v + "\"");
-  }
-  return static_cast<int>(x);
-}
-
-}  // namespace
-
 Result<std::pair<int, int>> resolve_rank(int rank, int world_size) {
-  constexpr int kMaxRanks = 1 << 20;
-  if (world_size < 0) {
-    for (auto [r, w] : {std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                        std::pair{"PMI_RANK", "PMI_SIZE"}}) {
-      if (std::getenv(w) != nullptr && std::getenv(r) != nullptr) {
-        ALPASIM_ASSIGN_OR_RETURN(world_size, env_int(w, 1, kMaxRanks));
-        ALPASIM_ASSIGN_OR_RETURN(int env_rank, env_int(r, 0, world_size - 1));
-        if (rank < 0) rank = env_rank;
-        break;
-      }
-    }
-  }
   if (world_size < 0) world_size = 1;
   if (rank < 0) rank = 0;
   if (world_size < 1 || rank >= world_size) {
@@ -620,30 +611,74 @@ std::string study_stdout(const std::string& print, const std::string& csv, const
 
 Result<std::string> sweep_command(const StudyCommand& c) {
   ALPASIM_ASSIGN_OR_RETURN(Scenario scenario, load_scenario(c.scenario_path));
-  ALPASIM_ASSIGN_OR_RETURN(auto rank_world, resolve_rank(c.rank, c.world_size));
-  const auto [rank, world_size] = rank_world;
-  if (world_size > 1 && c.out_dir.empty()) {
-    return core::invalid_argument("--world-size " + std::to_string(world_size) +
-                                  ": a sweep split across processes needs --out DIR, a folder "
-                                  "every rank can write (the part files meet there)");
+  // Two ways to split: the processes of one MPI job (mpirun/srun: dist::world(), results
+  // gathered by MPI), or separate jobs given --rank/--world-size (part files in --out,
+  // merged by the last or by --merge-only).
+  const bool by_flags = c.rank >= 0 || c.world_size >= 0 || c.merge_only;
+  dist::Communicator* comm = nullptr;
+  int rank = 0, world_size = 1;
+  if (by_flags) {
+    ALPASIM_ASSIGN_OR_RETURN(auto rank_world, resolve_rank(c.rank, c.world_size));
+    std::tie(rank, world_size) = rank_world;
+    if (world_size > 1 && c.out_dir.empty()) {
+      return core::invalid_argument("--world-size " + std::to_string(world_size) +
+                                    ": a sweep split across jobs needs --out DIR, a folder "
+                                    "every rank can write (the part files meet there)");
+    }
+  } else {
+    ALPASIM_ASSIGN_OR_RETURN(comm, dist::world());
+    rank = comm->rank();
+    world_size = comm->size();
   }
   SweepResult sweep;
+  Status planned;
   if (!c.merge_only) {
     RunOptions options;
     options.threads = c.threads;
     options.rank = rank;
     options.world_size = world_size;
     options.progress = c.progress;
-    ALPASIM_ASSIGN_OR_RETURN(WhatIfSpec spec, what_if_of(scenario));
-    PlanPointFn fn = c.plan ? c.plan : default_plan_point_fn(1, spec.planner);
-    ALPASIM_ASSIGN_OR_RETURN(sweep, run_sweep(scenario, fn, options));
+    auto run = [&]() -> Status {
+      ALPASIM_ASSIGN_OR_RETURN(WhatIfSpec spec, what_if_of(scenario));
+      PlanPointFn fn = c.plan ? c.plan : default_plan_point_fn(1, spec.planner);
+      ALPASIM_ASSIGN_OR_RETURN(sweep, run_sweep(scenario, fn, options));
+      return Status();
+    };
+    planned = run();
   }
-  if (world_size > 1) {
-    if (!c.merge_only) ALPASIM_RETURN_IF_ERROR(write_part(sweep, c.out_dir, rank, world_size));
+  if (comm != nullptr && world_size > 1) {
+    // Every rank reaches the gather, a failed one with its error, so none waits forever.
+    constexpr std::string_view kFailed = "error: ";
+    const std::string payload = planned.ok() ? core::dump_json(sweep_to_json(sweep))
+                                             : std::string(kFailed) + planned.message();
+    ALPASIM_ASSIGN_OR_RETURN(std::vector<std::string> gathered, comm->gather(payload));
+    ALPASIM_RETURN_IF_ERROR(planned);
     if (rank != 0) return std::string();
-    ALPASIM_ASSIGN_OR_RETURN(sweep, merge_parts(c.out_dir, world_size, c.merge_wait_s));
-  } else if (c.merge_only) {
-    return core::invalid_argument("--merge-only needs --world-size (the number of part files)");
+    std::vector<SweepResult> parts;
+    std::vector<std::string> names;
+    for (std::size_t r = 0; r < gathered.size(); ++r) {
+      const std::string name = "the part of MPI rank " + std::to_string(r);
+      if (gathered[r].rfind(kFailed, 0) == 0) {
+        return core::invalid_argument("MPI rank " + std::to_string(r) + ": " +
+                                      gathered[r].substr(kFailed.size()));
+      }
+      ALPASIM_ASSIGN_OR_RETURN(core::JsonDocument doc, core::parse_json_text(gathered[r], name));
+      ALPASIM_ASSIGN_OR_RETURN(SweepResult part, sweep_from_json(doc.root, name));
+      parts.push_back(std::move(part));
+      names.push_back(name);
+    }
+    ALPASIM_ASSIGN_OR_RETURN(sweep, merge_sweep_parts(std::move(parts), names,
+                                                      "the " + std::to_string(world_size) +
+                                                          " MPI ranks"));
+  } else {
+    ALPASIM_RETURN_IF_ERROR(planned);
+    if (world_size > 1) {
+      if (!c.merge_only) ALPASIM_RETURN_IF_ERROR(write_part(sweep, c.out_dir, rank, world_size));
+      if (rank != 0 && !c.merge_only) return std::string();
+      ALPASIM_ASSIGN_OR_RETURN(sweep, merge_parts(c.out_dir, world_size, c.merge_wait_s));
+    } else if (c.merge_only) {
+      return core::invalid_argument("--merge-only needs --world-size (the number of part files)");
+    }
   }
   const std::string csv = sweep_to_csv(sweep);
   const std::string json = core::dump_json(sweep_to_json(sweep));

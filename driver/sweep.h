@@ -122,9 +122,14 @@ std::string part_file_name(int rank, int world_size);
 /// Writes a partial sweep atomically (temporary file, then rename) as part_file_name().
 core::Status write_part(const SweepResult& part, const std::filesystem::path& dir, int rank,
                         int world_size);
-/// Merges the world_size partial files in `dir` into the whole sweep. Waits up to
-/// `wait_s` seconds for missing ones (the file-based barrier of rank 0); errors name the
-/// missing file, a mismatch between parts, or a point no part covers.
+/// Merges the parts of one sweep (`names` name each part in errors, `whole` the set): every
+/// point exactly once, all from the same sweep.
+core::Result<SweepResult> merge_sweep_parts(std::vector<SweepResult> parts,
+                                            const std::vector<std::string>& names,
+                                            const std::string& whole);
+/// Merges the world_size partial files in `dir` (a sweep split across separate jobs with
+/// --rank/--world-size). wait_s > 0 waits that long for missing ones; 0 looks once. Errors
+/// name the missing file, a mismatch between parts, or a point no part covers.
 core::Result<SweepResult> merge_parts(const std::filesystem::path& dir, int world_size,
                                       double wait_s);
 
@@ -138,18 +143,19 @@ struct StudyCommand {
   std::filesystem::path markdown;     ///< "" or where to write the Markdown report
   std::string print = "text";         ///< stdout: "text" (Markdown), "json", "csv" or "none"
   int threads = 1;
-  /// -1: from the environment of mpirun (OMPI_COMM_WORLD_RANK/_SIZE, else PMI_RANK/_SIZE),
-  /// else 0 of 1.
+  /// Split across separate jobs (part files in out_dir) when either is >= 0; -1 and -1:
+  /// the processes of this MPI job (dist::world(): one process when not under mpirun/srun).
   int rank = -1;
   int world_size = -1;
-  bool merge_only = false;   ///< sweep: only merge the part files in out_dir
-  double merge_wait_s = 3600;  ///< sweep, rank 0: how long to wait for the other parts
+  bool merge_only = false;  ///< sweep: only merge the part files in out_dir
+  double merge_wait_s = 0;  ///< sweep by flags, rank 0: seconds to wait for missing parts
+
   ProgressFn progress;
   PlanPointFn plan;  ///< empty: default_plan_point_fn()
 };
 
-/// The rank and world size this process runs as: the command's, or mpirun's environment,
-/// or 0 of 1. Errors name a malformed variable or value.
+/// The rank and world size given by --rank/--world-size (-1: 0 and 1). Errors name a rank
+/// outside the world.
 core::Result<std::pair<int, int>> resolve_rank(int rank, int world_size);
 
 /// Writes a study's files as the command names them (out_dir gives defaults

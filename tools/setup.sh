@@ -8,7 +8,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${ALPASIM_BUILD_DIR:-$root/build}"
 
 packages=(cmake ninja-build g++ make nlohmann-json3-dev libboost-graph-dev libglpk-dev
-          libcli11-dev doctest-dev libbenchmark-dev libonnx-dev libprotobuf-dev)
+          libcli11-dev doctest-dev libbenchmark-dev libonnx-dev libprotobuf-dev
+          libopenmpi-dev openmpi-bin)  # MPI: sweeps across the processes of an mpirun job
 # Only for the test command (tools/test.sh sets ALPASIM_TEST_PACKAGES=1), so tools/run.sh
 # never pulls a browser: chromium for the headless test of the HTML report (tests/browser/),
 # python3 for validation/profiles_in_sync (profiles/derive_from_reference.py --check).

@@ -167,7 +167,7 @@ struct StudyOptions {  ///< `alpa-sim sweep` and `alpa-sim capacity`
   bool json = false, csv = false, quiet = false, merge_only = false;
   int threads = 0;  ///< 0: one per hardware thread
   int rank = -1, world_size = -1;
-  double merge_wait_s = 3600;
+  double merge_wait_s = 0;
 };
 
 void add_study_options(CLI::App& cmd, StudyOptions& o, bool sweep) {
@@ -187,11 +187,14 @@ void add_study_options(CLI::App& cmd, StudyOptions& o, bool sweep) {
   cmd.add_option("--threads", o.threads, "Points planned at once (default: hardware threads)")
       ->check(CLI::Range(0, 1024));
   if (sweep) {
-    cmd.add_option("--rank", o.rank, "This process's share (default: mpirun's environment)");
-    cmd.add_option("--world-size", o.world_size, "Processes splitting the sweep (needs --out)");
-    cmd.add_flag("--merge-only", o.merge_only, "Only merge the part files in --out (rank 0)");
+    cmd.add_option("--rank", o.rank,
+                   "This job's share of a sweep split across separate jobs (part files in "
+                   "--out); under mpirun/srun the MPI rank is used without it");
+    cmd.add_option("--world-size", o.world_size, "Jobs splitting the sweep (needs --out)");
+    cmd.add_flag("--merge-only", o.merge_only, "Only merge the part files in --out");
     cmd.add_option("--merge-wait-s", o.merge_wait_s,
-                   "Rank 0: seconds to wait for the other ranks' part files");
+                   "Rank 0 of a split by flags: seconds to wait for missing part files "
+                   "(default 0: look once)");
   }
 }
 

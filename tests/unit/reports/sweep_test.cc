@@ -148,7 +148,8 @@ TEST_CASE("split across ranks and merged: byte-identical to one process") {
   auto missing = merge_parts(dir, kWorld, 0);
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.status().message() == (dir / "sweep.part-2-of-3.json").string() +
-                                          ": missing after waiting 0.0 s for rank 2");
+                                          ": missing for rank 2; when every part is written, "
+                                          "merge with --merge-only");
   std::filesystem::remove_all(dir);
 }
 
@@ -165,7 +166,7 @@ TEST_CASE("CSV: one header, one line per point, RFC 4180 quoting") {
   CHECK(csv_field("a\"b") == "\"a\"\"b\"");
 }
 
-TEST_CASE("the rank comes from the command line, else mpirun's environment") {
+TEST_CASE("a split by flags: the rank and world size come from the command line") {
   CHECK(resolve_rank(2, 4).value() == std::pair{2, 4});
   CHECK(resolve_rank(4, 4).status().message() ==
         "--rank 4: expected a rank in [0, 3] of --world-size 4");
