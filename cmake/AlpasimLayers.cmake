@@ -11,7 +11,7 @@ set(ALPASIM_ALLOWED_DEPS_schema core ir cluster)
 set(ALPASIM_ALLOWED_DEPS_cost_model core ir cluster schema)
 set(ALPASIM_ALLOWED_DEPS_sim core ir cluster schema cost_model)
 set(ALPASIM_ALLOWED_DEPS_planner core ir cluster schema cost_model sim)
-set(ALPASIM_ALLOWED_DEPS_exec core ir cluster schema)
+set(ALPASIM_ALLOWED_DEPS_exec core ir cluster schema dist)
 set(ALPASIM_ALLOWED_DEPS_dist core)
 set(ALPASIM_ALLOWED_DEPS_driver core ir cluster schema cost_model sim planner exec dist)
 # apps, tests, bench and tools sit on top and may use every module.

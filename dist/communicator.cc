@@ -29,6 +29,7 @@ class SingleProcess final : public Communicator {
   core::Result<std::vector<std::string>> gather(const std::string& bytes) override {
     return std::vector<std::string>{bytes};
   }
+  core::Result<std::string> broadcast(const std::string& bytes) override { return bytes; }
 };
 
 }  // namespace

@@ -31,6 +31,8 @@ class Communicator {
   /// Collective (every rank must call it): rank 0 gets every rank's `bytes` in rank order,
   /// the other ranks an empty vector. Errors carry MPI's message.
   virtual core::Result<std::vector<std::string>> gather(const std::string& bytes) = 0;
+  /// Collective: every rank returns rank 0's `bytes` (the others' argument is ignored).
+  virtual core::Result<std::string> broadcast(const std::string& bytes) = 0;
 };
 
 /// True when this build links MPI.

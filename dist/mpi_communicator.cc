@@ -84,6 +84,23 @@ class MpiWorld final : public Communicator {
     return out;
   }
 
+  core::Result<std::string> broadcast(const std::string& bytes) override {
+    if (bytes.size() > static_cast<std::size_t>(INT_MAX)) {
+      return core::invalid_argument(std::to_string(bytes.size()) +
+                                    " bytes to broadcast exceed MPI's int count");
+    }
+    int count = static_cast<int>(bytes.size());
+    if (const int rc = MPI_Bcast(&count, 1, MPI_INT, 0, MPI_COMM_WORLD); rc != MPI_SUCCESS) {
+      return core::invalid_argument(mpi_error(rc, "MPI_Bcast"));
+    }
+    std::string out = rank_ == 0 ? bytes : std::string(static_cast<std::size_t>(count), '\0');
+    if (const int rc = MPI_Bcast(out.data(), count, MPI_CHAR, 0, MPI_COMM_WORLD);
+        rc != MPI_SUCCESS) {
+      return core::invalid_argument(mpi_error(rc, "MPI_Bcast"));
+    }
+    return out;
+  }
+
  private:
   int rank_ = 0;
   int size_ = 1;

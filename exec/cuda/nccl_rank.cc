@@ -35,6 +35,7 @@
 #include "exec/cuda/exec_kernels.h"
 #include "exec/cuda/op_runner.h"
 #include "exec/launch/comm_plan.h"
+#include "exec/launch/orchestrate.h"
 #include "exec/launch/poll.h"
 #include "exec/launch/reshard_plan.h"
 #include "exec/launch/stream_plan.h"
@@ -502,24 +503,21 @@ class RankRun {
   std::map<std::int64_t, launch::ReshardPlan> plans_;  ///< by collective id, computed once per run
 };
 
-/// Rank 0 creates one NCCL unique id per communicator and publishes them; the others read
-/// them (rendezvous file, timeout_s).
+/// Rank 0 creates one NCCL unique id per communicator; every rank gets them (MPI_Bcast under
+/// mpirun in a build with MPI, else the rendezvous file; launch::share_from_rank0).
 core::Result<std::vector<std::string>> exchange_ids(const launch::CommPlan& plan, const launch::RankEnv& env,
                                                     double timeout_s) {
-  const std::string path = launch::rendezvous_path(env, "nccl_ids");
-  if (env.rank == 0) {
+  auto make = [&]() -> core::Result<std::string> {
     std::vector<std::string> ids;
     for (std::size_t g = 0; g < plan.groups.size(); ++g) {
       ncclUniqueId id;
       ALPASIM_RETURN_IF_ERROR(nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId"));
       ids.emplace_back(id.internal, sizeof id.internal);
     }
-    ALPASIM_RETURN_IF_ERROR(launch::publish_file(path, launch::encode_blobs(ids)));
-    return ids;
-  }
-  launch::SteadyClock clock;
-  ALPASIM_ASSIGN_OR_RETURN(std::string bytes, launch::wait_for_file(path, timeout_s, 0.01, clock));
-  return launch::decode_blobs(bytes, static_cast<std::int64_t>(plan.groups.size()), path);
+    return launch::encode_blobs(ids);
+  };
+  ALPASIM_ASSIGN_OR_RETURN(std::string bytes, launch::share_from_rank0(env, "nccl_ids", make, timeout_s));
+  return launch::decode_blobs(bytes, static_cast<std::int64_t>(plan.groups.size()), "the NCCL ids of rank 0");
 }
 
 }  // namespace

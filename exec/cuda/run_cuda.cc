@@ -27,6 +27,17 @@ core::Result<ExecutionResult> run_as_rank(const Program& p, const RunOptions& o,
     mine.rank = env.rank;
     mine.error = r.status().to_string();
   }
+  if (launch::exchanges_over_mpi(env)) {
+    // Every rank sends its result (or error) to rank 0 over MPI; rank 0 merges and returns.
+    auto merged = launch::gather_rank_results_over_mpi(env, mine);
+    if (merged.ok() && merged->has_value()) return std::move(**merged);
+    if (!merged.ok()) std::cerr << "alpa-exec rank " << env.rank << ": " << merged.status().to_string() << "\n";
+    if (!mine.error.empty()) std::cerr << "alpa-exec rank " << env.rank << ": " << mine.error << "\n";
+    if (env.rank == 0) return merged.ok() ? core::internal_error("rank 0: no merged result") : merged.status();
+    std::cout.flush();
+    std::cerr.flush();
+    std::exit(mine.error.empty() && merged.ok() ? 0 : 1);
+  }
   if (env.source == launch::RankSource::kMpirun && env.rank == 0) {
     // Its own failure first: the other ranks may be stuck until their timeout.
     if (!mine.error.empty()) return core::internal_error("rank 0: " + mine.error);

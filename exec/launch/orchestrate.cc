@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include "core/check.h"
+#include "dist/communicator.h"
 #include "exec/launch/launcher.h"
 #include "exec/launch/poll.h"
 
@@ -83,6 +85,59 @@ core::Result<ExecutionResult> gather_rank_results(const RankEnv& env, RankResult
     all.push_back(std::move(rr));
   }
   return merge_rank_results(all, env.world_size);
+}
+
+bool exchanges_over_mpi(const RankEnv& env) {
+  return env.source == RankSource::kMpirun && dist::built_with_mpi();
+}
+
+core::Result<std::string> share_from_rank0(const RankEnv& env, const std::string& name,
+                                           const std::function<core::Result<std::string>()>& make,
+                                           double timeout_s) {
+  if (exchanges_over_mpi(env)) {
+    ALPASIM_ASSIGN_OR_RETURN(dist::Communicator * world, dist::world());
+    // One byte says what follows: 'K' the bytes, 'E' rank 0's error.
+    std::string payload;
+    core::Status made;
+    if (env.rank == 0) {
+      auto bytes = make();
+      made = bytes.status();
+      payload = bytes.ok() ? "K" + *bytes : "E" + bytes.status().to_string();
+    }
+    core::Result<std::string> got = world->broadcast(payload);
+    if (!got.ok()) return got.status();
+    if (!made.ok()) return made;
+    const std::string& bytes = got.value();
+    if (bytes.compare(0, 1, "K") != 0) {
+      return core::unavailable("rank 0 could not make " + name + ": " +
+                               (bytes.empty() ? std::string("nothing sent") : bytes.substr(1)));
+    }
+    return bytes.substr(1);
+  }
+  const std::string path = rendezvous_path(env, name);
+  if (env.rank == 0) {
+    ALPASIM_ASSIGN_OR_RETURN(std::string bytes, make());
+    ALPASIM_RETURN_IF_ERROR(publish_file(path, bytes));
+    return bytes;
+  }
+  SteadyClock clock;
+  return wait_for_file(path, timeout_s, 0.01, clock);
+}
+
+core::Result<std::optional<ExecutionResult>> gather_rank_results_over_mpi(const RankEnv& env,
+                                                                         const RankResult& mine) {
+  ALPASIM_CHECK(exchanges_over_mpi(env));
+  ALPASIM_ASSIGN_OR_RETURN(dist::Communicator * world, dist::world());
+  ALPASIM_ASSIGN_OR_RETURN(std::vector<std::string> all, world->gather(encode_rank_result(mine)));
+  if (env.rank != 0) return std::optional<ExecutionResult>();
+  std::vector<RankResult> results;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    ALPASIM_ASSIGN_OR_RETURN(RankResult rr,
+                             decode_rank_result(all[r], "the result of MPI rank " + std::to_string(r)));
+    results.push_back(std::move(rr));
+  }
+  ALPASIM_ASSIGN_OR_RETURN(ExecutionResult merged, merge_rank_results(results, env.world_size));
+  return std::optional<ExecutionResult>(std::move(merged));
 }
 
 }  // namespace alpasim::exec::launch

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,8 +35,24 @@ core::Result<ExecutionResult> launch_and_merge(const std::vector<std::string>& a
 /// Rank side: writes `result` to the rendezvous folder for the launcher or rank 0.
 core::Status publish_rank_result(const RankEnv& env, const RankResult& result);
 
-/// mpirun rank 0: waits (up to `timeout_s`) for ranks 1..N-1's results and merges them
-/// with its own `mine`.
+/// mpirun rank 0 without MPI in the build: waits (up to `timeout_s`) for ranks 1..N-1's
+/// result files and merges them with its own `mine`.
 core::Result<ExecutionResult> gather_rank_results(const RankEnv& env, RankResult mine, double timeout_s);
+
+/// True when this rank exchanges with the others over MPI (dist::world()): started by
+/// mpirun in a build with MPI. Else the rendezvous folder carries what they share.
+bool exchanges_over_mpi(const RankEnv& env);
+
+/// Rank 0's `make()` on every rank (NCCL unique ids): over MPI when exchanges_over_mpi (a
+/// failure of rank 0's make() reaches every rank as "rank 0: <error>" instead of a hang),
+/// else through the rendezvous file `name` (rank 0 publishes, the others wait timeout_s).
+core::Result<std::string> share_from_rank0(const RankEnv& env, const std::string& name,
+                                           const std::function<core::Result<std::string>()>& make,
+                                           double timeout_s);
+
+/// Over MPI (exchanges_over_mpi): every rank's result to rank 0, merged there
+/// (merge_rank_results); the other ranks get nullopt once they have sent theirs.
+core::Result<std::optional<ExecutionResult>> gather_rank_results_over_mpi(const RankEnv& env,
+                                                                         const RankResult& mine);
 
 }  // namespace alpasim::exec::launch

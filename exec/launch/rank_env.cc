@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "dist/communicator.h"
+
 namespace alpasim::exec::launch {
 namespace {
 
@@ -28,7 +30,7 @@ core::Result<int> parse_int(const std::map<std::string, std::string>& env, const
 
 }  // namespace
 
-core::Result<RankEnv> rank_env_from(const std::map<std::string, std::string>& env) {
+core::Result<RankEnv> rank_env_from(const std::map<std::string, std::string>& env, bool mpi_exchange) {
   RankEnv r;
   constexpr int kUnbounded = 1 << 30;
   const char* size_var = nullptr;
@@ -51,12 +53,13 @@ core::Result<RankEnv> rank_env_from(const std::map<std::string, std::string>& en
   ALPASIM_ASSIGN_OR_RETURN(r.rank, parse_int(env, rank_var, 0, r.world_size));
   ALPASIM_ASSIGN_OR_RETURN(r.local_rank, parse_int(env, local_var, 0, r.world_size));
   const std::string* dir = find(env, kEnvRendezvous);
-  if (!dir || dir->empty()) {
+  const bool needs_dir = !(mpi_exchange && r.source == RankSource::kMpirun);
+  if (needs_dir && (!dir || dir->empty())) {
     return core::invalid_argument(std::string(kEnvRendezvous) +
                                   ": expected a folder every rank can read and write (shared across nodes), "
                                   "got nothing (unset)");
   }
-  r.rendezvous_dir = *dir;
+  if (dir) r.rendezvous_dir = *dir;
   if (const std::string* id = find(env, kEnvRunId); id && !id->empty()) {
     r.run_id = *id;
   } else if (const std::string* job = find(env, "OMPI_MCA_ess_base_jobid");
@@ -81,7 +84,7 @@ core::Result<RankEnv> rank_env_from_process() {
                            "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_MCA_ess_base_jobid"}) {
     if (const char* v = std::getenv(name)) env[name] = v;
   }
-  return rank_env_from(env);
+  return rank_env_from(env, dist::built_with_mpi());
 }
 
 }  // namespace alpasim::exec::launch

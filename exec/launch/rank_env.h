@@ -35,14 +35,16 @@ inline constexpr const char* kEnvRendezvous = "ALPASIM_EXEC_RENDEZVOUS_DIR";
 inline constexpr const char* kEnvRunId = "ALPASIM_EXEC_RUN_ID";
 
 /// Reads the rank from `env` (name -> value). The launcher's ALPASIM_EXEC_* variables win
-/// over Open MPI's OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK; under mpirun the rendezvous
-/// folder is ALPASIM_EXEC_RENDEZVOUS_DIR (required: kInvalidArgument naming it) and the run
+/// over Open MPI's OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK; under mpirun the ranks
+/// exchange over MPI when `mpi_exchange` (a build with dist/'s MPI backend), else through the
+/// rendezvous folder ALPASIM_EXEC_RENDEZVOUS_DIR (then required: kInvalidArgument naming it); the run
 /// id ALPASIM_EXEC_RUN_ID, else OMPI_MCA_ess_base_jobid, else "mpirun". Errors name the
 /// variable, what was expected and what was found: "OMPI_COMM_WORLD_RANK: expected an
 /// integer in [0, 4), got \"x\"".
-core::Result<RankEnv> rank_env_from(const std::map<std::string, std::string>& env);
+core::Result<RankEnv> rank_env_from(const std::map<std::string, std::string>& env,
+                                    bool mpi_exchange = false);
 
-/// rank_env_from() of this process's environment.
+/// rank_env_from() of this process's environment, with mpi_exchange = dist::built_with_mpi().
 core::Result<RankEnv> rank_env_from_process();
 
 }  // namespace alpasim::exec::launch

@@ -62,6 +62,7 @@ TEST_CASE("alone, the world is one process that gathers its own bytes") {
   CHECK(world->rank() == 0);
   CHECK(world->size() == 1);
   CHECK(world->gather("part").value() == std::vector<std::string>{"part"});
+  CHECK(world->broadcast("id").value() == "id");
 }
 
 TEST_CASE("a multi-process launch without MPI in the build says how to get it") {

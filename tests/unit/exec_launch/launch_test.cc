@@ -11,6 +11,7 @@
 #include <fstream>
 #include <string>
 
+#include "dist/communicator.h"
 #include "exec/launch/comm_plan.h"
 #include "exec/launch/launcher.h"
 #include "exec/launch/mode.h"
@@ -90,6 +91,13 @@ TEST_CASE("rank_env: plain process, launcher child, mpirun process, exact errors
                               {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}});
   REQUIRE(!nodir.ok());
   CHECK(nodir.status().message().rfind("ALPASIM_EXEC_RENDEZVOUS_DIR: expected a folder", 0) == 0);
+  // With MPI in the build the mpirun ranks exchange over MPI: no shared folder needed.
+  auto over_mpi = rank_env_from({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                                 {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}},
+                                /*mpi_exchange=*/true);
+  REQUIRE(over_mpi.ok());
+  CHECK(over_mpi->rendezvous_dir.empty());
+  CHECK(exchanges_over_mpi(*over_mpi) == dist::built_with_mpi());
   auto unsafe = rank_env_from({{kEnvRank, "0"}, {kEnvWorldSize, "1"}, {kEnvLocalRank, "0"}, {kEnvRendezvous, "/r"},
                                {kEnvRunId, "../x"}});
   REQUIRE(!unsafe.ok());
