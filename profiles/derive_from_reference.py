@@ -141,7 +141,7 @@ def h200():
         c.append(coll(line, "fit" if int(COLL[line]["num_gpus"]) == 8 else "check"))
     c.append(coll(124, "check", algorithm="ring", protocol="ll", time_us=40.0))
     g = [gemm(20, "fit", "fp8", *shape(20))]
-    links = [link(128, "fit", "nvswitch", "p2p", 450.0, 396.40)]
+    links = [link(128, "fit", "nvswitch", "p2p", 450.0, float(COLL[128]["algbw_GBps"]))]
     return {"schema_version": 1,
             "provenance": provenance("hgx-h200", "h200", "2.27.7", "torch 2.7.1+cu128 (MAMF)",
                                      "validation/data/collectives.csv and gemm.csv (H200 rows)"),
@@ -167,7 +167,7 @@ def h100():
 
 
 def p3():
-    links = [link(127, "fit", "nvlink", "p2p", 50.0, 47.9)]
+    links = [link(127, "fit", "nvlink", "p2p", 50.0, float(COLL[127]["algbw_GBps"]))]
     return {"schema_version": 1,
             "provenance": provenance("aws-p3.16xlarge", "v100-16gb", "unknown", "unknown",
                                      "validation/data/collectives.csv lines 125-127 (V100 NVLink "

@@ -236,11 +236,13 @@ void collectives_against_csv(bool blackwell) {
     if (coll == "(link spec)" || system == "any") {
       schema::LinkEntry l;
       std::string machine = "dgx-a100-80gb";
+      // p2p rows: the measured copy bandwidth is the row's algbw column; the spec is the
+      // pair's NVLink line rate (V100: 2 links x 25 GB/s; H200: NVLink4's 450 GB/s).
       if (has(system, "Dell")) {
-        l = {"nvlink", "p2p", 50.0, 47.9, {}};
+        l = {"nvlink", "p2p", 50.0, *number(r.at("algbw_GBps")), {}};
         machine = "aws-p3.16xlarge";
       } else if (has(system, "H200")) {
-        l = {"nvswitch", "p2p", 450.0, 396.40, {}};
+        l = {"nvswitch", "p2p", 450.0, *number(r.at("algbw_GBps")), {}};
         machine = "hgx-h200";
       } else if (has(r.at("inter_node_fabric"), "HDR")) {
         l = {"infiniband", "collective", 25.0, *number(r.at("busbw_GBps")), {}};
