@@ -150,6 +150,8 @@ core::Result<RunReport> run_scenario(const Scenario& scenario, const RunSettings
     report.text += prediction_text(e);
     report.json["status"] = "evaluated";
     report.json["prediction"] = prediction_json(e);
+    report.trace_slices = sim::collective_trace_slices(e.lowered.problem, e.simulation.graph,
+                                                       e.simulation.timeline);
     report.simulation = std::move(e.simulation);
     report.plan = std::move(e.plan_file);
     return report;
@@ -172,6 +174,8 @@ core::Result<RunReport> run_scenario(const Scenario& scenario, const RunSettings
   report.text += search_text(run, settings.include_timing);
   add_search_json(run, settings.include_timing, &report.json);
   report.plan = run.result.plan;
+  report.trace_slices = sim::collective_trace_slices(run.result.problem, run.simulation.graph,
+                                                     run.simulation.timeline);
   report.simulation = std::move(run.simulation);
   return report;
 }
@@ -201,8 +205,10 @@ core::Status write_run_outputs(const RunReport& report, const Scenario& scenario
       {"scenario.json", core::dump_json(scenario_to_json(scenario))}};
   if (report.plan) files.emplace_back("plan.json", core::dump_json(schema::plan_to_json(*report.plan)));
   if (report.simulation) {
+    sim::TraceOptions trace;
+    trace.task_slices = report.trace_slices;
     files.emplace_back("trace.json", sim::chrome_trace_json(report.simulation->graph,
-                                                            report.simulation->timeline));
+                                                            report.simulation->timeline, trace));
   }
   core::Status status;
   for (const auto& [name, contents] : files) {

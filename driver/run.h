@@ -20,6 +20,8 @@ struct RunReport {
   std::string text;  ///< the human summary
   std::optional<schema::Plan> plan;                   ///< the plan, when one was made or read
   std::optional<sim::PipelineSimulation> simulation;  ///< its simulated iteration
+  /// The trace's nested events of simulation's tasks (sim::collective_trace_slices).
+  std::vector<std::vector<sim::TraceSlice>> trace_slices;
   /// What the user should know although the run succeeded (scenario_warnings); also in
   /// `json["warnings"]` when there are any. The CLI prints each on stderr.
   std::vector<std::string> warnings;

@@ -72,6 +72,11 @@ core::Result<PipelineProblem> make_layered_problem(const LayeredPipelineSpec& sp
       st.backward_s += l.backward_s;
       st.forward_tp_comm_s += l.forward_tp_comm_s;
       st.backward_tp_comm_s += l.backward_tp_comm_s;
+      st.forward_collectives.insert(st.forward_collectives.end(), l.forward_collectives.begin(),
+                                    l.forward_collectives.end());
+      // The backward runs the layers in reverse: this layer's collectives come first.
+      st.backward_collectives.insert(st.backward_collectives.begin(),
+                                     l.backward_collectives.begin(), l.backward_collectives.end());
       st.forward_flops += l.forward_flops;
       st.backward_flops += l.backward_flops;
       st.stored_activation_bytes += full ? l.checkpoint_bytes : l.activation_bytes;
@@ -85,6 +90,7 @@ core::Result<PipelineProblem> make_layered_problem(const LayeredPipelineSpec& sp
     }
     if (full) {
       st.recompute_s = st.forward_s;
+      st.recompute_collectives = st.forward_collectives;
       st.recompute_flops = st.forward_flops;
       st.working_activation_bytes = core::Bytes(largest_activation);
     }

@@ -20,6 +20,8 @@ struct LayerCosts {
   core::Seconds backward_s{0};  ///< per microbatch
   core::Seconds forward_tp_comm_s{0};   ///< part of forward_s in blocking intra-op collectives
   core::Seconds backward_tp_comm_s{0};  ///< part of backward_s in blocking intra-op collectives
+  std::vector<BlockingCollective> forward_collectives;   ///< those of forward_tp_comm_s, in order
+  std::vector<BlockingCollective> backward_collectives;  ///< those of backward_tp_comm_s, in order
   core::Flops forward_flops{0};         ///< model FLOPs per GPU
   core::Flops backward_flops{0};        ///< model FLOPs per GPU
   core::Bytes activation_bytes{0};  ///< kept from forward to backward without recomputation

@@ -258,6 +258,12 @@ PipelineProblem make_uniform_problem(const UniformPipelineSpec& spec) {
   chunk.recompute_s = spec.stage.recompute_s * inv;
   chunk.forward_tp_comm_s = spec.stage.forward_tp_comm_s * inv;
   chunk.backward_tp_comm_s = spec.stage.backward_tp_comm_s * inv;
+  // A uniform stage lists its collectives for the whole stage; with v chunks the list
+  // cannot be split by layer, so the chunks keep none (times are still counted).
+  if (v > 1) {
+    chunk.forward_collectives.clear();
+    chunk.backward_collectives.clear();
+  }
   chunk.optimizer_step_s = spec.stage.optimizer_step_s * inv;
   chunk.forward_flops = spec.stage.forward_flops * inv;
   chunk.backward_flops = spec.stage.backward_flops * inv;

@@ -57,6 +57,18 @@ enum class ReshardMode : std::uint8_t {
                     ///< over the network, then the mesh all-gathers over its fast links
 };
 
+/// One blocking intra-op (tensor-parallel) collective inside a compute task, for the trace:
+/// Megatron's all-reduces of row-parallel outputs, or sequence parallelism's all-gathers and
+/// reduce-scatters. Already part of the task's duration (never re-timed).
+struct BlockingCollective {
+  std::string collective;     ///< cost_model::collective_name: "all_reduce", "all_gather", ...
+  std::int64_t bytes = 0;     ///< the full buffer per GPU (nccl-tests' size)
+  int group_size = 1;         ///< GPUs taking part (the tensor-parallel group)
+  std::string algorithm;      ///< e.g. "ring/simple": what the cost model priced
+  core::Seconds time{0};      ///< its exposed share of the task (after any overlap)
+  std::string where;          ///< the layer it belongs to, e.g. "block3"
+};
+
 /// Costs of one virtual pipeline stage (a model chunk), per GPU of its mesh, per
 /// microbatch. The cost model fills it from the stage's operators and shardings; times
 /// include the stage's intra-op (tensor-parallel) collectives, which Megatron does not
@@ -70,6 +82,12 @@ struct StageCosts {
   core::Seconds forward_tp_comm_s{0};
   /// Part of backward_s spent in blocking intra-op collectives (reported, not re-timed).
   core::Seconds backward_tp_comm_s{0};
+  /// Those collectives one by one, in execution order (trace events; empty when the
+  /// lowering does not list them).
+  std::vector<BlockingCollective> forward_collectives;
+  std::vector<BlockingCollective> backward_collectives;
+  /// Those inside recompute_s (a full recomputation repeats the forward's).
+  std::vector<BlockingCollective> recompute_collectives;
   core::Flops forward_flops{0};    ///< model FLOPs of the forward, per GPU
   core::Flops backward_flops{0};   ///< model FLOPs of the backward, per GPU
   core::Flops recompute_flops{0};  ///< extra hardware FLOPs of the recomputation, per GPU

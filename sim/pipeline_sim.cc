@@ -329,6 +329,63 @@ core::Status PipelineReport::memory_status() const {
   return core::resource_exhausted(msg);
 }
 
+std::vector<std::vector<TraceSlice>> collective_trace_slices(const PipelineProblem& problem,
+                                                             const TaskGraph& graph,
+                                                             const Timeline& timeline,
+                                                             std::size_t max_events) {
+  std::vector<std::vector<TraceSlice>> out(graph.tasks().size());
+  std::size_t events = 0;
+  for (std::size_t t = 0; t < graph.tasks().size(); ++t) {
+    const TaskLabel& label = graph.tasks()[t].label;
+    if (label.chunk < 0 || label.part >= 0 ||
+        static_cast<std::size_t>(label.chunk) >= problem.stages.size()) {
+      continue;
+    }
+    const StageCosts& st = problem.stages[static_cast<std::size_t>(label.chunk)];
+    const std::vector<BlockingCollective>* calls = nullptr;
+    if (label.kind == TaskKind::kForward) calls = &st.forward_collectives;
+    if (label.kind == TaskKind::kBackward) calls = &st.backward_collectives;
+    if (label.kind == TaskKind::kRecompute) calls = &st.recompute_collectives;
+    if (calls == nullptr || calls->empty()) continue;
+    const Time length = timeline.end[t] - timeline.start[t];
+    Time comm = 0;
+    for (const BlockingCollective& c : *calls) comm += to_time(c.time);
+    // The calls are part of the task; if rounding made them longer, they fill it.
+    const double shrink = comm > length ? static_cast<double>(length) / static_cast<double>(comm) : 1.0;
+    const Time compute = std::max<Time>(0, length - comm);
+    const std::int64_t k = static_cast<std::int64_t>(calls->size());
+    Time at = 0;
+    for (std::int64_t i = 0; i < k; ++i) {
+      const BlockingCollective& c = (*calls)[static_cast<std::size_t>(i)];
+      // The compute before call i: its share of the task's compute, rounded so the shares
+      // sum exactly to `compute`.
+      at += compute * (i + 1) / k - compute * i / k;
+      Time d = static_cast<Time>(static_cast<double>(to_time(c.time)) * shrink);
+      d = std::min(d, length - at);
+      TraceSlice s;
+      s.name = c.collective + " " + c.where;
+      s.cat = "tp_collective";
+      s.offset = at;
+      s.duration = d;
+      s.args = "\"collective\":\"" + c.collective + "\",\"bytes\":" + std::to_string(c.bytes) +
+               ",\"group\":" + std::to_string(c.group_size) + ",\"algorithm\":\"" + c.algorithm +
+               "\",\"layer\":\"" + c.where + "\"";
+      out[t].push_back(std::move(s));
+      at += d;
+    }
+    events += out[t].size();
+  }
+  if (events > max_events) {
+    constexpr int kEdge = 4;
+    const int n = problem.num_microbatches;
+    for (std::size_t t = 0; t < out.size(); ++t) {
+      const int mb = graph.tasks()[t].label.microbatch;
+      if (mb >= kEdge && mb < n - kEdge) out[t].clear();
+    }
+  }
+  return out;
+}
+
 core::Result<PipelineSimulation> simulate_pipeline(const PipelineProblem& problem) {
   ALPASIM_ASSIGN_OR_RETURN(TaskGraph graph, lower_pipeline(problem));
   ALPASIM_ASSIGN_OR_RETURN(Timeline timeline, simulate(graph));

@@ -118,6 +118,24 @@ std::string chrome_trace_json(const TaskGraph& g, const Timeline& tl, const Trac
         if (task.label.part >= 0) out += ",\"part\":" + std::to_string(task.label.part);
         if (task.bytes >= 0) out += ",\"bytes\":" + std::to_string(task.bytes);
         out += "}}";
+        if (static_cast<std::size_t>(t) < options.task_slices.size()) {
+          for (const TraceSlice& s : options.task_slices[static_cast<std::size_t>(t)]) {
+            ALPASIM_CHECK(s.offset >= 0 && s.duration >= 0 && s.offset + s.duration <= b - a)
+                << "slice " << s.name << " outside task " << t;
+            begin_event();
+            out += "{\"name\":";
+            append_escaped(out, s.name);
+            out += ",\"cat\":";
+            append_escaped(out, s.cat);
+            out += ",\"ph\":\"X\",\"pid\":" + pid + ",\"tid\":" + tid + ",\"ts\":";
+            append_us(out, a + s.offset);
+            out += ",\"dur\":";
+            append_us(out, s.duration);
+            out += ",\"args\":{\"task\":" + std::to_string(t);
+            if (!s.args.empty()) out += "," + s.args;
+            out += "}}";
+          }
+        }
       }
     }
   }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "sim/engine.h"
@@ -8,11 +9,25 @@
 
 namespace alpasim::sim {
 
+/// An interval drawn inside a task's event: a nested complete event on the same track
+/// (Perfetto shows it as a child slice), e.g. one tensor-parallel collective of a forward.
+struct TraceSlice {
+  std::string name;
+  std::string cat;
+  Time offset = 0;    ///< from the task's start, ns; offset + duration <= the task's length
+  Time duration = 0;  ///< ns
+  /// Extra members of "args", already JSON (fixed order, integers and strings only), e.g.
+  /// "\"bytes\":64,\"group\":8": so the text stays byte-identical run to run.
+  std::string args;
+};
+
 /// What write_chrome_trace includes.
 struct TraceOptions {
   bool memory_counters = true;  ///< a "memory" counter per device: bytes per component
   /// A "network" process with one counter per link that carried anything: bytes/s.
   bool link_counters = true;
+  /// Per task (index = TaskId; shorter or empty: none): slices nested in its event.
+  std::vector<std::vector<TraceSlice>> task_slices;
 };
 
 /// The timeline as Chrome trace-event JSON (the "JSON Object Format" that

@@ -412,6 +412,19 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   auto tp_time = [&](cost_model::Collective c, std::int64_t bytes) {
     return cost_model.collective(c, Bytes(bytes), *tp_group).time;
   };
+  // One tensor-parallel collective as the trace shows it (its time is tp_time's).
+  auto tp_call = [&](cost_model::Collective c, std::int64_t bytes, const std::string& where) {
+    const cost_model::CollectiveEstimate e = cost_model.collective(c, Bytes(bytes), *tp_group);
+    sim::BlockingCollective call;
+    call.collective = cost_model::collective_name(c);
+    call.bytes = bytes;
+    call.group_size = static_cast<int>(tp);
+    call.algorithm = std::string(cost_model::algorithm_name(e.algorithm)) + "/" +
+                     cost_model::protocol_name(e.protocol);
+    call.time = e.time;
+    call.where = where;
+    return call;
+  };
 
   // ---- Per-layer costs.
   std::vector<LoweredLayer> layers(num_layers);
@@ -568,6 +581,38 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       }
     }
     c.bytes_each = Bytes(rows > 0 ? row_outputs[l].front() : column_input_bytes[l]);
+    // The same collectives one by one, in Megatron's order: each column-parallel linear's
+    // input (SP: all-gathered) then each row-parallel output (all-reduced, SP: reduce-
+    // scattered); the backward mirrors it.
+    {
+      using cost_model::Collective;
+      const std::string& where = L.costs.name;
+      std::vector<sim::BlockingCollective> fwd_calls, bwd_calls;
+      for (int i = 0; i < std::max(rows, cols); ++i) {
+        if (i < cols && plan.sequence_parallel) {
+          fwd_calls.push_back(tp_call(Collective::kAllGather, column_input_bytes[l], where));
+        }
+        if (i < rows) {
+          const std::int64_t b = row_outputs[l][static_cast<std::size_t>(i)];
+          fwd_calls.push_back(tp_call(plan.sequence_parallel ? Collective::kReduceScatter
+                                                             : Collective::kAllReduce,
+                                      b, where));
+        }
+      }
+      for (int i = std::max(rows, cols) - 1; i >= 0; --i) {
+        if (i < rows && plan.sequence_parallel) {
+          bwd_calls.push_back(tp_call(Collective::kAllGather,
+                                      row_outputs[l][static_cast<std::size_t>(i)], where));
+        }
+        if (i < cols) {
+          bwd_calls.push_back(tp_call(plan.sequence_parallel ? Collective::kReduceScatter
+                                                             : Collective::kAllReduce,
+                                      column_input_bytes[l], where));
+        }
+      }
+      L.costs.forward_collectives = std::move(fwd_calls);
+      L.costs.backward_collectives = std::move(bwd_calls);
+    }
     if (plan.tp_comm_overlap) {
       // Userbuffers split each collective into tp chunks pipelined with the GEMM it feeds
       // or drains: the first chunk cannot overlap, the rest hides behind the phase's GEMMs
@@ -582,6 +627,13 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       const Seconds bwd_exposed = exposed(bwd, L.gemm_backward_s);
       L.tp_comm_hidden_forward_s = fwd - fwd_exposed;
       L.tp_comm_hidden_backward_s = bwd - bwd_exposed;
+      // The trace shows each collective's exposed share.
+      auto scale = [](std::vector<sim::BlockingCollective>& calls, Seconds total, Seconds shown) {
+        if (total.value() <= 0) return;
+        for (auto& call : calls) call.time = call.time * (shown / total);
+      };
+      scale(L.costs.forward_collectives, fwd, fwd_exposed);
+      scale(L.costs.backward_collectives, bwd, bwd_exposed);
       fwd = fwd_exposed;
       bwd = bwd_exposed;
     }
@@ -807,10 +859,16 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     Seconds recompute{0};
     Flops recompute_flops{0};
     std::int64_t work = 0;
+    st.recompute_collectives.clear();
     for (std::size_t l = first; l < first + count; ++l) {
       recompute += layers[l].recompute_s;
       recompute_flops += layers[l].recompute_flops;
       work = std::max(work, working[l]);
+      // A fully recomputed layer re-runs its forward collectives (see recompute_s above).
+      if (plan.recompute == ir::RecomputePolicy::kFull && layers[l].recompute_s.value() > 0) {
+        const auto& calls = layers[l].costs.forward_collectives;
+        st.recompute_collectives.insert(st.recompute_collectives.end(), calls.begin(), calls.end());
+      }
     }
     first += count;
     st.recompute_s = recompute;

@@ -255,3 +255,103 @@ TEST_CASE("overlap flags: Megatron-LM's own requirements are errors naming the f
 
 }  // namespace
 }  // namespace alpasim::sim::lowering
+
+namespace alpasim::sim::lowering {
+namespace {
+
+// Issue 17 #7: every tensor-parallel collective is its own trace event, nested in the
+// compute task it blocks, with bytes, group and algorithm; together they are exactly the
+// task's tensor-parallel communication.
+TEST_CASE("the trace shows each tensor-parallel collective inside its task") {
+  const auto cm = testing::dgx(1);
+  const auto model = testing::gpt_model(2, 1024, 16, 512, 32768);
+  for (const bool sp : {false, true}) {
+    CAPTURE(sp);
+    MegatronPlan plan;
+    plan.tp = 4;
+    plan.pp = 2;
+    plan.sequence_parallel = sp;
+    plan.recompute = ir::RecomputePolicy::kFull;
+    auto lowered = lower_megatron_plan(model, testing::training_setup(8, core::DType::kBf16), plan, cm);
+    REQUIRE(lowered.ok());
+    auto sim = simulate_pipeline(lowered->problem);
+    REQUIRE(sim.ok());
+    const auto slices = collective_trace_slices(lowered->problem, sim->graph, sim->timeline);
+    REQUIRE(slices.size() == sim->graph.tasks().size());
+    int forwards = 0;
+    for (std::size_t t = 0; t < slices.size(); ++t) {
+      const TaskLabel& label = sim->graph.tasks()[t].label;
+      if (label.part >= 0 || label.chunk < 0) continue;
+      const StageCosts& st = lowered->problem.stages[static_cast<std::size_t>(label.chunk)];
+      const Time length = sim->timeline.end[t] - sim->timeline.start[t];
+      Time sum = 0;
+      for (const TraceSlice& s : slices[t]) {
+        CHECK(s.cat == "tp_collective");
+        CHECK(s.offset + s.duration <= length);
+        CHECK(s.args.find("\"group\":4") != std::string::npos);
+        sum += s.duration;
+      }
+      if (label.kind == TaskKind::kForward) {
+        ++forwards;
+        // Each block: 2 all-reduces (attention output, MLP output); with sequence
+        // parallelism 2 all-gathers (inputs) and 2 reduce-scatters (outputs) instead. (The
+        // embedding's vocabulary-parallel output adds one of its own.)
+        CHECK(slices[t].size() == st.forward_collectives.size());
+        int gathers = 0, scatters = 0, reduces = 0;
+        for (const auto& s : slices[t]) {
+          if (s.name.find(" block") == std::string::npos) continue;
+          gathers += s.name.rfind("all_gather ", 0) == 0;
+          scatters += s.name.rfind("reduce_scatter ", 0) == 0;
+          reduces += s.name.rfind("all_reduce ", 0) == 0;
+        }
+        if (sp) {
+          CHECK(gathers == scatters);
+          CHECK(gathers > 0);
+          CHECK(reduces == 0);
+        } else {
+          CHECK(reduces > 0);
+          CHECK(reduces % 2 == 0);
+          CHECK(gathers + scatters == 0);
+        }
+        // The slices are the task's tensor-parallel time, to 1 ns of rounding per slice.
+        CHECK(std::abs(static_cast<double>(sum) - st.forward_tp_comm_s.value() * 1e9) <=
+              static_cast<double>(slices[t].size()));
+      }
+      if (label.kind == TaskKind::kRecompute) {
+        // Full recomputation re-runs the blocks' forward collectives (not the embedding's).
+        CHECK(slices[t].size() == st.recompute_collectives.size());
+        CHECK(slices[t].size() <= st.forward_collectives.size());
+      }
+      if (label.kind == TaskKind::kBackward) {
+        CHECK(std::abs(static_cast<double>(sum) - st.backward_tp_comm_s.value() * 1e9) <=
+              static_cast<double>(slices[t].size()));
+      }
+    }
+    CHECK(forwards > 0);
+    // In the Chrome trace: one nested event per collective, with its bytes.
+    TraceOptions options;
+    options.task_slices = slices;
+    const std::string json = chrome_trace_json(sim->graph, sim->timeline, options);
+    std::size_t events = 0;
+    for (const auto& s : slices) events += s.size();
+    std::size_t found = 0;
+    for (auto at = json.find("\"cat\":\"tp_collective\""); at != std::string::npos;
+         at = json.find("\"cat\":\"tp_collective\"", at + 1)) {
+      ++found;
+    }
+    CHECK(found == events);
+    CHECK(json.find(sp ? "\"collective\":\"reduce_scatter\",\"bytes\":" : "\"collective\":\"all_reduce\",\"bytes\":") !=
+          std::string::npos);
+    // Past the event budget only the first and last 4 microbatches keep theirs.
+    const auto bounded = collective_trace_slices(lowered->problem, sim->graph, sim->timeline,
+                                                 /*max_events=*/1);
+    for (std::size_t t = 0; t < bounded.size(); ++t) {
+      const int mb = sim->graph.tasks()[t].label.microbatch;
+      const bool edge = mb < 4 || mb >= lowered->problem.num_microbatches - 4;
+      CHECK(bounded[t].size() == (edge ? slices[t].size() : 0u));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace alpasim::sim::lowering
