@@ -138,6 +138,7 @@ Result<SearchConfig> parse_search(JsonObject obj, const std::filesystem::path& b
   ALPASIM_ASSIGN_OR_RETURN(s.time_limit_s,
                            obj.get_number_in_or("time_limit_s", 0.001, 86400,
                                                 "a time in (0, 86400] seconds", 600));
+  ALPASIM_ASSIGN_OR_RETURN(s.max_points, obj.get_count_or("max_points", 1000000, 0));
   ALPASIM_ASSIGN_OR_RETURN(s.compare_baselines, obj.get_bool_or("baselines", true));
   ALPASIM_RETURN_IF_ERROR(obj.finish());
   return s;
@@ -406,6 +407,7 @@ core::Json scenario_to_json(const Scenario& s) {
   Json search;
   search["mode"] = s.search.mode;
   search["time_limit_s"] = s.search.time_limit_s;
+  if (s.search.max_points > 0) search["max_points"] = s.search.max_points;
   search["baselines"] = s.search.compare_baselines;
   if (const auto& m = s.search.megatron) {
     search["megatron"] = {{"tp", m->tp},

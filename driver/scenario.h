@@ -60,7 +60,10 @@ struct SearchConfig {
   std::optional<MegatronPlanConfig> megatron;  ///< mode "fixed": a Megatron-style plan
   std::optional<std::filesystem::path> plan_file;  ///< mode "fixed": a plan file (docs/plan.md)
   std::string plan_file_as_written;
-  double time_limit_s = 0;  ///< wall-clock budget of the whole search
+  double time_limit_s = 0;  ///< wall-clock budget of the whole search, baselines included
+  /// Deterministic work budget: (microbatch, recompute) points the search may explore (0:
+  /// no limit); "max_points" in the file.
+  std::int64_t max_points = 0;
   /// Mode "alpa": also plan every baseline and print the comparison table (the baselines
   /// take most of a search's time on large clusters); off with "baselines": false or
   /// `alpa-sim --no-baselines`.

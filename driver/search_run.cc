@@ -77,6 +77,7 @@ planner::SearchInput search_input(const Scenario& scenario, const cost_model::Co
   in.num_microbatches = scenario.training.num_microbatches;
   in.mode = scenario.search.mode == "fixed" ? "alpa" : scenario.search.mode;
   in.options.time_limit_s = scenario.search.time_limit_s;
+  in.options.max_points = static_cast<int>(scenario.search.max_points);
   in.options.compare_baselines = scenario.search.compare_baselines;
   // Intra-op solves run in parallel; the search's result does not depend on the count.
   in.options.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -155,6 +156,13 @@ std::string search_text(const SearchRun& run, bool include_timing) {
     << " layer x mesh queries, " << r.candidates_simulated << " candidates simulated";
   if (include_timing) s << ", " << core::format_fixed(r.wall_time_s, 2) << " s wall time";
   s << "\n";
+  // What cut the search short, if anything: the wall clock (results may differ from run to
+  // run) or the deterministic max_points budget.
+  for (const std::string& line : r.explanation) {
+    if (line.rfind("stopped by the wall clock: ", 0) == 0 || line.rfind("work budget: ", 0) == 0) {
+      s << "search: " << line << "\n";
+    }
+  }
   return s.str();
 }
 

@@ -68,8 +68,20 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
       Evaluated point_best;
       const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
       if (stats.points > 0 && elapsed > in.options.time_limit_s) {
-        stats.lines.push_back("time limit reached after " + std::to_string(stats.points) +
-                              " (microbatch, recompute) points");
+        if (!stats.stopped_by_clock) {
+          stats.lines.push_back("stopped by the wall clock: time limit " +
+                                core::format_fixed(in.options.time_limit_s, 3) + " s reached after " +
+                                std::to_string(stats.points) + " (microbatch, recompute) points");
+        }
+        stats.stopped_by_clock = true;
+        break;
+      }
+      if (in.options.max_points > 0 && stats.points >= in.options.max_points) {
+        if (!stats.stopped_by_budget) {
+          stats.lines.push_back("work budget: max_points " + std::to_string(in.options.max_points) +
+                                " (microbatch, recompute) points explored");
+        }
+        stats.stopped_by_budget = true;
         break;
       }
       const auto tp0 = Clock::now();

@@ -18,7 +18,12 @@ core::Result<Evaluated> run_mode(Searcher& s, const std::string& mode, AlpaStats
     // the cached intra-op costs, so this costs no extra solves). Without: at the points
     // the DP explored. Points and partitions that cannot beat `best` are skipped by their
     // lower bounds (exact).
-    const auto* only = s.input().options.compare_baselines ? nullptr : &stats.explored;
+    // Past the time limit the seeds stay at the explored points (the deadline holds).
+    const bool late = std::chrono::duration<double>(Clock::now() - start).count() >
+                      s.input().options.time_limit_s;
+    const auto* only =
+        s.input().options.compare_baselines && !late && !stats.stopped_by_budget ? nullptr
+                                                                                 : &stats.explored;
     for (const bool by_flops : {false, true}) {
       auto e = run_equal(s, by_flops, 0, 0, &best, only);
       if (e.ok() && better(s, e.value(), best)) {
@@ -190,6 +195,7 @@ core::Result<SearchResult> search(const SearchInput& input) {
   result.candidates_simulated = stats.simulated;
   if (input.mode == "alpa" && input.options.compare_baselines) {
     const std::size_t num_baselines = search_mode_names().size() - 1;  // all but "alpa"
+    int skipped_baselines = 0;
     for (const std::string& m : search_mode_names()) {
       if (m == "alpa") continue;
       if (input.options.progress) {
@@ -207,6 +213,14 @@ core::Result<SearchResult> search(const SearchInput& input) {
         result.baselines.push_back(std::move(row));
         continue;
       }
+      const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      if (elapsed > input.options.time_limit_s) {
+        row.description = "skipped: the search's time limit (" +
+                          core::format_fixed(input.options.time_limit_s, 3) + " s) was reached";
+        ++skipped_baselines;
+        result.baselines.push_back(std::move(row));
+        continue;
+      }
       std::string d;
       AlpaStats bs;
       auto e = run_mode(s, m, bs, start, &d);
@@ -219,6 +233,11 @@ core::Result<SearchResult> search(const SearchInput& input) {
         row.description = e.status().message();
       }
       result.baselines.push_back(std::move(row));
+    }
+    if (skipped_baselines > 0) {
+      result.explanation.push_back("stopped by the wall clock: " + std::to_string(skipped_baselines) +
+                                   " baselines skipped after the time limit (" +
+                                   core::format_fixed(input.options.time_limit_s, 3) + " s)");
     }
   }
   result.wall_time_s = std::chrono::duration<double>(Clock::now() - start).count();

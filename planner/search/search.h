@@ -38,7 +38,15 @@ bool is_search_mode(std::string_view mode);
 
 /// Knobs of the search (all have working defaults).
 struct SearchOptions {
-  double time_limit_s = 60;  ///< soft budget: no new (microbatch, recompute) point after it
+  /// Wall-clock budget of the whole search, baselines included (docs/search.md
+  /// "Deadlines"): no new (microbatch, recompute) point, equal-partition seed at an
+  /// unexplored point, or baseline starts after it; the first point always completes (no
+  /// plan otherwise), so the overshoot is at most one point's time. The result says when
+  /// the clock cut the search (SearchResult::explanation, "stopped by the wall clock").
+  double time_limit_s = 60;
+  /// Deterministic work budget: at most this many (microbatch, recompute) points (0: no
+  /// limit). Unlike time_limit_s it gives the same plan on any machine.
+  int max_points = 0;
   int threads = 2;           ///< intra-op solves in parallel; results do not depend on it
   int top_k = 4;             ///< DP solutions per point re-scored by the simulator
   double epsilon = 1e-3;     ///< Alpa's ε filter on t_max (relative)

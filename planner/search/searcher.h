@@ -1311,6 +1311,8 @@ bool valid_submesh_size(std::int64_t size, std::int64_t nodes, std::int64_t gpn)
 
 struct AlpaStats {
   int points = 0, dp_passes = 0, t_max_candidates = 0, simulated = 0;
+  bool stopped_by_clock = false;   // the time limit ended the point loop
+  bool stopped_by_budget = false;  // max_points ended it
   std::set<std::pair<std::int64_t, int>> explored;  // (microbatch size, recompute) points
   std::vector<std::string> lines;
 };
