@@ -7,6 +7,11 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ALPASIM_TEST_PACKAGES=1 "$root/tools/setup.sh"
+# The libFuzzer targets (clang; ASan + UBSan) for the CTest label "fuzz", which runs each
+# briefly on its seed corpus; without clang those tests report "skipped".
+if command -v clang++ > /dev/null 2>&1; then
+  ALPASIM_FUZZ_BUILD_DIR="$root/build-fuzz" "$root/tools/fuzz.sh" 0 >&2
+fi
 cd "${ALPASIM_BUILD_DIR:-$root/build}"
 if [ $# -eq 0 ]; then set -- -LE slow; fi
 exec ctest --output-on-failure -j "$(nproc 2>/dev/null || echo 2)" "$@"

@@ -91,6 +91,18 @@ TEST_CASE("ONNX errors name the node and the unsupported operator or dynamic dim
         "junk.onnx: not an ONNX model (protobuf parse failed)");
 }
 
+// Found by fuzz_onnx (docs/fuzzing.md): an initializer used where another element count is
+// needed reached a CHECK (abort) instead of an error naming the node.
+TEST_CASE("an initializer with the wrong element count is an error, not a crash") {
+  REQUIRE(onnx_import_available());
+  const auto path = std::filesystem::path(ALPASIM_SOURCE_DIR) / "tests/data/reliability/fuzz_onnx_bn_scale_count.onnx";
+  auto g = import_onnx(path, "fuzz.onnx", {});
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().message() ==
+        "fuzz.onnx: node 1 (\"bn\", op BatchNormalization): initializer \"bn_scale\" has 8 "
+        "elements, but this operator needs 3");
+}
+
 TEST_CASE("the checked-in tests/data/ir ONNX files are the generator's output") {
   for (auto [file, bytes] : {std::pair{"mlp.onnx", testing::tiny_mlp_onnx()},
                              std::pair{"cnn.onnx", testing::tiny_cnn_onnx()}}) {
