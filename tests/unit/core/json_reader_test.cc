@@ -29,6 +29,19 @@ TEST_CASE("duplicate keys are errors, with the object's pointer") {
   CHECK(error_of(R"({"k": 1, "k": 2})") == "s.json: /: duplicate key \"k\"");
 }
 
+// Found by fuzz_scenario: a key holding a newline ("a\nb" is valid JSON) made a two-line
+// error; control characters are now escaped in the pointer and the duplicate key.
+TEST_CASE("keys with control characters keep every error on one line") {
+  CHECK(error_of("{\"a\\nb\": 1, \"a\\nb\": 2}") == "s.json: /: duplicate key \"a\\nb\"");
+  JsonDocument doc = parse("{\"x\\ty\\u0001\": {}}");
+  JsonObject root = JsonValue::root(doc).as_object().value();
+  auto inner = root.get_object("x\ty\x01");
+  REQUIRE(inner.ok());
+  JsonObject o = inner.value();
+  CHECK(o.get_positive_int("missing").status().message().rfind(
+            "s.json: /x\\ty\\u0001/missing: missing required key", 0) == 0);
+}
+
 TEST_CASE("missing files say why") {
   auto r = read_json_file("/nonexistent/alpa.json");
   REQUIRE_FALSE(r.ok());
