@@ -114,32 +114,8 @@ struct ErrorPosition {
   }
 };
 
-// Control characters a key may hold (JSON allows "\n" in one) written as escapes, so every
-// message stays one line (found by fuzz_scenario).
-std::string escape_controls(const std::string& text) {
-  std::string out;
-  for (const char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c < 0x20 || c == 0x7f) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\u00";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
-
 std::string pointer_for_display(const std::string& pointer) {
-  return pointer.empty() ? "/" : escape_controls(pointer);
+  return pointer.empty() ? "/" : escape_control_chars(pointer);
 }
 
 }  // namespace
@@ -166,7 +142,7 @@ Result<JsonDocument> parse_json_text(std::string_view text, std::string file) {
   }
   if (const auto& dup = finder.duplicate()) {
     return invalid_argument(doc.file + ": " + pointer_for_display(dup->first) +
-                            ": duplicate key \"" + escape_controls(dup->second) + "\"");
+                            ": duplicate key \"" + escape_control_chars(dup->second) + "\"");
   }
   return doc;
 }

@@ -26,6 +26,10 @@ std::string format_fixed(double value, int decimals);
 /// format_fixed with thousands separators: 720311.4 with 0 decimals -> "720,311".
 std::string format_grouped(double value, int decimals);
 
+/// `text` with control characters written as escapes (\n, \t, \r, \u00XX), for echoing
+/// user-supplied names (JSON keys, ONNX node names) in a message that must stay one line.
+std::string escape_control_chars(const std::string& text);
+
 /// Human size with binary prefix and fixed decimals: "1.50 GiB", "512 B".
 std::string format_bytes(std::int64_t bytes);
 

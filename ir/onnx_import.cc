@@ -77,7 +77,11 @@ class Importer {
   }
 
  private:
-  Status error(const std::string& message) const { return core::invalid_argument(file_ + ": " + message); }
+  // Names in the file (nodes, ops, domains, inputs) may hold any bytes: the message is
+  // escaped so it stays one line (found by fuzz_onnx).
+  Status error(const std::string& message) const {
+    return core::invalid_argument(file_ + ": " + core::escape_control_chars(message));
+  }
 
   Status node_error(const onnx::NodeProto& n, int index, const std::string& message) const {
     return error("node " + std::to_string(index) + " (\"" + n.name() + "\", op " + n.op_type() +

@@ -34,6 +34,11 @@ TEST_CASE("formatting is fixed and locale-independent") {
   CHECK(format_count(6.6537e9) == "6.65 B");
 }
 
+TEST_CASE("control characters are escaped for one-line messages") {
+  CHECK(escape_control_chars("a\nb\tc\rd\x01" "e\x7f") == "a\\nb\\tc\\rd\\u0001e\\u007f");
+  CHECK(escape_control_chars("plain \"text\" / ok") == "plain \"text\" / ok");
+}
+
 TEST_CASE("thousands separators group the integer part only") {
   CHECK(format_grouped(720311.4, 0) == "720,311");
   CHECK(format_grouped(1234567.891, 2) == "1,234,567.89");

@@ -103,6 +103,18 @@ TEST_CASE("an initializer with the wrong element count is an error, not a crash"
         "elements, but this operator needs 3");
 }
 
+// Found by fuzz_onnx: names in the file (here the operator domain) may hold control
+// characters; the message escapes them and stays one line.
+TEST_CASE("names with control characters keep an ONNX error on one line") {
+  REQUIRE(onnx_import_available());
+  const auto path = std::filesystem::path(ALPASIM_SOURCE_DIR) / "tests/data/reliability/fuzz_onnx_domain_newline.onnx";
+  auto g = import_onnx(path, "fuzz.onnx", {});
+  REQUIRE_FALSE(g.ok());
+  const std::string m = g.status().message();
+  CHECK(m.rfind("fuzz.onnx: node 0 (\"conv1\", op Conv): unsupported operator domain \"", 0) == 0);
+  for (const char c : m) CHECK(static_cast<unsigned char>(c) >= 0x20);
+}
+
 TEST_CASE("the checked-in tests/data/ir ONNX files are the generator's output") {
   for (auto [file, bytes] : {std::pair{"mlp.onnx", testing::tiny_mlp_onnx()},
                              std::pair{"cnn.onnx", testing::tiny_cnn_onnx()}}) {
