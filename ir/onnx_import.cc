@@ -117,7 +117,7 @@ class Importer {
 
   /// The ONNX (logical) shape of a value.
   Shape onnx_shape(const Value& v) const {
-    const Shape& s = g_.op(v.op).out.shape;
+    const Shape s = g_.op(v.op).out.shape;
     return v.nhwc ? to_nchw(s) : s;
   }
 
@@ -213,8 +213,8 @@ class Importer {
       if (nhwc) dims = nhwc_broadcast_shape(dims);
       ALPASIM_ASSIGN_OR_RETURN(in[static_cast<std::size_t>(i)], value(n, index, n.input(i), dims));
     }
-    const Shape& a = g_.op(in[0].op).out.shape;
-    const Shape& b = g_.op(in[1].op).out.shape;
+    const Shape a = g_.op(in[0].op).out.shape;
+    const Shape b = g_.op(in[1].op).out.shape;
     if (in[0].nhwc != in[1].nhwc && a.size() == 4 && b.size() == 4) {
       return node_error(n, index, "unsupported broadcast of " + shape_string(onnx_shape(in[0])) +
                                       " with " + shape_string(onnx_shape(in[1])));
@@ -273,6 +273,18 @@ class Importer {
       return node_error(n, index, "unsupported operator " + t + " (supported: " + list.str() + ")");
     }
     if (n.output_size() < 1) return node_error(n, index, "node has no output");
+    // The inputs each operator reads unconditionally (optional ones are checked where
+    // read): a file may give fewer (heap-buffer-overflow in protobuf found by fuzz_onnx).
+    static const std::map<std::string, int> kMinInputs = {
+        {"Add", 2}, {"Sub", 2}, {"Mul", 2}, {"Div", 2}, {"MatMul", 2}, {"Gemm", 2},
+        {"Conv", 2}, {"Gather", 2}, {"Constant", 0}};  // norms: checked below, with their name
+    const auto min_inputs = kMinInputs.find(t);
+    const int need = min_inputs == kMinInputs.end() ? 1 : min_inputs->second;
+    if (n.input_size() < need) {
+      return node_error(n, index, "expected at least " + std::to_string(need) + " input" +
+                                      (need == 1 ? "" : "s") + ", got " +
+                                      std::to_string(n.input_size()));
+    }
     const std::string name = node_name(n, index);
     if (t == "Constant") {
       const auto* a = attr(n, "value");
@@ -313,7 +325,9 @@ class Importer {
     if (t == "LayerNormalization" || t == "BatchNormalization") {
       const bool batch = t == "BatchNormalization";
       ALPASIM_ASSIGN_OR_RETURN(Value x, value(n, index, n.input(0)));
-      const Shape& xs = g_.op(x.op).out.shape;
+      // Shapes are copied, never referenced: value() may add a parameter, and a reference
+      // into the graph's ops then dangles (heap-use-after-free found by fuzz_onnx).
+      const Shape xs = g_.op(x.op).out.shape;
       if (!batch) {
         const std::int64_t axis = attr_int(n, "axis", -1);
         if (x.nhwc || (axis != -1 && axis != static_cast<std::int64_t>(xs.size()) - 1)) {
@@ -355,7 +369,7 @@ class Importer {
     if (t == "GlobalAveragePool") {
       ALPASIM_ASSIGN_OR_RETURN(Value x, value(n, index, n.input(0)));
       if (!x.nhwc) return node_error(n, index, "expected an NCHW input of rank 4");
-      const Shape& xs = g_.op(x.op).out.shape;
+      const Shape xs = g_.op(x.op).out.shape;
       OpId id = g_.add_reduce(name, "mean", {x.op}, {xs[0], 1, 1, xs[3]}, 1, 0);
       set(n.output(0), {id, true});
       return core::ok_status();
@@ -476,8 +490,8 @@ class Importer {
   Status matmul(const onnx::NodeProto& n, int index) {
     ALPASIM_ASSIGN_OR_RETURN(Value a, value(n, index, n.input(0)));
     ALPASIM_ASSIGN_OR_RETURN(Value b, value(n, index, n.input(1)));
-    const Shape& as = g_.op(a.op).out.shape;
-    const Shape& bs = g_.op(b.op).out.shape;
+    const Shape as = g_.op(a.op).out.shape;
+    const Shape bs = g_.op(b.op).out.shape;
     if (a.nhwc || b.nhwc || as.size() < 2 || bs.size() < 2) {
       return node_error(n, index, "expected operands of rank >= 2 that are not image tensors, got " +
                                       shape_string(onnx_shape(a)) + " and " + shape_string(onnx_shape(b)));
@@ -509,8 +523,8 @@ class Importer {
     ALPASIM_ASSIGN_OR_RETURN(Value b, value(n, index, n.input(1)));
     const bool ta = attr_int(n, "transA", 0) != 0;
     const bool tb = attr_int(n, "transB", 0) != 0;
-    const Shape& as = g_.op(a.op).out.shape;
-    const Shape& bs = g_.op(b.op).out.shape;
+    const Shape as = g_.op(a.op).out.shape;
+    const Shape bs = g_.op(b.op).out.shape;
     if (as.size() != 2 || bs.size() != 2) return node_error(n, index, "expected 2-D operands");
     const std::int64_t ka = ta ? as[0] : as[1];
     const std::int64_t kb = tb ? bs[1] : bs[0];
@@ -539,7 +553,7 @@ class Importer {
     auto it = initializers_.find(n.input(1));
     if (it == initializers_.end()) return node_error(n, index, "expected the weights as an initializer");
     const Shape w = dims_of(*it->second);  // [co, ci, kh, kw]
-    const Shape& xs = g_.op(x.op).out.shape;
+    const Shape xs = g_.op(x.op).out.shape;
     if (w.size() != 4 || w[2] != w[3] || w[1] != xs[3]) {
       return node_error(n, index, "expected square [out, " + std::to_string(xs[3]) + ", k, k] weights, got " +
                                       shape_string(w));

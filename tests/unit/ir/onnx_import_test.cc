@@ -115,6 +115,33 @@ TEST_CASE("names with control characters keep an ONNX error on one line") {
   for (const char c : m) CHECK(static_cast<unsigned char>(c) >= 0x20);
 }
 
+// Found by fuzz_onnx under AddressSanitizer: a normalization whose scale was an initializer
+// read its input's shape through a reference into the graph's ops after adding the
+// parameter had reallocated them (heap-use-after-free). The fuzz/onnx CTest (ASan) would
+// catch a relapse on this input; here it must import or fail with one line.
+TEST_CASE("a normalization adding its scale parameter reads no freed shape") {
+  REQUIRE(onnx_import_available());
+  const auto path = std::filesystem::path(ALPASIM_SOURCE_DIR) / "tests/data/reliability/fuzz_onnx_norm_shape_realloc.onnx";
+  auto g = import_onnx(path, "fuzz.onnx", {});
+  if (!g.ok()) {
+    const std::string m = g.status().message();
+    CHECK(m.rfind("fuzz.onnx: ", 0) == 0);
+    CHECK(m.find('\n') == std::string::npos);
+  }
+}
+
+// Found by fuzz_onnx under AddressSanitizer: a Gemm with one input made the importer read
+// past the node's inputs (heap-buffer-overflow); now an error naming the node.
+TEST_CASE("an operator with too few inputs is an error naming the node") {
+  REQUIRE(onnx_import_available());
+  const auto path = std::filesystem::path(ALPASIM_SOURCE_DIR) / "tests/data/reliability/fuzz_onnx_gemm_one_input.onnx";
+  auto g = import_onnx(path, "fuzz.onnx", {});
+  REQUIRE_FALSE(g.ok());
+  const std::string m = g.status().message();
+  CHECK(m.rfind("fuzz.onnx: node ", 0) == 0);
+  CHECK(m.find("op Gemm): expected at least 2 inputs, got 1") != std::string::npos);
+}
+
 TEST_CASE("the checked-in tests/data/ir ONNX files are the generator's output") {
   for (auto [file, bytes] : {std::pair{"mlp.onnx", testing::tiny_mlp_onnx()},
                              std::pair{"cnn.onnx", testing::tiny_cnn_onnx()}}) {
