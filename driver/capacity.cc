@@ -11,11 +11,11 @@
 #include "cluster/cluster_spec.h"
 #include "core/check.h"
 #include "core/limits.h"
-#include "ir/autodiff.h"
 #include "ir/summary.h"
 #include "planner/search/search.h"
 #include "driver/report_html.h"
 #include "driver/report_markdown.h"
+#include "driver/run.h"
 
 namespace alpasim::driver {
 
@@ -372,15 +372,9 @@ Result<CapacityResult> run_capacity(const Scenario& scenario, const PlanPointFn&
                                  static_cast<double>(t->seq_len);
     }
   }
-  // A checkpoint holds the weights and the optimizer state (fp8 training keeps bf16
-  // weights, as the model summary does).
-  ir::SummaryOptions summary;
-  summary.global_batch_size = scenario.training.global_batch_size;
-  summary.dtype = scenario.training.dtype == core::DType::kFp8 ? core::DType::kBf16
-                                                               : scenario.training.dtype;
-  const bool known = ir::parse_optimizer_kind(scenario.training.optimizer, &summary.optimizer);
-  ALPASIM_CHECK(known) << "optimizer " << scenario.training.optimizer << " has no ir kind";
-  ALPASIM_ASSIGN_OR_RETURN(ir::ModelSummary model, ir::summarize_model(scenario.model, summary));
+  // A checkpoint holds the weights and the optimizer state, as the model summary counts them.
+  ALPASIM_ASSIGN_OR_RETURN(ir::ModelSummary model,
+                           ir::summarize_model(scenario.model, summary_options(scenario)));
   out.checkpoint_bytes = static_cast<double>(model.parameter_bytes.value()) +
                          static_cast<double>(model.optimizer_state_bytes.value());
 

@@ -68,6 +68,8 @@ std::string describe_search(const SearchConfig& search) {
   return s.str();
 }
 
+}  // namespace
+
 // What the model summary accounts for: the scenario's training settings, and for a fixed
 // Megatron plan its microbatch size and recomputation (activation and hardware FLOPs depend
 // on both).
@@ -86,8 +88,6 @@ ir::SummaryOptions summary_options(const Scenario& scenario) {
   }
   return options;
 }
-
-}  // namespace
 
 std::vector<std::string> scenario_warnings(const Scenario& scenario) {
   std::vector<std::string> out;

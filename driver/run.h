@@ -9,6 +9,7 @@
 #include "core/json_reader.h"
 #include "core/status.h"
 #include "driver/scenario.h"
+#include "ir/summary.h"
 #include "schema/plan.h"
 #include "sim/pipeline_sim.h"
 
@@ -40,6 +41,10 @@ struct RunSettings {
   /// (planner::SearchOptions::progress). Empty: none.
   std::function<void(const std::string& phase)> progress;
 };
+
+/// What the model summary accounts for: the scenario's training settings (fp8 runs keep
+/// bf16 tensors), and for a fixed Megatron plan its microbatch size and recomputation.
+ir::SummaryOptions summary_options(const Scenario& scenario);
 
 /// Runs the main job on a scenario: summarise the model, then plan (search modes) or
 /// evaluate the given plan (mode "fixed"), and simulate the iteration.

@@ -26,6 +26,12 @@ core::Result<Graph> import_bytes(const std::string& name, const std::string& byt
   return import_onnx(write(name, bytes), name, {});
 }
 
+// A fuzzer's input kept in tests/data/reliability, imported under the name "fuzz.onnx".
+core::Result<Graph> import_repro(const std::string& file) {
+  return import_onnx(std::filesystem::path(ALPASIM_SOURCE_DIR) / "tests/data/reliability" / file,
+                     "fuzz.onnx", {});
+}
+
 TEST_CASE("a small ONNX MLP imports with its parameters and matmul FLOPs") {
   REQUIRE(onnx_import_available());
   auto g = import_bytes("mlp.onnx", testing::tiny_mlp_onnx());
@@ -95,8 +101,7 @@ TEST_CASE("ONNX errors name the node and the unsupported operator or dynamic dim
 // needed reached a CHECK (abort) instead of an error naming the node.
 TEST_CASE("an initializer with the wrong element count is an error, not a crash") {
   REQUIRE(onnx_import_available());
-  const auto path = std::filesystem::path(ALPASIM_SOURCE_DIR) / "tests/data/reliability/fuzz_onnx_bn_scale_count.onnx";
-  auto g = import_onnx(path, "fuzz.onnx", {});
+  auto g = import_repro("fuzz_onnx_bn_scale_count.onnx");
   REQUIRE_FALSE(g.ok());
   CHECK(g.status().message() ==
         "fuzz.onnx: node 1 (\"bn\", op BatchNormalization): initializer \"bn_scale\" has 8 "
@@ -107,8 +112,7 @@ TEST_CASE("an initializer with the wrong element count is an error, not a crash"
 // characters; the message escapes them and stays one line.
 TEST_CASE("names with control characters keep an ONNX error on one line") {
   REQUIRE(onnx_import_available());
-  const auto path = std::filesystem::path(ALPASIM_SOURCE_DIR) / "tests/data/reliability/fuzz_onnx_domain_newline.onnx";
-  auto g = import_onnx(path, "fuzz.onnx", {});
+  auto g = import_repro("fuzz_onnx_domain_newline.onnx");
   REQUIRE_FALSE(g.ok());
   const std::string m = g.status().message();
   CHECK(m.rfind("fuzz.onnx: node 0 (\"conv1\", op Conv): unsupported operator domain \"", 0) == 0);
@@ -121,8 +125,7 @@ TEST_CASE("names with control characters keep an ONNX error on one line") {
 // catch a relapse on this input; here it must import or fail with one line.
 TEST_CASE("a normalization adding its scale parameter reads no freed shape") {
   REQUIRE(onnx_import_available());
-  const auto path = std::filesystem::path(ALPASIM_SOURCE_DIR) / "tests/data/reliability/fuzz_onnx_norm_shape_realloc.onnx";
-  auto g = import_onnx(path, "fuzz.onnx", {});
+  auto g = import_repro("fuzz_onnx_norm_shape_realloc.onnx");
   if (!g.ok()) {
     const std::string m = g.status().message();
     CHECK(m.rfind("fuzz.onnx: ", 0) == 0);
@@ -134,8 +137,7 @@ TEST_CASE("a normalization adding its scale parameter reads no freed shape") {
 // past the node's inputs (heap-buffer-overflow); now an error naming the node.
 TEST_CASE("an operator with too few inputs is an error naming the node") {
   REQUIRE(onnx_import_available());
-  const auto path = std::filesystem::path(ALPASIM_SOURCE_DIR) / "tests/data/reliability/fuzz_onnx_gemm_one_input.onnx";
-  auto g = import_onnx(path, "fuzz.onnx", {});
+  auto g = import_repro("fuzz_onnx_gemm_one_input.onnx");
   REQUIRE_FALSE(g.ok());
   const std::string m = g.status().message();
   CHECK(m.rfind("fuzz.onnx: node ", 0) == 0);
