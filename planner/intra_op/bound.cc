@@ -14,71 +14,95 @@ double Reparametrisation::bound_with(int v, int i) const {
   return lower_bound - node_min[vi] + node[vi][static_cast<std::size_t>(i)];
 }
 
-Reparametrisation diffuse(const CostProblem& p, int sweeps) {
+Diffusion::Diffusion(const CostProblem& p) : p_(p) {
   const std::size_t n = p.nodes.size();
-  Reparametrisation r;
-  r.node.resize(n);
-  for (std::size_t v = 0; v < n; ++v) r.node[v] = p.nodes[v].cost;
-  std::vector<std::vector<double>> edge(p.edges.size());
-  // Incident edges of each node with orientation (true: the node is the edge's u).
-  std::vector<std::vector<std::pair<std::size_t, bool>>> inc(n);
+  node_.resize(n);
+  for (std::size_t v = 0; v < n; ++v) node_[v] = p.nodes[v].cost;
+  edge_.resize(p.edges.size());
+  inc_.resize(n);
+  std::size_t widest = 0;
   for (std::size_t k = 0; k < p.edges.size(); ++k) {
-    edge[k] = p.edges[k].cost;
-    inc[static_cast<std::size_t>(p.edges[k].u)].emplace_back(k, true);
-    inc[static_cast<std::size_t>(p.edges[k].v)].emplace_back(k, false);
+    edge_[k] = p.edges[k].cost;
+    inc_[static_cast<std::size_t>(p.edges[k].u)].emplace_back(k, true);
+    inc_[static_cast<std::size_t>(p.edges[k].v)].emplace_back(k, false);
   }
-  std::vector<double> m;
-  std::vector<double> total;
+  for (std::size_t v = 0; v < n; ++v) widest = std::max(widest, inc_[v].size() * node_[v].size());
+  mins_.resize(widest);
+}
+
+void Diffusion::run(int sweeps) {
+  const std::size_t n = node_.size();
   for (int s = 0; s < sweeps; ++s) {
     for (std::size_t v = 0; v < n; ++v) {
-      if (inc[v].empty()) continue;
-      const std::size_t kv = r.node[v].size();
-      total = r.node[v];
-      std::vector<std::vector<double>> mins(inc[v].size());
-      for (std::size_t t = 0; t < inc[v].size(); ++t) {
-        const auto [k, is_u] = inc[v][t];
-        const auto& e = p.edges[k];
-        const auto ku = static_cast<std::size_t>(p.num_strategies(e.u));
-        const auto kw = static_cast<std::size_t>(p.num_strategies(e.v));
-        m.assign(kv, INFINITY);
-        for (std::size_t i = 0; i < ku; ++i) {
-          for (std::size_t j = 0; j < kw; ++j) {
-            const double c = edge[k][i * kw + j];
-            double& slot = is_u ? m[i] : m[j];
-            slot = std::min(slot, c);
+      const auto& inc = inc_[v];
+      if (inc.empty()) continue;
+      const std::size_t kv = node_[v].size();
+      total_.assign(node_[v].begin(), node_[v].end());
+      for (std::size_t t = 0; t < inc.size(); ++t) {
+        const auto [k, is_u] = inc[t];
+        const auto& e = p_.edges[k];
+        const auto ku = static_cast<std::size_t>(p_.num_strategies(e.u));
+        const auto kw = static_cast<std::size_t>(p_.num_strategies(e.v));
+        double* m = mins_.data() + t * kv;
+        std::fill(m, m + kv, INFINITY);
+        const double* c = edge_[k].data();
+        if (is_u) {
+          for (std::size_t i = 0; i < ku; ++i) {
+            for (std::size_t j = 0; j < kw; ++j) m[i] = std::min(m[i], c[i * kw + j]);
+          }
+        } else {
+          for (std::size_t i = 0; i < ku; ++i) {
+            for (std::size_t j = 0; j < kw; ++j) m[j] = std::min(m[j], c[i * kw + j]);
           }
         }
-        for (std::size_t x = 0; x < kv; ++x) total[x] += m[x];
-        mins[t] = m;
+        for (std::size_t x = 0; x < kv; ++x) total_[x] += m[x];
       }
       // Spread the node's total evenly over itself and its edges (diffusion step).
-      const double share = 1.0 / static_cast<double>(inc[v].size() + 1);
-      for (std::size_t t = 0; t < inc[v].size(); ++t) {
-        const auto [k, is_u] = inc[v][t];
-        const auto& e = p.edges[k];
-        const auto ku = static_cast<std::size_t>(p.num_strategies(e.u));
-        const auto kw = static_cast<std::size_t>(p.num_strategies(e.v));
-        for (std::size_t i = 0; i < ku; ++i) {
-          for (std::size_t j = 0; j < kw; ++j) {
-            const std::size_t x = is_u ? i : j;
-            edge[k][i * kw + j] += total[x] * share - mins[t][x];
+      const double share = 1.0 / static_cast<double>(inc.size() + 1);
+      for (std::size_t x = 0; x < kv; ++x) total_[x] *= share;
+      for (std::size_t t = 0; t < inc.size(); ++t) {
+        const auto [k, is_u] = inc[t];
+        const auto& e = p_.edges[k];
+        const auto ku = static_cast<std::size_t>(p_.num_strategies(e.u));
+        const auto kw = static_cast<std::size_t>(p_.num_strategies(e.v));
+        double* m = mins_.data() + t * kv;
+        for (std::size_t x = 0; x < kv; ++x) m[x] = total_[x] - m[x];  // the edge's change
+        double* c = edge_[k].data();
+        if (is_u) {
+          for (std::size_t i = 0; i < ku; ++i) {
+            for (std::size_t j = 0; j < kw; ++j) c[i * kw + j] += m[i];
+          }
+        } else {
+          for (std::size_t i = 0; i < ku; ++i) {
+            for (std::size_t j = 0; j < kw; ++j) c[i * kw + j] += m[j];
           }
         }
       }
-      for (std::size_t x = 0; x < kv; ++x) r.node[v][x] = total[x] * share;
+      node_[v].assign(total_.begin(), total_.end());
     }
   }
+  sweeps_done_ += sweeps;
+}
+
+Reparametrisation Diffusion::bound() const {
+  const std::size_t n = node_.size();
+  Reparametrisation r;
+  r.node = node_;
   // Final push of edge minima into the nodes (keeps the bound valid and tightens it).
-  r.lower_bound = p.cost_constant;
-  for (std::size_t k = 0; k < p.edges.size(); ++k) {
-    r.lower_bound += *std::min_element(edge[k].begin(), edge[k].end());
-  }
+  r.lower_bound = p_.cost_constant;
+  for (const auto& e : edge_) r.lower_bound += *std::min_element(e.begin(), e.end());
   r.node_min.resize(n);
   for (std::size_t v = 0; v < n; ++v) {
     r.node_min[v] = *std::min_element(r.node[v].begin(), r.node[v].end());
     r.lower_bound += r.node_min[v];
   }
   return r;
+}
+
+Reparametrisation diffuse(const CostProblem& p, int sweeps) {
+  Diffusion d(p);
+  d.run(sweeps);
+  return d.bound();
 }
 
 std::vector<int> Pruned::expand(const std::vector<int>& choice) const {

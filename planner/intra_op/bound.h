@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "planner/intra_op/cost_problem.h"
@@ -19,6 +20,29 @@ struct Reparametrisation {
   /// Lower bound of any assignment choosing strategy i at node v.
   double bound_with(int v, int i) const;
   std::vector<double> node_min;           ///< min of node[v]
+};
+
+/// Min-sum diffusion that can be resumed: run(a) then run(b) leaves exactly the state of
+/// run(a + b), so a caller can ask for more sweeps only when the bound it has is too weak.
+/// O(sum of edge sizes) per sweep, no allocation inside a sweep. `problem` must outlive it.
+class Diffusion {
+ public:
+  explicit Diffusion(const CostProblem& problem);
+  /// Runs `sweeps` more rounds over all nodes.
+  void run(int sweeps);
+  int sweeps_done() const { return sweeps_done_; }
+  /// The bound of the current state.
+  Reparametrisation bound() const;
+
+ private:
+  const CostProblem& p_;
+  std::vector<std::vector<double>> node_;  // reparametrised node costs
+  std::vector<std::vector<double>> edge_;  // reparametrised edge costs, row-major as the problem's
+  // Incident edges of each node with orientation (true: the node is the edge's u).
+  std::vector<std::vector<std::pair<std::size_t, bool>>> inc_;
+  std::vector<double> total_;  // scratch: one node's total, then its share
+  std::vector<double> mins_;   // scratch: per incident edge, its minimum per strategy of the node
+  int sweeps_done_ = 0;
 };
 
 /// Runs `sweeps` rounds of min-sum diffusion over all nodes (O(sweeps · sum of edge sizes)).

@@ -98,13 +98,28 @@ core::Result<SolveOutcome> prune_and_solve(const CostProblem& problem,
   // Too wide for the DP: bound the problem (min-sum diffusion), take the best of a few
   // narrow restricted DPs and the greedy as the upper bound, prune every strategy whose
   // bound exceeds it (exact), and solve what is left.
-  const Reparametrisation r = diffuse(problem, options.diffusion_sweeps);
+  Diffusion diffusion(problem);
+  diffusion.run(options.diffusion_sweeps);
+  Reparametrisation r = diffusion.bound();
   Assignment ub = incumbent ? *incumbent : greedy(problem, limit);
-  for (int m = 1; m <= 4; ++m) {
-    auto a = restricted_solve(problem, r, m, options.max_table_entries);
-    if (a && (!limit || a->memory <= *limit) && a->objective < ub.objective) ub = *a;
-  }
+  auto improve_upper_bound = [&]() {
+    for (int m = 1; m <= 4; ++m) {
+      auto a = restricted_solve(problem, r, m, options.max_table_entries);
+      if (a && (!limit || a->memory <= *limit) && a->objective < ub.objective) ub = *a;
+    }
+  };
+  improve_upper_bound();
   Pruned pr = prune(problem, r, ub.objective);
+  // Still too wide for the DP: a bound from more sweeps (the same diffusion, resumed) prunes
+  // more. Exact either way; it only decides which exact method finishes.
+  while (!limit && diffusion.sweeps_done() < options.diffusion_max_sweeps &&
+         !plan_elimination(pr.problem, options.max_table_entries)) {
+    diffusion.run(std::min(std::max(1, 3 * diffusion.sweeps_done()),
+                           options.diffusion_max_sweeps - diffusion.sweeps_done()));
+    r = diffusion.bound();
+    improve_upper_bound();
+    pr = prune(problem, r, ub.objective);
+  }
   double lagrangian_bound = r.lower_bound;  // valid for the limited problem too (lambda = 0)
   if (limit && ub.memory > 0) {
     // Memory-limited: the unconstrained bound is weak when the limit binds. For lambda >= 0

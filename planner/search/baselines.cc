@@ -46,9 +46,18 @@ core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages,
             s.partition_lower_bound_s(*pt, starts, sub.size()) > reference()->prediction.iteration_time_s) {
           continue;  // no logical mesh can make this partition fast enough
         }
+        std::vector<LogicalMesh> meshes;
+        std::vector<std::pair<SubmeshShape, LogicalMesh>> to_solve;
         for (const auto& mesh : logical_shapes(sub, std::numeric_limits<std::int64_t>::max())) {
           if (forced_cols > 0 && mesh.cols != forced_cols) continue;
           if (forced_cols == 0 && !model_axis_ok(mesh.cols, s.gpn())) continue;
+          meshes.push_back(mesh);
+          to_solve.emplace_back(sub, mesh);
+        }
+        // Every mesh below is evaluated, each solving its layers' intra-op problems: solve
+        // them all first, in parallel (the same solves, the same costs).
+        ALPASIM_RETURN_IF_ERROR(s.ensure_costs(*pt, to_solve, /*count_queries=*/false));
+        for (const auto& mesh : meshes) {
           for (int var = 0; var < (mesh.num_devices() > 1 ? 2 : 1); ++var) {
           std::vector<schema::PlanStage> stages;
           for (int i = 0; i < p; ++i) {

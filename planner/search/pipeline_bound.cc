@@ -60,4 +60,41 @@ core::Result<sim::Time> pipeline_lower_bound(const sim::PipelineProblem& problem
   return bound;
 }
 
+core::Result<std::vector<std::int64_t>> peak_memory_lower_bound(const sim::PipelineProblem& problem) {
+  const int p = static_cast<int>(problem.meshes.size());
+  const int v = problem.interleave;
+  ALPASIM_ASSIGN_OR_RETURN(std::vector<std::vector<sim::ScheduledOp>> programs,
+                           sim::build_schedule(problem.schedule, p, problem.num_microbatches, v));
+  std::vector<std::int64_t> peaks(static_cast<std::size_t>(p), 0);
+  for (int d = 0; d < p; ++d) {
+    std::int64_t bytes = 0;
+    for (int c = 0; c < v; ++c) {
+      const sim::StageCosts& st = problem.stages[static_cast<std::size_t>(c * p + d)];
+      bytes += st.parameter_bytes.value() + st.gradient_bytes.value() + st.optimizer_state_bytes.value();
+    }
+    std::int64_t peak = bytes;
+    for (const sim::ScheduledOp& op : programs[static_cast<std::size_t>(d)]) {
+      const sim::StageCosts& st = problem.stages[static_cast<std::size_t>(op.chunk * p + d)];
+      if (op.type == sim::ScheduledOp::Type::kForward) {
+        bytes += st.stored_activation_bytes.value();
+        peak = std::max(peak, bytes + st.forward_working_activation_bytes.value());
+      } else {
+        peak = std::max(peak, bytes + st.working_activation_bytes.value());
+        bytes -= st.stored_activation_bytes.value();
+      }
+    }
+    peaks[static_cast<std::size_t>(d)] = peak;
+  }
+  return peaks;
+}
+
+core::Result<bool> cannot_fit(const sim::PipelineProblem& problem) {
+  ALPASIM_ASSIGN_OR_RETURN(std::vector<std::int64_t> peaks, peak_memory_lower_bound(problem));
+  for (std::size_t d = 0; d < peaks.size(); ++d) {
+    const std::int64_t limit = problem.meshes[d].memory_limit.value();
+    if (limit > 0 && peaks[d] > limit) return true;
+  }
+  return false;
+}
+
 }  // namespace alpasim::planner

@@ -166,8 +166,9 @@ class Searcher {
   /// Megatron-grid statistics: grid points simulated / skipped by their lower bound.
   int grid_simulated = 0;
   int grid_pruned = 0;
-  /// When set, simulate() skips a plan whose pipeline_lower_bound exceeds it (seconds)
-  /// and returns it with ok = false; counted in candidates_pruned.
+  /// When set, simulate() skips a plan whose pipeline_lower_bound exceeds it (seconds), or
+  /// that cannot fit (cannot_fit), and returns it with ok = false; counted in
+  /// candidates_pruned. Set it only while a plan that fits and takes that long is kept.
   std::optional<double> prune_above_s;
   int candidates_pruned = 0;
   /// (microbatch size, recompute) points skipped by point_lower_bound_s.
@@ -267,7 +268,10 @@ class Searcher {
   // microbatch and leans to sharded weights (Megatron-like, far less memory). Both are
   // unconstrained solves (memory is checked by the inter-op DP); meshes of one device
   // have variant 0 only.
-  core::Status ensure_costs(Point& p, const std::vector<std::pair<SubmeshShape, LogicalMesh>>& meshes) {
+  // `count_queries`: false for a prefetch (solving ahead, in parallel, what the caller's
+  // next evaluations will query and count themselves).
+  core::Status ensure_costs(Point& p, const std::vector<std::pair<SubmeshShape, LogicalMesh>>& meshes,
+                            bool count_queries = true) {
     struct Task {
       int rep;
       SubmeshShape sub;
@@ -289,7 +293,7 @@ class Searcher {
       for (const auto& [rep, g] : p.graphs) {
         for (int var = 0; var < (mesh.num_devices() > 1 ? 2 : 1); ++var) {
           std::string key = cost_key(p, rep, sub, mesh, var);
-          ++queries_;
+          if (count_queries) ++queries_;
           if (costs_.count(key) || !queued.insert(key).second) continue;
           tasks.push_back({rep, sub, mesh, var, hook_of[mk]});
         }
@@ -514,10 +518,13 @@ class Searcher {
   core::Result<Evaluated> simulate(const Lowering& lw, const schema::Plan& plan) {
     ALPASIM_ASSIGN_OR_RETURN(sim::PipelineProblem pb, problem_of(lw, plan));
     if (prune_above_s) {
-      // Exact skip: the simulated time is >= the bound (pipeline_bound.h), so a plan whose
-      // bound exceeds *prune_above_s cannot beat the plan the caller compares with.
+      // Exact skips: the simulated time is >= the bound (pipeline_bound.h), so a plan whose
+      // bound exceeds *prune_above_s cannot beat the plan the caller compares with; nor can
+      // a plan whose memory bound says it does not fit (that plan fits).
       auto bound = pipeline_lower_bound(pb);
-      if (bound.ok() && sim::to_seconds(bound.value()).value() > *prune_above_s) {
+      auto overflows = cannot_fit(pb);
+      if ((bound.ok() && sim::to_seconds(bound.value()).value() > *prune_above_s) ||
+          (overflows.ok() && overflows.value())) {
         ++candidates_pruned;
         Evaluated skipped;
         skipped.error = "pruned by its lower bound";

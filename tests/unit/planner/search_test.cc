@@ -579,6 +579,68 @@ TEST_CASE("the pipeline lower bound is exact without communication and below the
   }
 }
 
+TEST_CASE("the peak-memory bound is exact for 1F1B stages and never above the simulation") {
+  // 1F1B, p = 4 uniform stages, B = 8, static 1000 B, stored 100 B per microbatch, backward
+  // working 30 B, forward working 50 B. Stage s holds p - s microbatches' activations when
+  // its first backward starts: stage 0 peaks at 1000 + 4·100 + 50 = 1450 B (its 4th
+  // forward's working bytes exceed the backward's), stage 3 at 1000 + 100 + 50 = 1150 B.
+  sim::UniformPipelineSpec spec;
+  spec.num_stages = 4;
+  spec.num_microbatches = 8;
+  spec.stage.forward_s = core::seconds(0.003);
+  spec.stage.backward_s = core::seconds(0.005);
+  spec.stage.parameter_bytes = core::bytes(600);
+  spec.stage.gradient_bytes = core::bytes(100);
+  spec.stage.optimizer_state_bytes = core::bytes(300);
+  spec.stage.stored_activation_bytes = core::bytes(100);
+  spec.stage.working_activation_bytes = core::bytes(30);
+  spec.stage.forward_working_activation_bytes = core::bytes(50);
+  const sim::PipelineProblem pb = sim::make_uniform_problem(spec);
+  const auto bound = planner::peak_memory_lower_bound(pb);
+  REQUIRE(bound.ok());
+  CHECK(bound.value() == std::vector<std::int64_t>{1450, 1350, 1250, 1150});
+  const auto simulated = sim::simulate_pipeline(pb);
+  REQUIRE(simulated.ok());
+  for (std::size_t d = 0; d < 4; ++d) {
+    CHECK(simulated.value().report.devices[d].peak_memory_bytes == bound.value()[d]);
+  }
+  // A limit of 1449 B: stage 0 cannot fit, and the simulation agrees; 1450 B fits.
+  sim::PipelineProblem limited = pb;
+  for (auto& mesh : limited.meshes) mesh.memory_limit = core::bytes(1449);
+  CHECK(planner::cannot_fit(limited).value());
+  CHECK_FALSE(sim::simulate_pipeline(limited).value().report.overflows.empty());
+  for (auto& mesh : limited.meshes) mesh.memory_limit = core::bytes(1450);
+  CHECK_FALSE(planner::cannot_fit(limited).value());
+  CHECK(sim::simulate_pipeline(limited).value().report.overflows.empty());
+  // Uneven stages, links, recomputation, GPipe and interleaving: never above the simulation.
+  for (const auto schedule : {sim::PipelineSchedule::kOneFOneB, sim::PipelineSchedule::kGPipe,
+                              sim::PipelineSchedule::kInterleaved1F1B}) {
+    CAPTURE(static_cast<int>(schedule));
+    spec.schedule = schedule;
+    spec.interleave = schedule == sim::PipelineSchedule::kInterleaved1F1B ? 2 : 1;
+    spec.stage.recompute_s = core::seconds(0.001);
+    spec.stage.output_activation_bytes = core::bytes(64 << 20);
+    spec.p2p_bandwidth = core::gbyte_per_s(10);
+    spec.p2p_latency = core::seconds(1e-5);
+    sim::PipelineProblem q = sim::make_uniform_problem(spec);
+    for (std::size_t vs = 0; vs < q.stages.size(); ++vs) {
+      const auto k = static_cast<std::int64_t>(vs);
+      q.stages[vs].stored_activation_bytes = core::bytes(100 + 37 * k);
+      q.stages[vs].working_activation_bytes = core::bytes(200 - 11 * k);
+      q.stages[vs].forward_working_activation_bytes = core::bytes(k % 3 == 0 ? 0 : 90);
+    }
+    const auto b = planner::peak_memory_lower_bound(q);
+    const auto s = sim::simulate_pipeline(q);
+    REQUIRE(b.ok());
+    REQUIRE(s.ok());
+    for (std::size_t d = 0; d < q.meshes.size(); ++d) {
+      CAPTURE(d);
+      CHECK(b.value()[d] > 1000);
+      CHECK(b.value()[d] <= s.value().report.devices[d].peak_memory_bytes);
+    }
+  }
+}
+
 TEST_CASE("the pruned Megatron grid chooses the same plan as simulating every grid point") {
   // Bound-and-prune is exact: same plan bytes and prediction with and without it, over
   // the grid baselines, cluster sizes, batches and a memory budget that rules plans out.
@@ -645,8 +707,10 @@ TEST_CASE("lower-bound skips of points and equal partitions never change a plan 
   // prune_points = false evaluates every point and partition. Equal-partition modes must
   // return the same bytes (the skip is exact there); mode alpa may reach more points when
   // a point is skipped (docs/search.md), so it must be at least as fast.
-  struct Case { std::int64_t gpn; std::int64_t batch; };
-  for (const Case c : {Case{2, 16}, Case{4, 16}}) {
+  // limit_percent > 0: a memory limit at that share of the best unlimited plan's peak, so
+  // that plans are skipped as unable to fit (cannot_fit) as well.
+  struct Case { std::int64_t gpn; std::int64_t batch; int limit_percent; };
+  for (const Case c : {Case{2, 16, 0}, Case{4, 16, 0}, Case{2, 16, 90}}) {
     for (const std::string mode : {"alpa", "equal_layer", "equal_operator"}) {
       CAPTURE(c.gpn);
       CAPTURE(mode);
@@ -659,6 +723,13 @@ TEST_CASE("lower-bound skips of points and equal partitions never change a plan 
       // 4 GPUs: recompute none only (the full-recompute layer graphs need the ILP on 2x2:
       // seconds); 2 GPUs: both, so a full-recompute point is skipped by its bound.
       if (c.gpn == 4) in.options.recompute = {schema::Recompute::kNone};
+      if (c.limit_percent > 0) {
+        auto unlimited = planner::search(in);
+        REQUIRE(unlimited.ok());
+        in.options.memory_limit =
+            core::bytes(unlimited.value().prediction.peak_memory_bytes * c.limit_percent / 100);
+      }
+      CAPTURE(c.limit_percent);
       auto pruned = planner::search(in);
       in.options.prune_points = false;
       auto full = planner::search(in);
@@ -671,7 +742,7 @@ TEST_CASE("lower-bound skips of points and equal partitions never change a plan 
         for (const auto& line : pruned.value().explanation) {
           skipped = skipped || line.find("skipped by lower bounds: ") == 0;
         }
-        CHECK(skipped == (c.gpn == 2));
+        if (c.limit_percent == 0) CHECK(skipped == (c.gpn == 2));
       } else {
         CHECK(schema::plan_to_json(pruned.value().plan).dump() ==
               schema::plan_to_json(full.value().plan).dump());
