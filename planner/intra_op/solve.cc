@@ -103,9 +103,22 @@ core::Result<SolveOutcome> prune_and_solve(const CostProblem& problem,
   Reparametrisation r = diffusion.bound();
   Assignment ub = incumbent ? *incumbent : greedy(problem, limit);
   auto improve_upper_bound = [&]() {
+    if (!limit) {
+      // The m best strategies per node are a prefix of one order, so the restricted problem
+      // of m = 4 holds those of m = 1..3 and its optimum is the best of them: solve it
+      // alone, or the widest that the DP can take.
+      for (int m = 4; m >= 1; --m) {
+        auto a = restricted_solve(problem, r, m, options.max_table_entries);
+        if (!a) continue;
+        if (a->objective < ub.objective) ub = *a;
+        break;
+      }
+      return;
+    }
+    // Under a memory limit a narrower restriction may fit where a wider optimum does not.
     for (int m = 1; m <= 4; ++m) {
       auto a = restricted_solve(problem, r, m, options.max_table_entries);
-      if (a && (!limit || a->memory <= *limit) && a->objective < ub.objective) ub = *a;
+      if (a && a->memory <= *limit && a->objective < ub.objective) ub = *a;
     }
   };
   improve_upper_bound();

@@ -343,6 +343,10 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
   if (first.prediction.fits) return first;
   for (std::size_t i = 0; i < cands.size(); ++i) {
     if (analytic[i]) continue;
+    // Only fitting points are re-scored: one whose memory bound says it cannot fit needs
+    // no simulation (exact: it would not enter by_time).
+    auto unfit = cannot_fit(cands[i].problem);
+    if (unfit.ok() && unfit.value()) continue;
     auto e = s.run_problem(cands[i].problem, cands[i].plan);
     ++s.grid_simulated;
     if (e.ok()) analytic[i] = std::move(e).value();
@@ -356,7 +360,11 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
   });
   for (std::size_t k = 0; k < by_time.size() && k + 1 < static_cast<std::size_t>(kRescored); ++k) {
     ALPASIM_ASSIGN_OR_RETURN(schema::Plan plan, s.with_megatron_layouts(analytic[by_time[k]]->plan));
-    ALPASIM_ASSIGN_OR_RETURN(Evaluated e, s.evaluate(plan));
+    // Only a fitting answer is taken here, so a plan that cannot fit is not simulated.
+    s.skip_unfit = true;
+    auto evaluated = s.evaluate(plan);
+    s.skip_unfit = false;
+    ALPASIM_ASSIGN_OR_RETURN(Evaluated e, std::move(evaluated));
     if (e.prediction.fits) {
       if (description) *description = cands[by_time[k]].description;
       return e;

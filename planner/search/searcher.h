@@ -171,6 +171,9 @@ class Searcher {
   /// candidates_pruned. Set it only while a plan that fits and takes that long is kept.
   std::optional<double> prune_above_s;
   int candidates_pruned = 0;
+  /// When true, simulate() skips a plan that cannot fit (cannot_fit) and returns it with ok
+  /// = false and prediction.fits = false: for callers that only look for a fitting plan.
+  bool skip_unfit = false;
   /// (microbatch size, recompute) points skipped by point_lower_bound_s.
   int points_pruned = 0;
   std::int64_t num_gpus() const { return num_gpus_; }
@@ -517,6 +520,15 @@ class Searcher {
 
   core::Result<Evaluated> simulate(const Lowering& lw, const schema::Plan& plan) {
     ALPASIM_ASSIGN_OR_RETURN(sim::PipelineProblem pb, problem_of(lw, plan));
+    if (skip_unfit && !prune_above_s) {
+      auto overflows = cannot_fit(pb);
+      if (overflows.ok() && overflows.value()) {
+        Evaluated skipped;
+        skipped.prediction.fits = false;
+        skipped.error = "cannot fit by its memory bound";
+        return skipped;
+      }
+    }
     if (prune_above_s) {
       // Exact skips: the simulated time is >= the bound (pipeline_bound.h), so a plan whose
       // bound exceeds *prune_above_s cannot beat the plan the caller compares with; nor can
