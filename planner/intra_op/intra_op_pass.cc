@@ -236,6 +236,7 @@ core::Result<IntraOpPlan> IntraOpPass::run(const IntraOpGraph& graph, const Logi
     so.time_limit = core::seconds(std::max(
         0.001, options.time_limit.value() -
                    std::chrono::duration<double>(Clock::now() - start).count()));
+    so.stop_at_time_limit = options.stop_at_time_limit;
     so.ilp_solver = options.ilp_solver != nullptr ? options.ilp_solver : default_solver_.get();
     so.max_table_entries = options.max_table_entries;
     so.prune_by_bound = options.prune_by_bound;

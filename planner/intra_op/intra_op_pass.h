@@ -27,6 +27,9 @@ struct IntraOpOptions {
   std::optional<core::Bytes> memory_limit;
   /// Hard wall-clock limit of the solve.
   core::Seconds time_limit = core::seconds(60.0);
+  /// SolveOptions::stop_at_time_limit: every phase of the solve heeds time_limit (a hard
+  /// deadline; the answer may then be unproven). Off: only the ILP does.
+  bool stop_at_time_limit = false;
   SimplifyOptions simplify;
   /// Post-ILP ZeRO-like rewrite (Alpa §4.2): all-reduce of a gradient -> reduce-scatter +
   /// all-gather around a sharded optimizer update.

@@ -23,6 +23,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Seconds per DP operation (EliminationOrder::work) measured on one core of this project's
+// 2-core CI machine (SolveOptions::condition_work_budget): only to decide whether a DP can
+// end before a hard deadline, erring towards stopping early on faster machines.
+constexpr double kSecondsPerDpOperation = 2.6e-9;
+
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -126,9 +131,17 @@ core::Result<SolveOutcome> prune_and_solve(const CostProblem& problem,
   // Still too wide for the DP: a bound from more sweeps (the same diffusion, resumed) prunes
   // more. Exact either way; it only decides which exact method finishes.
   while (!limit && diffusion.sweeps_done() < options.diffusion_max_sweeps &&
+         !(options.stop_at_time_limit && seconds_since(ctx.start) > options.time_limit.value()) &&
          !plan_elimination(pr.problem, options.max_table_entries)) {
-    diffusion.run(std::min(std::max(1, 3 * diffusion.sweeps_done()),
-                           options.diffusion_max_sweeps - diffusion.sweeps_done()));
+    const int more = std::min(std::max(1, 3 * diffusion.sweeps_done()),
+                              options.diffusion_max_sweeps - diffusion.sweeps_done());
+    // Under a hard deadline in steps of 100 sweeps (the same state: run(a) + run(b) is
+    // run(a + b)), stopping at the limit.
+    const int step = options.stop_at_time_limit ? 100 : more;
+    for (int done = 0; done < more; done += step) {
+      if (options.stop_at_time_limit && seconds_since(ctx.start) > options.time_limit.value()) break;
+      diffusion.run(std::min(step, more - done));
+    }
     r = diffusion.bound();
     improve_upper_bound();
     pr = prune(problem, r, ub.objective);
@@ -311,6 +324,9 @@ std::optional<SolveOutcome> condition_and_solve(const CostProblem& problem,
     const Reparametrisation r = diffuse(branch.problem, options.diffusion_sweeps);
     if (r.lower_bound > best.objective + tolerance) continue;
     if (ctx.dp_work > options.condition_work_budget) return std::nullopt;
+    if (options.stop_at_time_limit && seconds_since(ctx.start) > options.time_limit.value()) {
+      return std::nullopt;
+    }
     ++ctx.condition_level;
     auto out = solve_impl(branch.problem, branch_options, ctx, std::nullopt, 3);
     --ctx.condition_level;
@@ -352,6 +368,16 @@ core::Result<SolveOutcome> solve_impl(const CostProblem& problem, const SolveOpt
       return prune_and_solve(problem, options, ctx, incumbent, prune_rounds);
     }
     if (order) {
+      // Under a hard deadline a DP that cannot end before it does not start (one
+      // elimination cannot be interrupted): the answer is the best known, unproven.
+      if (options.stop_at_time_limit &&
+          seconds_since(ctx.start) + kSecondsPerDpOperation * static_cast<double>(order->work) >
+              options.time_limit.value()) {
+        out.method = "deadline";
+        if (incumbent) out.best = incumbent;
+        if (!out.best) out.feasibility = Feasibility::kTimedOut;
+        return finish();
+      }
       if (!limit) {
         ctx.dp_work += order->work;
         out.best = eliminate(problem, *order, 0.0);
@@ -405,6 +431,13 @@ core::Result<SolveOutcome> solve_impl(const CostProblem& problem, const SolveOpt
     return prune_and_solve(problem, options, ctx, incumbent, prune_rounds);
   }
   if (!incumbent) incumbent = greedy(problem, limit);
+  if (options.stop_at_time_limit && seconds_since(ctx.start) > options.time_limit.value()) {
+    // Hard deadline already passed: the best known assignment, unproven, without the ILP.
+    out.method += out.method.empty() ? "deadline" : "+deadline";
+    out.best = incumbent;
+    out.proven_optimal = false;
+    return finish();
+  }
   out.method += out.method.empty() ? "ilp" : "+ilp";
   IlpFormulation f = formulate_ilp(problem, limit);
   ilp::IlpOptions ilp_options;

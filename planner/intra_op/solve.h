@@ -31,6 +31,11 @@ struct SolveOptions {
   std::optional<std::int64_t> memory_limit_bytes;
   /// Wall-clock limit of the whole solve; the ILP gets what the DP left.
   core::Seconds time_limit = core::seconds(60.0);
+  /// true: a hard deadline. The bound's extra sweeps and cutset conditioning stop at
+  /// time_limit too (the ILP then gets almost no time), so the solve ends near it, perhaps
+  /// unproven. false (default): they are bounded by counts only (diffusion_max_sweeps,
+  /// condition_work_budget), so which method finishes does not depend on the machine.
+  bool stop_at_time_limit = false;
   /// MILP backend for kIlp and the kAuto fallback (not owned); nullptr: no ILP available.
   ilp::IlpSolver* ilp_solver = nullptr;
   /// Largest intermediate DP table (entries) before the DP gives up on a graph.

@@ -102,7 +102,31 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
                             std::string(schema::recompute_name(rc)));
       }
       stats.explored.insert({mbs, static_cast<int>(rc)});
+      // Past the first point the time limit also stops a point in the middle: no solve
+      // starts after it and none runs past it, no candidate is simulated after it, and the
+      // cut point is dropped whole (its plans are not compared), so the answer is that of
+      // the points before it.
+      if (stats.points > 1) {
+        s.deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(in.options.time_limit_s));
+      }
+      auto cut_by_clock = [&]() {
+        s.deadline.reset();
+        s.interrupted = false;
+        stats.explored.erase({mbs, static_cast<int>(rc)});
+        --stats.points;
+        stats.lines.push_back("stopped by the wall clock: time limit " +
+                              core::format_fixed(in.options.time_limit_s, 3) +
+                              " s reached during (microbatch " + std::to_string(mbs) + ", recompute " +
+                              std::string(schema::recompute_name(rc)) + "), dropped unfinished; " +
+                              std::to_string(stats.points) + " (microbatch, recompute) points explored");
+        stats.stopped_by_clock = true;
+      };
       ALPASIM_RETURN_IF_ERROR(s.ensure_costs(*pt, meshes));
+      if (s.interrupted) {
+        cut_by_clock();
+        break;
+      }
       const auto tp2 = Clock::now();
       const std::int64_t B = in.global_batch_size / mbs;
       // Clustered layers.
@@ -233,12 +257,22 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
             for (int x : vars) same = same && x == vars[0];
             if (!same) continue;
           }
+          if (s.past_deadline()) {
+            s.interrupted = true;
+            break;
+          }
           ALPASIM_ASSIGN_OR_RETURN(schema::Plan plan, make_plan(s, chunks, B, sched, v, rc));
           ALPASIM_ASSIGN_OR_RETURN(Evaluated e, s.evaluate(plan, chunk_vars));
           ++stats.simulated;
           if (better(s, e, point_best)) point_best = std::move(e);
         }
+        if (s.interrupted) break;
       }
+      if (s.interrupted) {
+        cut_by_clock();
+        break;
+      }
+      s.deadline.reset();
       const double t = point_best.ok && point_best.prediction.fits
                            ? point_best.prediction.iteration_time_s : kInf;
       if (std::getenv("ALPASIM_SEARCH_DEBUG") != nullptr) {

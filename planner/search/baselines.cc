@@ -25,13 +25,22 @@ core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages,
     }
     return r;
   };
+  // With Searcher::deadline set, no solve or simulation starts past it: the answer is the
+  // best of what ran, and s.interrupted says that it was cut.
+  auto cut = [&]() {
+    if (s.past_deadline()) s.interrupted = true;
+    return s.interrupted;
+  };
   for (schema::Recompute rc : in.options.recompute) {
+    if (cut()) break;
     for (std::int64_t mbs : microbatch_sizes(in, 1)) {
+      if (cut()) break;
       if (only != nullptr && !only->count({mbs, static_cast<int>(rc)})) continue;
       ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(mbs, rc));
       if (prune && reference() != nullptr && point_cannot_win(s, *pt, *reference())) continue;
       const std::int64_t B = in.global_batch_size / mbs;
       for (int p = 1; p <= pt->num_layers; p *= 2) {
+        if (cut()) break;
         if (forced_stages > 0 && p != forced_stages) continue;
         if (s.num_gpus() % p != 0 || !valid_submesh_size(s.num_gpus() / p, s.nodes(), s.gpn())) continue;
         const SubmeshShape sub = shape_of_size(s.num_gpus() / p, s.gpn());
@@ -58,6 +67,7 @@ core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages,
         // them all first, in parallel (the same solves, the same costs).
         ALPASIM_RETURN_IF_ERROR(s.ensure_costs(*pt, to_solve, /*count_queries=*/false));
         for (const auto& mesh : meshes) {
+          if (cut()) break;
           for (int var = 0; var < (mesh.num_devices() > 1 ? 2 : 1); ++var) {
           std::vector<schema::PlanStage> stages;
           for (int i = 0; i < p; ++i) {
@@ -74,6 +84,7 @@ core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages,
                                    make_plan(s, stages, B, schema::Schedule::kOneFOneB, 1, rc));
           const Evaluated* ref = prune ? reference() : nullptr;
           if (ref != nullptr) s.prune_above_s = ref->prediction.iteration_time_s;
+          if (cut()) break;
           auto e = s.evaluate(plan, std::vector<int>(stages.size(), var));
           s.prune_above_s.reset();
           if (!e.ok()) return e.status();

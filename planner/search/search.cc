@@ -24,6 +24,9 @@ core::Result<Evaluated> run_mode(Searcher& s, const std::string& mode, AlpaStats
     const auto* only =
         s.input().options.compare_baselines && !late && !stats.stopped_by_budget ? nullptr
                                                                                  : &stats.explored;
+    // The seeds stop at the time limit too (Searcher::deadline): what they ran is compared.
+    s.deadline = start + std::chrono::duration_cast<Clock::duration>(
+                             std::chrono::duration<double>(s.input().options.time_limit_s));
     for (const bool by_flops : {false, true}) {
       auto e = run_equal(s, by_flops, 0, 0, &best, only);
       if (e.ok() && better(s, e.value(), best)) {
@@ -31,6 +34,12 @@ core::Result<Evaluated> run_mode(Searcher& s, const std::string& mode, AlpaStats
                               " partition simulated faster than the DP's candidates");
         best = std::move(e).value();
       }
+    }
+    s.deadline.reset();
+    if (s.interrupted) {
+      s.interrupted = false;
+      stats.lines.push_back("stopped by the wall clock: the equal-partition seeds were cut at the time limit (" +
+                            core::format_fixed(s.input().options.time_limit_s, 3) + " s)");
     }
     return best;
   }
@@ -223,7 +232,20 @@ core::Result<SearchResult> search(const SearchInput& input) {
       }
       std::string d;
       AlpaStats bs;
+      // A baseline that runs into the time limit stops there and is reported as cut, not
+      // with the best of its partial search.
+      s.deadline = start + std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double>(input.options.time_limit_s));
       auto e = run_mode(s, m, bs, start, &d);
+      s.deadline.reset();
+      if (s.interrupted) {
+        s.interrupted = false;
+        row.description = "stopped: the search's time limit (" +
+                          core::format_fixed(input.options.time_limit_s, 3) + " s) was reached while it ran";
+        ++skipped_baselines;
+        result.baselines.push_back(std::move(row));
+        continue;
+      }
       if (e.ok()) {
         row.ok = e.value().prediction.fits;
         row.prediction = e.value().prediction;
@@ -236,7 +258,7 @@ core::Result<SearchResult> search(const SearchInput& input) {
     }
     if (skipped_baselines > 0) {
       result.explanation.push_back("stopped by the wall clock: " + std::to_string(skipped_baselines) +
-                                   " baselines skipped after the time limit (" +
+                                   " baselines skipped or cut at the time limit (" +
                                    core::format_fixed(input.options.time_limit_s, 3) + " s)");
     }
   }

@@ -171,6 +171,13 @@ class Searcher {
   /// candidates_pruned. Set it only while a plan that fits and takes that long is kept.
   std::optional<double> prune_above_s;
   int candidates_pruned = 0;
+  /// When set, ensure_costs() starts no intra-op solve past this instant, gives each solve
+  /// at most the time left, and then caches no result the deadline may have changed (a
+  /// solve cut short before it proved its optimum); it sets `interrupted` when it skipped
+  /// or cut any. The search uses it to stop a point in the middle (docs/search.md).
+  std::optional<Clock::time_point> deadline;
+  bool interrupted = false;
+  bool past_deadline() const { return deadline && Clock::now() >= *deadline; }
   /// When true, simulate() skips a plan that cannot fit (cannot_fit) and returns it with ok
   /// = false and prediction.fits = false: for callers that only look for a fitting plan.
   bool skip_unfit = false;
@@ -306,18 +313,34 @@ class Searcher {
     std::vector<core::Result<intra_op::IntraOpPlan>> results(
         tasks.size(), core::Result<intra_op::IntraOpPlan>(core::internal_error("not run")));
     std::atomic<std::size_t> next{0};
+    constexpr double kSolveLimitS = 30.0;  // per solve, without a deadline
+    // Per task: not started (deadline), or given less time than kSolveLimitS.
+    std::vector<char> skipped(tasks.size(), 0), shortened(tasks.size(), 0);
     auto worker = [&]() {
       intra_op::IntraOpPass pass;
       for (;;) {
         const std::size_t i = next.fetch_add(1);
         if (i >= tasks.size()) return;
         const Task& t = tasks[i];
+        double limit_s = kSolveLimitS;
+        if (deadline) {
+          const double left_s = std::chrono::duration<double>(*deadline - Clock::now()).count();
+          if (left_s <= 0) {
+            skipped[i] = 1;
+            continue;
+          }
+          if (left_s < limit_s) {
+            limit_s = left_s;
+            shortened[i] = 1;
+          }
+        }
         intra_op::CostHooks h;
         h.collective = hooks[static_cast<std::size_t>(t.hook)];
         // Replicated memory-bound work (strategies.h); the even split is compute_for's.
         h.memory_bound = [this](core::Bytes b) { return cost_.memory_bound(b); };
         intra_op::IntraOpOptions o;
-        o.time_limit = core::seconds(30.0);
+        o.time_limit = core::seconds(limit_s);
+        o.stop_at_time_limit = shortened[i] != 0;
         const auto& graph = t.variant == 0 ? p.graphs.at(t.rep) : p.graphs_w.at(t.rep);
         results[i] = pass.run(graph, t.mesh, h, o);
       }
@@ -327,9 +350,17 @@ class Searcher {
     for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
     worker();
     for (auto& th : pool) th.join();
-    solves_ += static_cast<int>(tasks.size());
     for (std::size_t i = 0; i < tasks.size(); ++i) {
+      if (skipped[i] != 0) {
+        interrupted = true;
+        continue;
+      }
+      ++solves_;
       if (!results[i].ok()) return results[i].status();
+      if (shortened[i] != 0 && !results[i].value().proven_optimal) {
+        interrupted = true;  // perhaps cut by the deadline: not the answer without one
+        continue;
+      }
       const Task& t = tasks[i];
       const std::string key = cost_key(p, t.rep, t.sub, t.mesh, t.variant);
       costs_.emplace(key, to_layer_cost(p, t.rep, t.mesh, t.variant, results[i].value(),
@@ -831,6 +862,11 @@ class Searcher {
         if (!lists_weights[c]) search_meshes.push_back(meshes[c]);
       }
       ALPASIM_RETURN_IF_ERROR(ensure_costs(*pt, search_meshes));
+      if (interrupted) {  // some layer was left unsolved at the deadline
+        Evaluated cut;
+        cut.error = "stopped by the time limit";
+        return cut;
+      }
     }
     const int v = static_cast<int>(plan.interleave);
     const int chunks = static_cast<int>(plan.stages.size());

@@ -152,6 +152,31 @@ TEST_CASE("intra-op exactness on real GPT layers: the plain ILP equals the searc
   MESSAGE("\n" << report);
 }
 
+TEST_CASE("a hard deadline stops a solve before its DP; without one the same limit only binds the ILP") {
+  // The search's mid-point time limit (Searcher::deadline) relies on stop_at_time_limit.
+  // A time limit of 1 ns has passed before any DP can run: with the flag the solve answers
+  // with its best known assignment, unproven; without it the DP still proves the optimum
+  // (only the ILP heeds the limit, so the method never depends on the machine).
+  const ir::Graph g = training_graph(gpt(1, 2048, 32, 1024, 51200), 4);
+  const CostProblem p = problem_of(g, 1, 2, true, LogicalMesh{2, 4});
+  SolveOptions hard;
+  hard.time_limit = core::seconds(1e-9);
+  hard.stop_at_time_limit = true;
+  auto cut = planner::intra_op::solve_problem(p, hard);
+  REQUIRE_MESSAGE(cut.ok(), cut.status().message());
+  CHECK_FALSE(cut->proven_optimal);
+  CHECK(cut->method.find("deadline") != std::string::npos);
+  if (cut->best) CHECK(same(p.objective(cut->best->choice), cut->best->objective));
+  SolveOptions soft = hard;
+  soft.stop_at_time_limit = false;
+  auto full = planner::intra_op::solve_problem(p, soft);
+  REQUIRE_MESSAGE(full.ok(), full.status().message());
+  CHECK(full->proven_optimal);
+  CHECK(full->method.find("deadline") == std::string::npos);
+  REQUIRE(full->best.has_value());
+  if (cut->best) CHECK(cut->best->objective >= full->best->objective);
+}
+
 TEST_CASE("intra-op exactness on a whole small GPT stage: the plain ILP equals the search's DP") {
   // Every layer of a 2-block GPT (embedding, 2 blocks, head; hidden 256, 4 heads,
   // sequence 128, vocabulary 1024, microbatch 4) as one stage: on 2x4 without the weight

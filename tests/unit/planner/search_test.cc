@@ -754,9 +754,9 @@ TEST_CASE("lower-bound skips of points and equal partitions never change a plan 
 
 TEST_CASE("the time limit covers the whole search: past it no point, seed or baseline starts, and the output says so") {
   // time_limit_s = 0: the first (microbatch, recompute) point always completes (no plan
-  // otherwise); then the clock has run out, so no further point, no equal-partition seed at
-  // an unexplored point and no baseline starts (issue 18 #8: before, the seeds and all
-  // baselines ignored the limit).
+  // otherwise); then the clock has run out, so no further point, no equal-partition seed
+  // (not even at the explored point) and no baseline starts (issue 18 #8: before, the
+  // seeds and all baselines ignored the limit).
   planner::SearchInput in = tiny_input("alpa");
   in.model = tiny_gpt(4);
   in.options.microbatch_sizes = {1, 2, 4, 8};
@@ -768,7 +768,10 @@ TEST_CASE("the time limit covers the whole search: past it no point, seed or bas
   for (const auto& line : r.value().explanation) {
     clock_lines += line.rfind("stopped by the wall clock: ", 0) == 0;
   }
-  CHECK(clock_lines == 2);  // the point loop and the baselines
+  CHECK(clock_lines == 3);  // the point loop, the seeds and the baselines
+  CHECK(std::find(r.value().explanation.begin(), r.value().explanation.end(),
+                  "stopped by the wall clock: the equal-partition seeds were cut at the time limit "
+                  "(0.000 s)") != r.value().explanation.end());
   CHECK(std::find(r.value().explanation.begin(), r.value().explanation.end(),
                   "stopped by the wall clock: time limit 0.000 s reached after 1 (microbatch, "
                   "recompute) points") != r.value().explanation.end());
