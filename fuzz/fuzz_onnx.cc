@@ -1,8 +1,6 @@
-// libFuzzer target: the ONNX importer (ir::import_onnx), which reads a file: each input is
-// written to a per-process temporary file first.
-#include <unistd.h>
-
-#include <fstream>
+// libFuzzer target: the ONNX importer on the serialized model in memory
+// (ir::import_onnx_bytes, the parser and importer behind ir::import_onnx).
+#include <string_view>
 
 #include "fuzz/fuzz_common.h"
 #include "ir/onnx_import.h"
@@ -10,12 +8,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace alpasim;
   if (!ir::onnx_import_available()) return 0;
-  static const std::string path = "/tmp/alpasim-fuzz-onnx-" + std::to_string(::getpid()) + ".onnx";
-  {
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  }
   ir::BuildOptions options;
-  fuzz::check_error(ir::import_onnx(path, "m.onnx", options).status());
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  fuzz::check_error(ir::import_onnx_bytes(bytes, "m.onnx", options).status());
   return 0;
 }

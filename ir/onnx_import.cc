@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <sstream>
@@ -594,6 +595,17 @@ Result<Graph> import_onnx(const std::filesystem::path& path, const std::string& 
     return core::invalid_argument(path_as_written + ": not an ONNX model (protobuf parse failed)");
   }
   return Importer(model, path_as_written, options).run();
+}
+
+Result<Graph> import_onnx_bytes(std::string_view bytes, const std::string& name,
+                                const BuildOptions& options) {
+  onnx::ModelProto model;
+  // ParseFromArray takes an int size: larger inputs are not models this tool can hold.
+  if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()) ||
+      !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return core::invalid_argument(name + ": not an ONNX model (protobuf parse failed)");
+  }
+  return Importer(model, name, options).run();
 }
 
 }  // namespace alpasim::ir

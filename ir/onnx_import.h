@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 #include "ir/builders.h"
@@ -23,5 +24,10 @@ bool onnx_import_available();
 /// Without libonnx-dev it returns kUnavailable.
 core::Result<Graph> import_onnx(const std::filesystem::path& path,
                                 const std::string& path_as_written, const BuildOptions& options);
+
+/// The same from the serialized model in memory (`bytes`); `name` stands for the file in
+/// messages. For callers that hold the bytes already (the fuzz target: no temporary file).
+core::Result<Graph> import_onnx_bytes(std::string_view bytes, const std::string& name,
+                                      const BuildOptions& options);
 
 }  // namespace alpasim::ir

@@ -13,4 +13,8 @@ core::Result<Graph> import_onnx(const std::filesystem::path&, const std::string&
                            "libonnx-dev and libprotobuf-dev, then re-run CMake)");
 }
 
+core::Result<Graph> import_onnx_bytes(std::string_view, const std::string& name, const BuildOptions& options) {
+  return import_onnx(name, name, options);
+}
+
 }  // namespace alpasim::ir

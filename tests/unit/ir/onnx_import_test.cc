@@ -45,6 +45,22 @@ TEST_CASE("a small ONNX MLP imports with its parameters and matmul FLOPs") {
   CHECK(p.matmul_backward == 2 * 8 * 32 * 64 + 2 * (2 * 8 * 64 * 10));
 }
 
+TEST_CASE("import_onnx_bytes reads the model from memory exactly as import_onnx reads the file") {
+  auto from_file = import_bytes("cnn.onnx", testing::tiny_cnn_onnx());
+  auto from_memory = import_onnx_bytes(testing::tiny_cnn_onnx(), "cnn.onnx", {});
+  REQUIRE_MESSAGE(from_file.ok(), from_file.status().to_string());
+  REQUIRE_MESSAGE(from_memory.ok(), from_memory.status().to_string());
+  REQUIRE(from_memory->ops().size() == from_file->ops().size());
+  for (std::size_t i = 0; i < from_file->ops().size(); ++i) {
+    CHECK(from_memory->ops()[i].name == from_file->ops()[i].name);
+    CHECK(from_memory->ops()[i].flops == from_file->ops()[i].flops);
+  }
+  CHECK(parameter_count(*from_memory) == parameter_count(*from_file));
+  auto garbage = import_onnx_bytes("\x08\xff\xff", "junk.onnx", {});
+  REQUIRE_FALSE(garbage.ok());
+  CHECK(garbage.status().message() == "junk.onnx: not an ONNX model (protobuf parse failed)");
+}
+
 TEST_CASE("a small ONNX CNN imports: NCHW convolutions become NHWC conv2d ops") {
   auto g = import_bytes("cnn.onnx", testing::tiny_cnn_onnx());
   REQUIRE_MESSAGE(g.ok(), g.status().to_string());
