@@ -174,7 +174,10 @@ core::Result<SearchResult> search(const SearchInput& input) {
     // memory sums, the plan's shardings the executor's exact walk (fill_stage_memory).
     // Times are unchanged (same variants); this makes evaluate_plan(plan) reproduce the
     // prediction byte for byte. A plan whose exact memory no longer fits is reported so.
-    ALPASIM_ASSIGN_OR_RETURN(Evaluated exact, s.evaluate(best.plan));
+    s.list_collectives = true;  // the answer's trace lists its intra-op communication
+    auto evaluated = s.evaluate(best.plan);
+    s.list_collectives = false;
+    ALPASIM_ASSIGN_OR_RETURN(Evaluated exact, std::move(evaluated));
     ALPASIM_CHECK(exact.prediction.iteration_time_s == best.prediction.iteration_time_s)
         << "re-pricing the emitted plan changed its time: " << best.prediction.iteration_time_s
         << " s -> " << exact.prediction.iteration_time_s << " s";
@@ -270,6 +273,7 @@ core::Result<SearchResult> evaluate_plan(const SearchInput& input, const schema:
   ALPASIM_RETURN_IF_ERROR(check_input(input));
   const auto start = Clock::now();
   Searcher s(input);
+  s.list_collectives = true;
   ALPASIM_ASSIGN_OR_RETURN(Evaluated e, s.evaluate(plan));
   SearchResult r;
   r.plan = plan;

@@ -81,6 +81,11 @@ struct LayerCost {
   int tied_owner = -1;
   std::int64_t tied_param_b = 0, tied_opt_b = 0, tied_opt_replicated_b = 0;
   double fwd_flops = 0, bwd_flops = 0, rc_flops = 0;  // per GPU
+  // The intra-op communication inside fwd_s / bwd_s / rc_s, one entry per operator that
+  // communicates, in graph order (for the trace: sim::collective_trace_slices). Shared, so
+  // that copying a LayerCost into a lowering stays cheap.
+  using Calls = std::shared_ptr<const std::vector<sim::BlockingCollective>>;
+  Calls fwd_calls, bwd_calls, rc_calls;
   double total_s() const { return fwd_s + bwd_s + rc_s; }
 };
 
@@ -178,6 +183,10 @@ class Searcher {
   std::optional<Clock::time_point> deadline;
   bool interrupted = false;
   bool past_deadline() const { return deadline && Clock::now() >= *deadline; }
+  /// When true, problem_of() lists each chunk's intra-op communication operator by operator
+  /// (StageCosts::forward_collectives, ...: trace events). Off while searching (cost); on
+  /// for the plan that is answered.
+  bool list_collectives = false;
   /// When true, simulate() skips a plan that cannot fit (cannot_fit) and returns it with ok
   /// = false and prediction.fits = false: for callers that only look for a fitting plan.
   bool skip_unfit = false;
@@ -716,6 +725,23 @@ class Searcher {
       st.recompute_s = core::seconds(rc);
       st.forward_tp_comm_s = core::seconds(std::min(fc, fwd));
       st.backward_tp_comm_s = core::seconds(std::min(bc, bwd));
+      if (list_collectives && c < static_cast<int>(plan.stages.size())) {
+        // The backward runs the chunk's layers last to first; the forward (and its
+        // recomputation) first to last. Each call is named after the layer that runs it.
+        const std::int64_t first_layer = plan.stages[static_cast<std::size_t>(c)].layer_begin;
+        auto add = [&](const LayerCost::Calls& calls, std::size_t i, std::vector<sim::BlockingCollective>* to) {
+          if (!calls) return;
+          for (sim::BlockingCollective call : *calls) {
+            call.where = "layer " + std::to_string(first_layer + static_cast<std::int64_t>(i)) + " " + call.where;
+            to->push_back(std::move(call));
+          }
+        };
+        for (std::size_t i = 0; i < layers.size(); ++i) {
+          add(layers[i].fwd_calls, i, &st.forward_collectives);
+          add(layers[i].rc_calls, i, &st.recompute_collectives);
+        }
+        for (std::size_t i = layers.size(); i-- > 0;) add(layers[i].bwd_calls, i, &st.backward_collectives);
+      }
       st.forward_flops = core::Flops(ff);
       st.backward_flops = core::Flops(bf);
       st.recompute_flops = core::Flops(rf);
@@ -942,6 +968,26 @@ class Searcher {
           lc.bwd_s += b.backward_s;
           lc.bwd_comm_s += b.backward_s;
           lc.rc_s += b.recompute_s;
+          if (list_collectives) {
+            // The tensors from the layer before, resharded into this layer's layouts when it
+            // starts (forward, recomputation), and their gradients back when its backward ends.
+            auto with_boundary = [&](const LayerCost::Calls& calls, double seconds, bool at_end) {
+              auto out = std::make_shared<std::vector<sim::BlockingCollective>>();
+              if (calls) *out = *calls;
+              if (!(seconds > 0)) return LayerCost::Calls(std::move(out));
+              sim::BlockingCollective call;
+              call.collective = "reshard";
+              call.algorithm = "layer boundary";
+              call.group_size = static_cast<int>(meshes[static_cast<std::size_t>(c)].second.num_devices());
+              call.time = core::seconds(seconds);
+              call.where = "boundary from the layer before";
+              out->insert(at_end ? out->end() : out->begin(), std::move(call));
+              return LayerCost::Calls(std::move(out));
+            };
+            lc.fwd_calls = with_boundary(lc.fwd_calls, b.forward_s, false);
+            lc.bwd_calls = with_boundary(lc.bwd_calls, b.backward_s, true);
+            lc.rc_calls = with_boundary(lc.rc_calls, b.recompute_s, false);
+          }
         }
         layers.push_back(lc);
       }
@@ -1118,6 +1164,68 @@ class Searcher {
            std::to_string(rep) + "|" + mesh_key(sub, mesh) + "|" + std::to_string(variant);
   }
 
+  // LayerCost::fwd_calls / bwd_calls / rc_calls: per operator whose layout communicates
+  // (node_cost_s above its compute), one entry named by its strategy's collective
+  // ("all_reduce", "reduce_scatter") or "reshard" when only its operands are resharded; its
+  // time is all of the operator's communication (strategy and operand resharding). A
+  // gradient whose all-reduce weight-update sharding turned into a reduce-scatter +
+  // all-gather keeps only what stays per microbatch (that pair is synchronised once per
+  // iteration, as in to_layer_cost).
+  void list_layer_calls(const Point& p, const intra_op::IntraOpGraph& g, const std::vector<ir::OpId>& ops,
+                        const LogicalMesh& mesh, const intra_op::IntraOpPlan& plan, LayerCost* c) const {
+    std::map<std::string, double> moved;  // gradient op -> seconds taken out per microbatch
+    for (const auto& w : plan.weight_update_sharding) moved[w.gradient] += w.reduce_scatter_plus_all_gather.value();
+    auto fwd = std::make_shared<std::vector<sim::BlockingCollective>>();
+    auto bwd = std::make_shared<std::vector<sim::BlockingCollective>>();
+    auto rc = std::make_shared<std::vector<sim::BlockingCollective>>();
+    for (std::size_t v = 0; v < g.nodes.size() && v < plan.shardings.size(); ++v) {
+      const ir::Op& op = p.graph.op(ops[v]);
+      double comm = plan.node_cost_s[v] - plan.node_compute_s[v];
+      if (auto it = moved.find(op.name); it != moved.end()) comm -= it->second;
+      if (!(comm > 0)) continue;
+      std::vector<sim::BlockingCollective>* to = nullptr;
+      switch (op.phase) {
+        case ir::Phase::kForward: to = fwd.get(); break;
+        case ir::Phase::kBackward: to = bwd.get(); break;
+        case ir::Phase::kRecompute: to = rc.get(); break;
+        case ir::Phase::kOptimizer: break;  // once per iteration: the grad-sync task
+      }
+      if (to == nullptr) continue;
+      const schema::OperatorSharding& sh = plan.shardings[v];
+      sim::BlockingCollective call;
+      call.collective = "reshard";
+      call.algorithm = "operand resharding";
+      call.group_size = static_cast<int>(mesh.num_devices());
+      const std::int64_t out_shards = std::max<std::int64_t>(1, sh.output.num_shards(mesh.rows, mesh.cols));
+      for (const char* kind : {"all-reduce", "reduce-scatter"}) {
+        const auto at = sh.strategy.find(std::string("(") + kind + " ");
+        if (at == std::string::npos) continue;
+        call.collective = std::string(kind) == "all-reduce" ? "all_reduce" : "reduce_scatter";
+        call.algorithm = "intra-op strategy";
+        // The mesh axes after the kind: "0", "1" or "01".
+        int group = 1;
+        for (std::size_t k = at + std::string(kind).size() + 2; k < sh.strategy.size(); ++k) {
+          if (sh.strategy[k] == '0') group *= static_cast<int>(mesh.rows);
+          else if (sh.strategy[k] == '1') group *= static_cast<int>(mesh.cols);
+          else break;
+        }
+        call.group_size = group;
+        // nccl-tests' size: the buffer each GPU holds before the collective.
+        call.bytes = op.out.bytes() / out_shards * (call.collective == "reduce_scatter" ? group : 1);
+        break;
+      }
+      call.time = core::seconds(comm);
+      // The layer is priced by its structural class's representative: keep the operator's
+      // name inside its layer; problem_of() prefixes the layer that runs it.
+      const auto slash = op.name.find('/');
+      call.where = slash == std::string::npos ? op.name : op.name.substr(slash + 1);
+      to->push_back(std::move(call));
+    }
+    c->fwd_calls = std::move(fwd);
+    c->bwd_calls = std::move(bwd);
+    c->rc_calls = std::move(rc);
+  }
+
   LayerCost to_layer_cost(const Point& p, int rep, const LogicalMesh& mesh, int variant,
                           const intra_op::IntraOpPlan& plan,
                           const intra_op::CollectiveCostFn& hook) {
@@ -1148,6 +1256,7 @@ class Searcher {
     }
     for (const auto& w : plan.weight_update_sharding) c.bwd_comm_s -= w.reduce_scatter_plus_all_gather.value();
     c.bwd_comm_s = std::max(0.0, c.bwd_comm_s);
+    list_layer_calls(p, g, ops, mesh, plan, &c);
     const double comm = c.fwd_comm_s + c.bwd_comm_s + rc_comm + opt_comm;
     const auto ct = compute_for(p, rep, devices);
     c.fwd_s = ct.forward.value() + fwd_work + c.fwd_comm_s;

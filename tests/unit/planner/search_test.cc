@@ -92,6 +92,47 @@ core::Status validate(const schema::Plan& plan) {
 
 }  // namespace
 
+TEST_CASE("a searched plan lists its intra-op communication operator by operator, summing to its comm time") {
+  // Issue 17 #7: the trace of a searched plan shows each operator's collectives inside the
+  // compute task they block, as Megatron plans show their tensor-parallel all-reduces.
+  const auto one = intra_op_only_plan();
+  const sim::PipelineProblem& pb = one->result.problem;
+  REQUIRE(pb.stages.size() == 1);
+  const sim::StageCosts& st = pb.stages[0];
+  REQUIRE(pb.meshes[0].num_gpus == 4);
+  auto sum = [](const std::vector<sim::BlockingCollective>& calls) {
+    double t = 0;
+    for (const auto& c : calls) t += c.time.value();
+    return t;
+  };
+  REQUIRE_FALSE(st.forward_collectives.empty());
+  REQUIRE_FALSE(st.backward_collectives.empty());
+  CHECK(sum(st.forward_collectives) == doctest::Approx(st.forward_tp_comm_s.value()).epsilon(1e-9));
+  CHECK(sum(st.backward_collectives) == doctest::Approx(st.backward_tp_comm_s.value()).epsilon(1e-9));
+  for (const auto& calls : {st.forward_collectives, st.backward_collectives, st.recompute_collectives}) {
+    for (const auto& c : calls) {
+      CAPTURE(c.where);
+      CHECK(c.where.rfind("layer ", 0) == 0);
+      CHECK(c.time.value() > 0);
+      CHECK((c.collective == "all_reduce" || c.collective == "reduce_scatter" || c.collective == "reshard"));
+      CHECK(c.group_size >= 1);
+      CHECK(c.group_size <= 4);
+      if (c.collective != "reshard") CHECK(c.bytes > 0);
+    }
+  }
+  // The backward lists the last layer's operators first.
+  const auto& last = st.backward_collectives.front().where;
+  const auto& first = st.backward_collectives.back().where;
+  CHECK(std::stoi(last.substr(6)) >= std::stoi(first.substr(6)));
+  // The plan file evaluated by itself lists the same communication.
+  auto again = planner::evaluate_plan(one->in, one->result.plan);
+  REQUIRE(again.ok());
+  CHECK(sum(again.value().problem.stages[0].forward_collectives) ==
+        doctest::Approx(sum(st.forward_collectives)).epsilon(1e-12));
+  CHECK(sum(again.value().problem.stages[0].backward_collectives) ==
+        doctest::Approx(sum(st.backward_collectives)).epsilon(1e-12));
+}
+
 TEST_CASE("identical transformer blocks convert to the same intra-op graph") {
   ir::BuildOptions bo;
   bo.microbatch_size = 2;
