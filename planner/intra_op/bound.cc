@@ -23,8 +23,10 @@ Diffusion::Diffusion(const CostProblem& p) : p_(p) {
   std::size_t widest = 0;
   for (std::size_t k = 0; k < p.edges.size(); ++k) {
     edge_[k] = p.edges[k].cost;
-    inc_[static_cast<std::size_t>(p.edges[k].u)].emplace_back(k, true);
-    inc_[static_cast<std::size_t>(p.edges[k].v)].emplace_back(k, false);
+    const auto ku = static_cast<std::size_t>(p.num_strategies(p.edges[k].u));
+    const auto kw = static_cast<std::size_t>(p.num_strategies(p.edges[k].v));
+    inc_[static_cast<std::size_t>(p.edges[k].u)].push_back({k, true, ku, kw});
+    inc_[static_cast<std::size_t>(p.edges[k].v)].push_back({k, false, ku, kw});
   }
   for (std::size_t v = 0; v < n; ++v) widest = std::max(widest, inc_[v].size() * node_[v].size());
   mins_.resize(widest);
@@ -39,10 +41,7 @@ void Diffusion::run(int sweeps) {
       const std::size_t kv = node_[v].size();
       total_.assign(node_[v].begin(), node_[v].end());
       for (std::size_t t = 0; t < inc.size(); ++t) {
-        const auto [k, is_u] = inc[t];
-        const auto& e = p_.edges[k];
-        const auto ku = static_cast<std::size_t>(p_.num_strategies(e.u));
-        const auto kw = static_cast<std::size_t>(p_.num_strategies(e.v));
+        const auto [k, is_u, ku, kw] = inc[t];
         double* m = mins_.data() + t * kv;
         std::fill(m, m + kv, INFINITY);
         const double* c = edge_[k].data();
@@ -61,10 +60,7 @@ void Diffusion::run(int sweeps) {
       const double share = 1.0 / static_cast<double>(inc.size() + 1);
       for (std::size_t x = 0; x < kv; ++x) total_[x] *= share;
       for (std::size_t t = 0; t < inc.size(); ++t) {
-        const auto [k, is_u] = inc[t];
-        const auto& e = p_.edges[k];
-        const auto ku = static_cast<std::size_t>(p_.num_strategies(e.u));
-        const auto kw = static_cast<std::size_t>(p_.num_strategies(e.v));
+        const auto [k, is_u, ku, kw] = inc[t];
         double* m = mins_.data() + t * kv;
         for (std::size_t x = 0; x < kv; ++x) m[x] = total_[x] - m[x];  // the edge's change
         double* c = edge_[k].data();

@@ -38,8 +38,14 @@ class Diffusion {
   const CostProblem& p_;
   std::vector<std::vector<double>> node_;  // reparametrised node costs
   std::vector<std::vector<double>> edge_;  // reparametrised edge costs, row-major as the problem's
-  // Incident edges of each node with orientation (true: the node is the edge's u).
-  std::vector<std::vector<std::pair<std::size_t, bool>>> inc_;
+  // An edge seen from one of its nodes: the edge, whether the node is its u (its rows),
+  // and the edge's row and column counts.
+  struct Incidence {
+    std::size_t edge;
+    bool is_u;
+    std::size_t ku, kw;
+  };
+  std::vector<std::vector<Incidence>> inc_;  // per node
   std::vector<double> total_;  // scratch: one node's total, then its share
   std::vector<double> mins_;   // scratch: per incident edge, its minimum per strategy of the node
   int sweeps_done_ = 0;

@@ -889,7 +889,8 @@ class Searcher {
       }
       ALPASIM_RETURN_IF_ERROR(ensure_costs(*pt, search_meshes));
       if (interrupted) {  // some layer was left unsolved at the deadline
-        Evaluated cut;
+        Evaluated cut;  // ok = false: never better than anything, and no fitting answer
+        cut.prediction.fits = false;
         cut.error = "stopped by the time limit";
         return cut;
       }

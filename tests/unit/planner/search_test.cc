@@ -582,16 +582,42 @@ TEST_CASE("bad inputs are reported") {
         "training.num_microbatches: expected a divisor of the global batch 16, got 3");
 }
 
-TEST_CASE("the pipeline lower bound is exact without communication and below the simulation") {
-  // p uniform stages, forward f = 3 ms, backward b = 5 ms, optimizer step 2 ms, no links,
-  // 1F1B, B = 8: the last stage starts after (p-1)·f, runs B·(f+b), and microbatch B-1's
-  // backward then crosses p-1 stages before stage 0's step:
-  // (p-1)·f + B·(f+b) + (p-1)·b + opt = (B+p-1)·(f+b) + opt; p = 4: 11·8 + 2 = 90 ms.
+namespace {
+
+// 4 uniform stages, B = 8 microbatches, forward 3 ms, backward 5 ms, 1F1B, no links: the
+// closed-form cases of the pipeline bounds.
+sim::UniformPipelineSpec four_uniform_stages() {
   sim::UniformPipelineSpec spec;
   spec.num_stages = 4;
   spec.num_microbatches = 8;
   spec.stage.forward_s = core::seconds(0.003);
   spec.stage.backward_s = core::seconds(0.005);
+  return spec;
+}
+
+// `spec` run with `schedule` (interleaved: 2 chunks), a recomputation, and 64 MiB sends over
+// 10 GB/s links: a bound must stay below the simulation of each.
+sim::PipelineProblem with_links(sim::UniformPipelineSpec spec, sim::PipelineSchedule schedule) {
+  spec.schedule = schedule;
+  spec.interleave = schedule == sim::PipelineSchedule::kInterleaved1F1B ? 2 : 1;
+  spec.stage.recompute_s = core::seconds(0.001);
+  spec.stage.output_activation_bytes = core::bytes(64 << 20);
+  spec.p2p_bandwidth = core::gbyte_per_s(10);
+  spec.p2p_latency = core::seconds(1e-5);
+  return sim::make_uniform_problem(spec);
+}
+
+constexpr sim::PipelineSchedule kAllSchedules[] = {sim::PipelineSchedule::kOneFOneB, sim::PipelineSchedule::kGPipe,
+                                                   sim::PipelineSchedule::kInterleaved1F1B};
+
+}  // namespace
+
+TEST_CASE("the pipeline lower bound is exact without communication and below the simulation") {
+  // p uniform stages, forward f = 3 ms, backward b = 5 ms, optimizer step 2 ms, no links,
+  // 1F1B, B = 8: the last stage starts after (p-1)·f, runs B·(f+b), and microbatch B-1's
+  // backward then crosses p-1 stages before stage 0's step:
+  // (p-1)·f + B·(f+b) + (p-1)·b + opt = (B+p-1)·(f+b) + opt; p = 4: 11·8 + 2 = 90 ms.
+  sim::UniformPipelineSpec spec = four_uniform_stages();
   spec.stage.optimizer_step_s = core::seconds(0.002);
   const sim::PipelineProblem pb = sim::make_uniform_problem(spec);
   const auto bound = planner::pipeline_lower_bound(pb);
@@ -601,16 +627,9 @@ TEST_CASE("the pipeline lower bound is exact without communication and below the
   REQUIRE(simulated.ok());
   CHECK(sim::to_time(simulated.value().report.iteration_time) == bound.value());
   // With links, recomputation, GPipe and interleaving the bound stays below the simulation.
-  for (const auto schedule : {sim::PipelineSchedule::kOneFOneB, sim::PipelineSchedule::kGPipe,
-                              sim::PipelineSchedule::kInterleaved1F1B}) {
+  for (const auto schedule : kAllSchedules) {
     CAPTURE(static_cast<int>(schedule));
-    spec.schedule = schedule;
-    spec.interleave = schedule == sim::PipelineSchedule::kInterleaved1F1B ? 2 : 1;
-    spec.stage.recompute_s = core::seconds(0.001);
-    spec.stage.output_activation_bytes = core::bytes(64 << 20);
-    spec.p2p_bandwidth = core::gbyte_per_s(10);
-    spec.p2p_latency = core::seconds(1e-5);
-    const sim::PipelineProblem q = sim::make_uniform_problem(spec);
+    const sim::PipelineProblem q = with_links(spec, schedule);
     const auto b = planner::pipeline_lower_bound(q);
     const auto s = sim::simulate_pipeline(q);
     REQUIRE(b.ok());
@@ -625,11 +644,7 @@ TEST_CASE("the peak-memory bound is exact for 1F1B stages and never above the si
   // working 30 B, forward working 50 B. Stage s holds p - s microbatches' activations when
   // its first backward starts: stage 0 peaks at 1000 + 4·100 + 50 = 1450 B (its 4th
   // forward's working bytes exceed the backward's), stage 3 at 1000 + 100 + 50 = 1150 B.
-  sim::UniformPipelineSpec spec;
-  spec.num_stages = 4;
-  spec.num_microbatches = 8;
-  spec.stage.forward_s = core::seconds(0.003);
-  spec.stage.backward_s = core::seconds(0.005);
+  sim::UniformPipelineSpec spec = four_uniform_stages();
   spec.stage.parameter_bytes = core::bytes(600);
   spec.stage.gradient_bytes = core::bytes(100);
   spec.stage.optimizer_state_bytes = core::bytes(300);
@@ -654,16 +669,9 @@ TEST_CASE("the peak-memory bound is exact for 1F1B stages and never above the si
   CHECK_FALSE(planner::cannot_fit(limited).value());
   CHECK(sim::simulate_pipeline(limited).value().report.overflows.empty());
   // Uneven stages, links, recomputation, GPipe and interleaving: never above the simulation.
-  for (const auto schedule : {sim::PipelineSchedule::kOneFOneB, sim::PipelineSchedule::kGPipe,
-                              sim::PipelineSchedule::kInterleaved1F1B}) {
+  for (const auto schedule : kAllSchedules) {
     CAPTURE(static_cast<int>(schedule));
-    spec.schedule = schedule;
-    spec.interleave = schedule == sim::PipelineSchedule::kInterleaved1F1B ? 2 : 1;
-    spec.stage.recompute_s = core::seconds(0.001);
-    spec.stage.output_activation_bytes = core::bytes(64 << 20);
-    spec.p2p_bandwidth = core::gbyte_per_s(10);
-    spec.p2p_latency = core::seconds(1e-5);
-    sim::PipelineProblem q = sim::make_uniform_problem(spec);
+    sim::PipelineProblem q = with_links(spec, schedule);
     for (std::size_t vs = 0; vs < q.stages.size(); ++vs) {
       const auto k = static_cast<std::int64_t>(vs);
       q.stages[vs].stored_activation_bytes = core::bytes(100 + 37 * k);
