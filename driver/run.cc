@@ -150,8 +150,7 @@ core::Result<RunReport> run_scenario(const Scenario& scenario, const RunSettings
     report.text += prediction_text(e);
     report.json["status"] = "evaluated";
     report.json["prediction"] = prediction_json(e);
-    report.trace_slices = sim::collective_trace_slices(e.lowered.problem, e.simulation.graph,
-                                                       e.simulation.timeline);
+    report.problem = std::move(e.lowered.problem);
     report.simulation = std::move(e.simulation);
     report.plan = std::move(e.plan_file);
     return report;
@@ -174,8 +173,7 @@ core::Result<RunReport> run_scenario(const Scenario& scenario, const RunSettings
   report.text += search_text(run, settings.include_timing);
   add_search_json(run, settings.include_timing, &report.json);
   report.plan = run.result.plan;
-  report.trace_slices = sim::collective_trace_slices(run.result.problem, run.simulation.graph,
-                                                     run.simulation.timeline);
+  report.problem = std::move(run.result.problem);
   report.simulation = std::move(run.simulation);
   return report;
 }
@@ -206,7 +204,10 @@ core::Status write_run_outputs(const RunReport& report, const Scenario& scenario
   if (report.plan) files.emplace_back("plan.json", core::dump_json(schema::plan_to_json(*report.plan)));
   if (report.simulation) {
     sim::TraceOptions trace;
-    trace.task_slices = report.trace_slices;
+    if (report.problem) {
+      trace.task_slices = sim::collective_trace_slices(*report.problem, report.simulation->graph,
+                                                       report.simulation->timeline);
+    }
     files.emplace_back("trace.json", sim::chrome_trace_json(report.simulation->graph,
                                                             report.simulation->timeline, trace));
   }

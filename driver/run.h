@@ -21,8 +21,9 @@ struct RunReport {
   std::string text;  ///< the human summary
   std::optional<schema::Plan> plan;                   ///< the plan, when one was made or read
   std::optional<sim::PipelineSimulation> simulation;  ///< its simulated iteration
-  /// The trace's nested events of simulation's tasks (sim::collective_trace_slices).
-  std::vector<std::vector<sim::TraceSlice>> trace_slices;
+  /// The simulator input of `simulation`: its tasks' nested trace events
+  /// (sim::collective_trace_slices) are computed from it only when a trace is written.
+  std::optional<sim::PipelineProblem> problem;
   /// What the user should know although the run succeeded (scenario_warnings); also in
   /// `json["warnings"]` when there are any. The CLI prints each on stderr.
   std::vector<std::string> warnings;
