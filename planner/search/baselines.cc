@@ -322,6 +322,13 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
         ++s.grid_pruned;
         continue;
       }
+      // Nor can a point that cannot fit (peak_memory_lower_bound), and the re-scoring below
+      // takes only fitting points: it needs no simulation either.
+      auto unfit = cannot_fit(c.problem);
+      if (unfit.ok() && unfit.value()) {
+        ++s.grid_pruned;
+        continue;
+      }
     }
     auto e = rescore ? s.run_problem(c.problem, c.plan) : s.run_problem(std::move(c.problem), c.plan);
     ++s.grid_simulated;
