@@ -39,6 +39,13 @@ const std::vector<Preset>& presets() {
       {"dgx-h100", "h100-sxm", 8,
        {"nvswitch", 450, 25, 64, 2.0},
        {"infiniband", 8, 400, 5.0, "rail_optimized", 1}},
+      // DGX/HGX H800: as DGX H100 with NVLink limited to 400 GB/s per GPU (both directions),
+      // i.e. 200 GB/s per direction (8 of 18 NVLink4 links); collectives.csv line 105 (a
+      // user's nccl-tests, NCCL issue #1374) states 200 GB/s unidirectional. The network is
+      // assumed to be DGX H100's (8 x 400 Gb/s NDR); an explicit cluster block can differ.
+      {"dgx-h800", "h800-sxm", 8,
+       {"nvswitch", 200, 25, 64, 2.0},
+       {"infiniband", 8, 400, 5.0, "rail_optimized", 1}},
       {"hgx-h200", "h200", 8,
        {"nvswitch", 450, 25, 64, 2.0},
        {"infiniband", 8, 400, 5.0, "rail_optimized", 1}},

@@ -39,6 +39,13 @@ const std::vector<GpuSpec>& gpu_specs() {
       {"h200", "NVIDIA H200 141GB HBM3e (SXM)", core::Bytes(141'000'000'000), gbyte_per_s(4800),
        tflops_per_s(67), tflops_per_s(494.5), tflops_per_s(989), tflops_per_s(989),
        tflops_per_s(1979)},
+      // H800 SXM5: the H100's GH100 die at the same clocks for FP32/TF32/FP16/BF16/FP8 (and
+      // 80 GB HBM3 at 3.35 TB/s); export limits cut FP64 (not modelled) and NVLink (the
+      // dgx-h800 preset). Source: third-party H800-vs-H100 comparisons of NVIDIA's
+      // specifications (docs/cluster.md).
+      {"h800-sxm", "NVIDIA H800 80GB HBM3 (SXM5)", core::gib(80), gbyte_per_s(3350),
+       tflops_per_s(67), tflops_per_s(494.5), tflops_per_s(989), tflops_per_s(989),
+       tflops_per_s(1979)},
       // HGX/DGX B200 (1,000 W): NVIDIA's HGX B200 specification table lists per GPU 180 GB
       // HBM3e at 7.7 TB/s, FP32 75 TFLOP/s and, with sparsity, TF32 2.2, FP16/BF16 4.5 and
       // FP8 9 PFLOP/s: dense is half (validation/data/gemm.csv line 18 gives the same

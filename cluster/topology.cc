@@ -537,10 +537,12 @@ core::Result<Topology> Topology::build(const ClusterSpec& spec) {
     }
   }
   if (impl->nics_per_node > 0) impl->build_network();
-  // NVLink SHARP needs third-generation NVSwitch (Hopper and later).
+  // NVLink SHARP needs third-generation NVSwitch (Hopper and later). The H800 has it too: a
+  // user's 8-GPU all-reduce reaches 215 GB/s bus bandwidth over 200 GB/s links
+  // (collectives.csv line 105), which only in-switch reduction allows.
   const std::string& gpu = spec.gpu.name;
   impl->nvls = spec.intra_node.fabric == "nvswitch" &&
-               (gpu.rfind("h100", 0) == 0 || gpu.rfind("h200", 0) == 0);
+               (gpu.rfind("h100", 0) == 0 || gpu.rfind("h200", 0) == 0 || gpu.rfind("h800", 0) == 0);
   // Tables of node 0.
   const std::int64_t g = spec.gpus_per_node;
   std::vector<double> cap(impl->links.size());

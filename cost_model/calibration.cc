@@ -775,7 +775,13 @@ core::Result<std::map<std::string, Calibration>> calibrate_shipped_profiles(
 
 core::Result<CalibratedParams> params_for_preset(
     const std::map<std::string, Calibration>& shipped, const std::string& preset) {
-  const std::string key = preset == "dgx-a100-40gb" ? "dgx-a100-80gb" : preset;
+  // Presets without a profile of their own take the calibration of the same GPU die and
+  // fabric generation: dgx-a100-40gb (A100 with less memory), dgx-h800 (H100's GH100 at the
+  // same clocks on the same NVSwitch generation; its lower NVLink bandwidth comes from the
+  // cluster spec, which the collective model reads).
+  const std::string key = preset == "dgx-a100-40gb" ? "dgx-a100-80gb"
+                          : preset == "dgx-h800"    ? "dgx-h100"
+                                                    : preset;
   auto it = shipped.find(key);
   if (it == shipped.end()) {
     return core::not_found("no calibrated profile for cluster preset \"" + preset + "\"");

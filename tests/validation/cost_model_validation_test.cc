@@ -128,7 +128,13 @@ std::map<std::string, std::string> profile_roles() {
 
 struct Shipped {
   std::map<std::string, Calibration> cal;
-  const CalibratedParams& params(const std::string& machine) const { return cal.at(machine).params; }
+  // The preset's calibration as the tool picks it (params_for_preset: dgx-h800 takes
+  // dgx-h100's).
+  CalibratedParams params(const std::string& machine) const {
+    auto p = params_for_preset(cal, machine);
+    REQUIRE_MESSAGE(p.ok(), p.status().to_string());
+    return p.value();
+  }
 };
 
 const Shipped& shipped() {
@@ -290,9 +296,8 @@ void collectives_against_csv(bool blackwell) {
         spec.inter_node = {"efa", 8, 400, 15.0, "fat_tree", 1};
       }
     } else if (has(gpu, "H800")) {
-      machine = "dgx-h100";
+      machine = "dgx-h800";  // NVLink 200 GB/s per direction, as the row states
       spec = preset(machine, nodes);
-      spec.intra_node.gpu_bandwidth_gbyte_per_s = 200;  // the row: 200 GB/s unidirectional
     } else if (has(gpu, "H100") || has(gpu, "H20")) {
       machine = "dgx-h100";  // H20: same NVLink4 node, 8 x NDR per node
       spec = preset(machine, nodes);

@@ -30,5 +30,27 @@ TEST_CASE("the facade prices a 2-node DGX A100 with the shipped calibration") {
         "device id 16 is outside [0, 16)");
 }
 
+TEST_CASE("dgx-h800 is DGX H100 with NVLink at 200 GB/s per direction, priced by the H100 calibration") {
+  auto shipped = calibrate_shipped_profiles(ALPASIM_SOURCE_DIR "/profiles").value();
+  auto h800 = cluster::make_preset_cluster("dgx-h800", 1).value();
+  auto h100 = cluster::make_preset_cluster("dgx-h100", 1).value();
+  CHECK(h800.gpu.name == "h800-sxm");
+  CHECK(h800.gpu.peak(core::DType::kBf16) == h100.gpu.peak(core::DType::kBf16));
+  CHECK(h800.intra_node.gpu_bandwidth_gbyte_per_s == 200);
+  CHECK(h800.inter_node.nic_bandwidth_gbit_per_s == h100.inter_node.nic_bandwidth_gbit_per_s);
+  const CalibratedParams p800 = params_for_preset(shipped, "dgx-h800").value();
+  const CalibratedParams p100 = params_for_preset(shipped, "dgx-h100").value();
+  CHECK(p800.collective.link[0].bandwidth_efficiency == p100.collective.link[0].bandwidth_efficiency);
+  CostModel m800 = CostModel::create(h800, p800).value();
+  CostModel m100 = CostModel::create(h100, p100).value();
+  const std::vector<std::int64_t> all = {0, 1, 2, 3, 4, 5, 6, 7};
+  // A bandwidth-bound 8-GPU all-reduce (4 GiB) slows by about the NVLink ratio 450/200;
+  // latency and NVLS details keep it from being exact.
+  const double t800 = m800.collective(Collective::kAllReduce, core::gib(4), m800.group(all).value()).time.value();
+  const double t100 = m100.collective(Collective::kAllReduce, core::gib(4), m100.group(all).value()).time.value();
+  CHECK(t800 / t100 > 1.8);
+  CHECK(t800 / t100 < 2.6);
+}
+
 }  // namespace
 }  // namespace alpasim::cost_model
