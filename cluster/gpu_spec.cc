@@ -39,10 +39,10 @@ const std::vector<GpuSpec>& gpu_specs() {
       {"h200", "NVIDIA H200 141GB HBM3e (SXM)", core::Bytes(141'000'000'000), gbyte_per_s(4800),
        tflops_per_s(67), tflops_per_s(494.5), tflops_per_s(989), tflops_per_s(989),
        tflops_per_s(1979)},
-      // H800 SXM5: the H100's GH100 die at the same clocks for FP32/TF32/FP16/BF16/FP8 (and
-      // 80 GB HBM3 at 3.35 TB/s); export limits cut FP64 (not modelled) and NVLink (the
-      // dgx-h800 preset). Source: third-party H800-vs-H100 comparisons of NVIDIA's
-      // specifications (docs/cluster.md).
+      // H800 SXM5: the H100's GH100 die; third-party H800-vs-H100 comparisons of NVIDIA's
+      // specifications (docs/cluster.md) name only FP64 (not modelled) and NVLink (the
+      // dgx-h800 preset) as cut, so the low-precision peaks, memory and HBM bandwidth are
+      // the H100 SXM5's here (an assumption for memory and bandwidth).
       {"h800-sxm", "NVIDIA H800 80GB HBM3 (SXM5)", core::gib(80), gbyte_per_s(3350),
        tflops_per_s(67), tflops_per_s(494.5), tflops_per_s(989), tflops_per_s(989),
        tflops_per_s(1979)},
