@@ -107,8 +107,7 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
       // cut point is dropped whole (its plans are not compared), so the answer is that of
       // the points before it.
       if (stats.points > 1) {
-        s.deadline = start + std::chrono::duration_cast<Clock::duration>(
-                                 std::chrono::duration<double>(in.options.time_limit_s));
+        s.deadline = Searcher::deadline_after(start, in.options.time_limit_s);
       }
       auto cut_by_clock = [&]() {
         s.deadline.reset();

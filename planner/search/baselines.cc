@@ -111,6 +111,9 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
     sim::PipelineProblem problem;
     schema::Plan plan;
     sim::Time bound = 0;
+    // Its memory bound exceeds the limit (cannot_fit): it cannot beat a fitting point, and
+    // the re-scoring takes only fitting points, so it is never simulated once one is kept.
+    bool unfit = false;
     std::string description;
   };
   std::vector<GridCandidate> cands;
@@ -283,6 +286,8 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
             cand.problem = std::move(pb).value();
             cand.plan = std::move(plan);
             cand.bound = bound.value();
+            auto unfit = cannot_fit(cand.problem);
+            cand.unfit = unfit.ok() && unfit.value();
             schema::MegatronShape shape;
             shape.tp = tp;
             shape.pp = pp;
@@ -322,10 +327,7 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
         ++s.grid_pruned;
         continue;
       }
-      // Nor can a point that cannot fit (peak_memory_lower_bound), and the re-scoring below
-      // takes only fitting points: it needs no simulation either.
-      auto unfit = cannot_fit(c.problem);
-      if (unfit.ok() && unfit.value()) {
+      if (c.unfit) {
         ++s.grid_pruned;
         continue;
       }
@@ -360,11 +362,9 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
   ALPASIM_ASSIGN_OR_RETURN(Evaluated first, s.evaluate(*written));
   if (first.prediction.fits) return first;
   for (std::size_t i = 0; i < cands.size(); ++i) {
-    if (analytic[i]) continue;
-    // Only fitting points are re-scored: one whose memory bound says it cannot fit needs
-    // no simulation (exact: it would not enter by_time).
-    auto unfit = cannot_fit(cands[i].problem);
-    if (unfit.ok() && unfit.value()) continue;
+    // Only fitting points are re-scored: one that cannot fit needs no simulation (exact: it
+    // would not enter by_time).
+    if (analytic[i] || cands[i].unfit) continue;
     auto e = s.run_problem(cands[i].problem, cands[i].plan);
     ++s.grid_simulated;
     if (e.ok()) analytic[i] = std::move(e).value();

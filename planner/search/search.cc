@@ -25,8 +25,7 @@ core::Result<Evaluated> run_mode(Searcher& s, const std::string& mode, AlpaStats
         s.input().options.compare_baselines && !late && !stats.stopped_by_budget ? nullptr
                                                                                  : &stats.explored;
     // The seeds stop at the time limit too (Searcher::deadline): what they ran is compared.
-    s.deadline = start + std::chrono::duration_cast<Clock::duration>(
-                             std::chrono::duration<double>(s.input().options.time_limit_s));
+    s.deadline = Searcher::deadline_after(start, s.input().options.time_limit_s);
     for (const bool by_flops : {false, true}) {
       auto e = run_equal(s, by_flops, 0, 0, &best, only);
       if (e.ok() && better(s, e.value(), best)) {
@@ -237,8 +236,7 @@ core::Result<SearchResult> search(const SearchInput& input) {
       AlpaStats bs;
       // A baseline that runs into the time limit stops there and is reported as cut, not
       // with the best of its partial search.
-      s.deadline = start + std::chrono::duration_cast<Clock::duration>(
-                               std::chrono::duration<double>(input.options.time_limit_s));
+      s.deadline = Searcher::deadline_after(start, input.options.time_limit_s);
       auto e = run_mode(s, m, bs, start, &d);
       s.deadline.reset();
       if (s.interrupted) {

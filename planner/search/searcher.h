@@ -183,6 +183,10 @@ class Searcher {
   std::optional<Clock::time_point> deadline;
   bool interrupted = false;
   bool past_deadline() const { return deadline && Clock::now() >= *deadline; }
+  /// The instant `limit_s` seconds (SearchOptions::time_limit_s) after `start`.
+  static Clock::time_point deadline_after(Clock::time_point start, double limit_s) {
+    return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit_s));
+  }
   /// When true, problem_of() lists each chunk's intra-op communication operator by operator
   /// (StageCosts::forward_collectives, ...: trace events). Off while searching (cost); on
   /// for the plan that is answered.
@@ -560,27 +564,25 @@ class Searcher {
 
   core::Result<Evaluated> simulate(const Lowering& lw, const schema::Plan& plan) {
     ALPASIM_ASSIGN_OR_RETURN(sim::PipelineProblem pb, problem_of(lw, plan));
-    if (skip_unfit && !prune_above_s) {
+    if (prune_above_s || skip_unfit) {
       auto overflows = cannot_fit(pb);
-      if (overflows.ok() && overflows.value()) {
+      const bool unfit = overflows.ok() && overflows.value();
+      if (prune_above_s) {
+        // Exact skips: the simulated time is >= the bound (pipeline_bound.h), so a plan whose
+        // bound exceeds *prune_above_s cannot beat the plan the caller compares with; nor
+        // can a plan whose memory bound says it does not fit (that plan fits).
+        auto bound = pipeline_lower_bound(pb);
+        if (unfit || (bound.ok() && sim::to_seconds(bound.value()).value() > *prune_above_s)) {
+          ++candidates_pruned;
+          Evaluated skipped;
+          skipped.error = "pruned by its lower bound";
+          return skipped;  // ok = false: never better than anything
+        }
+      } else if (unfit) {
         Evaluated skipped;
         skipped.prediction.fits = false;
         skipped.error = "cannot fit by its memory bound";
         return skipped;
-      }
-    }
-    if (prune_above_s) {
-      // Exact skips: the simulated time is >= the bound (pipeline_bound.h), so a plan whose
-      // bound exceeds *prune_above_s cannot beat the plan the caller compares with; nor can
-      // a plan whose memory bound says it does not fit (that plan fits).
-      auto bound = pipeline_lower_bound(pb);
-      auto overflows = cannot_fit(pb);
-      if ((bound.ok() && sim::to_seconds(bound.value()).value() > *prune_above_s) ||
-          (overflows.ok() && overflows.value())) {
-        ++candidates_pruned;
-        Evaluated skipped;
-        skipped.error = "pruned by its lower bound";
-        return skipped;  // ok = false: never better than anything
       }
     }
     return run_problem(std::move(pb), plan);
