@@ -12,6 +12,7 @@ struct Preset {
   std::int64_t gpus_per_node;
   IntraNodeSpec intra;
   InterNodeSpec inter;
+  std::int64_t nvlink_domain_nodes = 1;  ///< ClusterSpec::nvlink_domain_nodes
 };
 
 // Sources: validation/data/alpa_models.json "hardware" (p3.16xlarge: 8x V100 NVLink
@@ -46,6 +47,21 @@ const std::vector<Preset>& presets() {
       {"dgx-h800", "h800-sxm", 8,
        {"nvswitch", 200, 25, 64, 2.0},
        {"infiniband", 8, 400, 5.0, "rail_optimized", 1}},
+      // GB200 NVL72: a node is one compute tray of 4 B200 GPUs (2 Grace-Blackwell superchips);
+      // the rack's 18 trays share one NVLink domain through 9 NVLink switch trays, each GPU
+      // at NVLink 5's 1.8 TB/s both ways (900 GB/s per direction, 18 links x 50 GB/s). Per
+      // tray 4 ConnectX-7 400 Gb/s NICs (one per GPU) on a rail-optimised InfiniBand compute
+      // fabric; PCIe Gen5 x16 to each NIC. docs/cluster.md gives the sources.
+      {"gb200-nvl72", "gb200", 4,
+       {"nvswitch", 900, 50, 64, 2.0},
+       {"infiniband", 4, 400, 5.0, "rail_optimized", 1},
+       18},
+      // GB300 NVL72: as GB200 NVL72 with Blackwell Ultra GPUs and ConnectX-8 SuperNICs at
+      // 800 Gb/s, one per GPU.
+      {"gb300-nvl72", "gb300", 4,
+       {"nvswitch", 900, 50, 64, 2.0},
+       {"infiniband", 4, 800, 5.0, "rail_optimized", 1},
+       18},
       {"hgx-h200", "h200", 8,
        {"nvswitch", 450, 25, 64, 2.0},
        {"infiniband", 8, 400, 5.0, "rail_optimized", 1}},
@@ -114,9 +130,16 @@ core::Result<ClusterSpec> make_preset_cluster(const std::string& name, std::int6
     ALPASIM_CHECK(gpu.has_value()) << "preset " << name << " names unknown GPU " << p.gpu;
     return ClusterSpec{p.name, nodes,   p.gpus_per_node,
                        *gpu,   p.intra, p.inter,
-                       default_reserved_memory(*gpu)};
+                       default_reserved_memory(*gpu), p.nvlink_domain_nodes};
   }
   return core::invalid_argument("unknown cluster preset \"" + name + "\"");
+}
+
+std::int64_t ClusterSpec::nvlink_domain_nodes_in_use() const {
+  for (std::int64_t d = std::min(nvlink_domain_nodes, nodes); d > 1; --d) {
+    if (nodes % d == 0) return d;
+  }
+  return 1;
 }
 
 core::Bytes default_reserved_memory(const GpuSpec& gpu) {
@@ -154,6 +177,32 @@ core::Result<core::Bytes> parse_reserved_memory(core::JsonObject& obj, const Gpu
   return core::bytes(static_cast<std::int64_t>(gib * static_cast<double>(core::gib(1).value())));
 }
 
+// The optional "nvlink_domain_gpus" of either cluster form: GPUs sharing one NVLink switch
+// fabric, a multiple of the node's GPUs, on an NVSwitch fabric when it spans nodes. Absent:
+// `fallback` nodes (the preset's domain, or 1).
+core::Result<std::int64_t> parse_nvlink_domain_nodes(core::JsonObject& obj, const ClusterSpec& spec,
+                                                     std::int64_t fallback) {
+  auto value = obj.optional("nvlink_domain_gpus");
+  if (!value) return fallback;
+  const std::int64_t gpn = spec.gpus_per_node;
+  ALPASIM_ASSIGN_OR_RETURN(
+      std::int64_t gpus,
+      value->as_int(gpn, core::limits::kMaxNvlinkDomainGpus,
+                    "an integer in [" + std::to_string(gpn) + ", " +
+                        std::to_string(core::limits::kMaxNvlinkDomainGpus) +
+                        "] (GPUs sharing one NVLink fabric, a multiple of gpus_per_node " +
+                        std::to_string(gpn) + ")"));
+  if (gpus % gpn != 0) {
+    return value->error("expected a multiple of gpus_per_node " + std::to_string(gpn) +
+                        " (an NVLink domain holds whole nodes), got " + std::to_string(gpus));
+  }
+  if (gpus > gpn && spec.intra_node.fabric != "nvswitch") {
+    return value->error("an NVLink domain spanning nodes needs the \"nvswitch\" intra-node fabric, "
+                        "got \"" + spec.intra_node.fabric + "\"");
+  }
+  return gpus / gpn;
+}
+
 }  // namespace
 
 core::Result<ClusterSpec> parse_cluster_spec(const core::JsonValue& value) {
@@ -176,6 +225,12 @@ core::Result<ClusterSpec> parse_cluster_spec(const core::JsonValue& value) {
       }
     }
     ALPASIM_ASSIGN_OR_RETURN(spec.reserved_memory, parse_reserved_memory(obj, spec.gpu));
+    if (spec.gpus_per_node == make_preset_cluster(name, 1)->gpus_per_node) {
+      ALPASIM_ASSIGN_OR_RETURN(spec.nvlink_domain_nodes,
+                               parse_nvlink_domain_nodes(obj, spec, spec.nvlink_domain_nodes));
+    } else {
+      spec.nvlink_domain_nodes = 1;  // part of one node
+    }
     ALPASIM_RETURN_IF_ERROR(obj.finish());
     return spec;
   }
@@ -193,6 +248,7 @@ core::Result<ClusterSpec> parse_cluster_spec(const core::JsonValue& value) {
     ALPASIM_ASSIGN_OR_RETURN(core::JsonObject inter, obj.get_object("inter_node"));
     ALPASIM_ASSIGN_OR_RETURN(spec.inter_node, parse_inter(std::move(inter)));
   }
+  ALPASIM_ASSIGN_OR_RETURN(spec.nvlink_domain_nodes, parse_nvlink_domain_nodes(obj, spec, 1));
   if (obj.has("preset_name")) {  // written by cluster_spec_to_json; informational only
     ALPASIM_ASSIGN_OR_RETURN(spec.preset, obj.get_string("preset_name"));
   }
@@ -212,6 +268,8 @@ core::Json cluster_spec_to_json(const ClusterSpec& spec) {
                      {"link_bandwidth_gbyte_per_s", spec.intra_node.link_bandwidth_gbyte_per_s},
                      {"pcie_bandwidth_gbyte_per_s", spec.intra_node.pcie_bandwidth_gbyte_per_s},
                      {"latency_us", spec.intra_node.latency_us}};
+  // Written only where the domain spans nodes, so single-node-NVLink clusters print as before.
+  if (spec.nvlink_domain_nodes > 1) j["nvlink_domain_gpus"] = spec.nvlink_domain_nodes * spec.gpus_per_node;
   if (!spec.inter_node.fabric.empty()) {
     j["inter_node"] = {{"fabric", spec.inter_node.fabric},
                        {"nics_per_node", spec.inter_node.nics_per_node},

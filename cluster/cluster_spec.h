@@ -47,8 +47,20 @@ struct ClusterSpec {
   /// Presets and parsed scenarios set default_reserved_memory(gpu) unless the scenario's
   /// "reserved_memory_gib" says otherwise; a spec built field by field reserves nothing.
   core::Bytes reserved_memory{0};
+  /// Nodes whose GPUs share one NVLink switch fabric (the NVLink domain): 1 where NVLink
+  /// ends at the node (DGX, HGX); 18 on GB200/GB300 NVL72, whose 18 four-GPU compute trays
+  /// reach each other through the rack's NVLink switch trays at full NVLink bandwidth.
+  /// Needs the "nvswitch" intra-node fabric when above 1.
+  std::int64_t nvlink_domain_nodes = 1;
 
   std::int64_t num_gpus() const { return nodes * gpus_per_node; }
+  /// The nodes of one NVLink domain as this cluster uses them: the largest divisor of
+  /// `nodes` not above nvlink_domain_nodes, so every domain holds the same number of nodes
+  /// (a job placed over whole segments of its racks, as Slurm's block topology does: 64
+  /// GB200 trays run as 4 domains of 16). 1 when NVLink ends at the node.
+  std::int64_t nvlink_domain_nodes_in_use() const;
+  /// GPUs of one NVLink domain in use (nvlink_domain_nodes_in_use() * gpus_per_node).
+  std::int64_t nvlink_domain_gpus() const { return nvlink_domain_nodes_in_use() * gpus_per_node; }
   /// What a plan may use per GPU: the fit limit of the planner and the simulator.
   core::Bytes usable_memory() const { return gpu.memory - reserved_memory; }
 };

@@ -32,8 +32,13 @@ const char* vertex_kind_name(VertexKind k) {
 
 struct VertexProps {
   VertexKind kind = VertexKind::kGpu;
-  std::int32_t node = -1;   ///< -1 for network switches
-  std::int32_t index = 0;   ///< local index within its kind (GPU local id, NIC rail, leaf id)
+  /// The NVLink domain (a node unless the cluster's NVLink spans nodes); -1 for network
+  /// switches. The graph repeats one domain's vertices and links per domain.
+  std::int32_t domain = -1;
+  /// The node (for a GPU, NIC, PCIe switch or CPU); -1 for network switches and for an
+  /// NVSwitch shared by the nodes of a multi-node NVLink domain.
+  std::int32_t node = -1;
+  std::int32_t index = 0;   ///< local index within its kind and domain (GPU, NIC, leaf id)
 };
 
 struct EdgeProps {
@@ -97,21 +102,26 @@ struct RingResult {
 
 }  // namespace
 
+// The graph is built per NVLink domain (a node, or the nodes of a multi-node NVLink domain
+// such as a GB200 NVL72 rack): "local" GPU and NIC indices below are within a domain, and
+// collectives see a domain as what NCCL calls a node (NVLink inside, NICs between).
 struct Topology::Impl {
   ClusterSpec spec;
   Graph graph;
   std::vector<Link> links;
-  std::int64_t vertices_per_node = 0;
-  std::int64_t links_per_node = 0;
-  std::int64_t num_pcie_switches = 0;
-  std::int64_t nics_per_node = 0;
-  // Vertex ids in node 0 (node n adds n * vertices_per_node).
+  std::int64_t domain_nodes = 1;      ///< nodes per NVLink domain (spec.nvlink_domain_nodes_in_use())
+  std::int64_t vertices_per_node = 0;  ///< per domain
+  std::int64_t links_per_node = 0;     ///< per domain
+  std::int64_t switches_per_node = 0;  ///< PCIe switches of one node
+  std::int64_t num_pcie_switches = 0;  ///< per domain
+  std::int64_t nics_per_node = 0;      ///< per domain
+  // Vertex ids in domain 0 (domain n adds n * vertices_per_node).
   std::vector<std::int64_t> gpu0, nic0;
   // Network tree (network vertices only; -1 elsewhere).
   std::vector<std::int64_t> parent, up_link, depth;
-  std::vector<std::int64_t> nic_leaf;  ///< per (node * nics + rail): the leaf vertex
+  std::vector<std::int64_t> nic_leaf;  ///< per (domain * nics + local NIC): the leaf vertex
   std::int64_t spine = -1;
-  // Tables of node 0.
+  // Tables of domain 0.
   std::vector<PathInfo> intra;               ///< [a * gpn + b]
   std::vector<std::int64_t> nearest_nic;     ///< per local GPU: rail index
   std::vector<PathInfo> gpu_nic;             ///< per local GPU: path to its nearest NIC
@@ -120,12 +130,26 @@ struct Topology::Impl {
   bool nvls = false;
 
   mutable std::mutex mu;
-  mutable std::map<std::uint64_t, RingResult> ring_cache;
+  mutable std::map<std::vector<std::int64_t>, RingResult> ring_cache;  ///< by sorted locals
 
-  std::int64_t gpn() const { return spec.gpus_per_node; }
-  std::int64_t add_vertex(VertexKind kind, std::int64_t node, std::int64_t index) {
+  /// GPUs of one domain.
+  std::int64_t gpn() const { return spec.gpus_per_node * domain_nodes; }
+  std::int64_t num_domains() const { return spec.nodes / domain_nodes; }
+  /// PCIe switch (index within its domain) of local GPU `l`: one per two GPUs of a node.
+  std::int64_t switch_of_gpu(std::int64_t l) const {
+    const std::int64_t g = spec.gpus_per_node;
+    return (l / g) * switches_per_node + (l % g) / 2;
+  }
+  /// PCIe switch of local NIC `j`: a node's NICs spread evenly over its switches.
+  std::int64_t switch_of_nic(std::int64_t j) const {
+    const std::int64_t n = spec.inter_node.nics_per_node;
+    return (j / n) * switches_per_node + (j % n) * switches_per_node / n;
+  }
+  std::int64_t add_vertex(VertexKind kind, std::int64_t domain, std::int64_t node,
+                          std::int64_t index) {
     return static_cast<std::int64_t>(boost::add_vertex(
-        VertexProps{kind, static_cast<std::int32_t>(node), static_cast<std::int32_t>(index)},
+        VertexProps{kind, static_cast<std::int32_t>(domain), static_cast<std::int32_t>(node),
+                    static_cast<std::int32_t>(index)},
         graph));
   }
   void add_link(std::int64_t a, std::int64_t b, double bw, double lat, LinkClass cls) {
@@ -138,9 +162,9 @@ struct Topology::Impl {
     }
   }
   VertexKind kind(std::int64_t v) const { return graph[static_cast<Vertex>(v)].kind; }
-  std::int64_t vertex_node(std::int64_t v) const { return graph[static_cast<Vertex>(v)].node; }
+  std::int64_t vertex_domain(std::int64_t v) const { return graph[static_cast<Vertex>(v)].domain; }
 
-  void build_node(std::int64_t node);
+  void build_domain(std::int64_t domain);
   void build_network();
   // Widest paths from `src` over vertices with allowed(v), with capacities `cap`. A GPU
   // other than src is never a transit vertex.
@@ -224,16 +248,23 @@ void Topology::Impl::widest_from(std::int64_t src, const std::vector<double>& ca
   }
 }
 
-void Topology::Impl::build_node(std::int64_t node) {
+void Topology::Impl::build_domain(std::int64_t domain) {
   const auto& ispec = spec.intra_node;
   const double lat = ispec.latency_us * 1e-6 / 2;  // a GPU-switch-GPU hop costs latency_us
   const double pcie = ispec.pcie_bandwidth_gbyte_per_s * 1e9;
+  const std::int64_t node_gpus = spec.gpus_per_node;
+  const std::int64_t first_node = domain * domain_nodes;
+  const bool shared_nvswitch = domain_nodes > 1;
   std::vector<std::int64_t> gpus;
-  for (std::int64_t g = 0; g < gpn(); ++g) gpus.push_back(add_vertex(VertexKind::kGpu, node, g));
+  for (std::int64_t g = 0; g < gpn(); ++g) {
+    gpus.push_back(add_vertex(VertexKind::kGpu, domain, first_node + g / node_gpus, g));
+  }
   if (ispec.fabric == "nvswitch") {
-    // The NVSwitch baseboard as one non-blocking crossbar: each GPU reaches it over all its
-    // NVLinks (gpu_bandwidth_gbyte_per_s per direction).
-    const std::int64_t sw = add_vertex(VertexKind::kNvswitch, node, 0);
+    // The NVSwitch baseboard (or, for a multi-node domain, the rack's NVLink switch trays)
+    // as one non-blocking crossbar: each GPU reaches it over all its NVLinks
+    // (gpu_bandwidth_gbyte_per_s per direction).
+    const std::int64_t sw =
+        add_vertex(VertexKind::kNvswitch, domain, shared_nvswitch ? -1 : first_node, 0);
     for (std::int64_t g : gpus) {
       add_link(g, sw, ispec.gpu_bandwidth_gbyte_per_s * 1e9, lat, LinkClass::kNvswitch);
     }
@@ -248,33 +279,40 @@ void Topology::Impl::build_node(std::int64_t node) {
       }
     }
   }
-  // PCIe tree: one switch per two GPUs (DGX/HGX baseboards and p3 both pair GPUs on a
-  // switch), switches split over up to two CPU sockets joined by a socket link (modelled at
-  // the PCIe bandwidth: the x16 uplinks, not UPI, are the narrow part).
+  // Per node, a PCIe tree: one switch per two GPUs (DGX/HGX baseboards and p3 both pair
+  // GPUs on a switch), switches split over up to two CPU sockets joined by a socket link
+  // (modelled at the PCIe bandwidth: the x16 uplinks, not UPI, are the narrow part).
   std::vector<std::int64_t> switches;
   for (std::int64_t s = 0; s < num_pcie_switches; ++s) {
-    switches.push_back(add_vertex(VertexKind::kPcieSwitch, node, s));
+    switches.push_back(add_vertex(VertexKind::kPcieSwitch, domain, first_node + s / switches_per_node, s));
   }
-  const std::int64_t sockets = num_pcie_switches >= 2 ? 2 : 1;
-  std::vector<std::int64_t> cpus;
-  for (std::int64_t c = 0; c < sockets; ++c) cpus.push_back(add_vertex(VertexKind::kCpu, node, c));
-  for (std::int64_t g = 0; g < gpn(); ++g) {
-    add_link(gpus[static_cast<std::size_t>(g)], switches[static_cast<std::size_t>(g / 2)], pcie,
-             lat, LinkClass::kPcie);
+  const std::int64_t sockets = switches_per_node >= 2 ? 2 : 1;
+  for (std::int64_t n = 0; n < domain_nodes; ++n) {
+    std::vector<std::int64_t> cpus;
+    for (std::int64_t c = 0; c < sockets; ++c) {
+      cpus.push_back(add_vertex(VertexKind::kCpu, domain, first_node + n, n * sockets + c));
+    }
+    if (n == 0) {
+      // GPUs first, in domain order, so a one-node domain builds exactly as before.
+      for (std::int64_t g = 0; g < gpn(); ++g) {
+        add_link(gpus[static_cast<std::size_t>(g)], switches[static_cast<std::size_t>(switch_of_gpu(g))],
+                 pcie, lat, LinkClass::kPcie);
+      }
+    }
+    for (std::int64_t s = 0; s < switches_per_node; ++s) {
+      add_link(switches[static_cast<std::size_t>(n * switches_per_node + s)],
+               cpus[static_cast<std::size_t>(s * sockets / switches_per_node)], pcie, lat,
+               LinkClass::kPcie);
+    }
+    if (sockets == 2) add_link(cpus[0], cpus[1], pcie, lat, LinkClass::kPcie);
   }
-  for (std::int64_t s = 0; s < num_pcie_switches; ++s) {
-    add_link(switches[static_cast<std::size_t>(s)],
-             cpus[static_cast<std::size_t>(s * sockets / num_pcie_switches)], pcie, lat,
-             LinkClass::kPcie);
-  }
-  if (sockets == 2) add_link(cpus[0], cpus[1], pcie, lat, LinkClass::kPcie);
   // NICs sit on the PCIe switches, spread evenly (DGX A100/H100: one NIC per GPU, next to it).
+  const std::int64_t node_nics = spec.inter_node.nics_per_node;
   for (std::int64_t j = 0; j < nics_per_node; ++j) {
-    const std::int64_t nic = add_vertex(VertexKind::kNic, node, j);
-    add_link(nic, switches[static_cast<std::size_t>(j * num_pcie_switches / nics_per_node)], pcie,
-             lat, LinkClass::kPcie);
+    const std::int64_t nic = add_vertex(VertexKind::kNic, domain, first_node + j / node_nics, j);
+    add_link(nic, switches[static_cast<std::size_t>(switch_of_nic(j))], pcie, lat, LinkClass::kPcie);
   }
-  if (node == 0) {
+  if (domain == 0) {
     gpu0 = gpus;
     for (std::int64_t v = 0; v < static_cast<std::int64_t>(boost::num_vertices(graph)); ++v) {
       if (kind(v) == VertexKind::kNic) nic0.push_back(v);
@@ -289,17 +327,23 @@ void Topology::Impl::build_network() {
                                                    : LinkClass::kInfiniband;
   const double nic_bw = ispec.nic_bandwidth_gbit_per_s * 1e9 / 8;
   const double half_lat = ispec.latency_us * 1e-6 / 2;
+  // The network is wired per node and rail (NIC index within the node), whatever the
+  // NVLink domains: node n's rail r is NIC (n % domain_nodes) * nics + r of its domain.
   const std::int64_t nodes = spec.nodes;
-  const std::int64_t nics = nics_per_node;
+  const std::int64_t nics = spec.inter_node.nics_per_node;
+  auto local_nic = [&](std::int64_t node, std::int64_t rail) {
+    return (node / domain_nodes) * nics_per_node + (node % domain_nodes) * nics + rail;
+  };
   auto nic_vertex = [&](std::int64_t node, std::int64_t rail) {
-    return nic0[static_cast<std::size_t>(rail)] + node * vertices_per_node;
+    return nic0[static_cast<std::size_t>((node % domain_nodes) * nics + rail)] +
+           (node / domain_nodes) * vertices_per_node;
   };
   nic_leaf.assign(static_cast<std::size_t>(nodes * nics), -1);
   std::vector<std::int64_t> leaves;
   std::vector<double> leaf_down_bw;
   auto new_leaf = [&]() {
     const std::int64_t v =
-        add_vertex(VertexKind::kLeaf, -1, static_cast<std::int64_t>(leaves.size()));
+        add_vertex(VertexKind::kLeaf, -1, -1, static_cast<std::int64_t>(leaves.size()));
     leaves.push_back(v);
     leaf_down_bw.push_back(0);
     return v;
@@ -307,7 +351,7 @@ void Topology::Impl::build_network() {
   auto attach = [&](std::int64_t node, std::int64_t rail, std::int64_t leaf_idx) {
     const std::int64_t leaf = leaves[static_cast<std::size_t>(leaf_idx)];
     add_link(nic_vertex(node, rail), leaf, nic_bw, half_lat, cls);
-    nic_leaf[static_cast<std::size_t>(node * nics + rail)] = leaf;
+    nic_leaf[static_cast<std::size_t>(local_nic(node, rail))] = leaf;
     leaf_down_bw[static_cast<std::size_t>(leaf_idx)] += nic_bw;
   };
   if (ispec.topology == "single_switch") {
@@ -340,7 +384,7 @@ void Topology::Impl::build_network() {
   if (leaves.size() > 1) {
     // One aggregated spine: each leaf's uplinks carry its downlink bandwidth divided by the
     // oversubscription (1 = full bisection).
-    spine = add_vertex(VertexKind::kSpine, -1, 0);
+    spine = add_vertex(VertexKind::kSpine, -1, -1, 0);
     for (std::size_t i = 0; i < leaves.size(); ++i) {
       add_link(leaves[i], spine, leaf_down_bw[i] / ispec.oversubscription, kSwitchHopLatencyS,
                cls);
@@ -396,7 +440,7 @@ RingResult Topology::Impl::pack_rings(const std::vector<std::int64_t>& locals) c
   const auto k = static_cast<std::int64_t>(locals.size());
   std::vector<double> cap(links.size());
   for (std::size_t i = 0; i < links.size(); ++i) cap[i] = links[i].bandwidth_bytes_per_s;
-  auto in_node0 = [&](std::int64_t v) { return vertex_node(v) == 0; };
+  auto in_node0 = [&](std::int64_t v) { return vertex_domain(v) == 0; };
   int first_rank = -1;
   std::vector<Label> label;
   std::vector<std::int64_t> pred;
@@ -523,14 +567,24 @@ core::Result<Topology> Topology::build(const ClusterSpec& spec) {
     return core::invalid_argument("a cluster of " + std::to_string(spec.nodes) +
                                   " nodes needs an inter-node network with at least one NIC");
   }
+  if (spec.nvlink_domain_nodes < 1 ||
+      (spec.nvlink_domain_nodes > 1 && spec.intra_node.fabric != "nvswitch")) {
+    return core::invalid_argument("an NVLink domain of " + std::to_string(spec.nvlink_domain_nodes) +
+                                  " nodes needs the \"nvswitch\" intra-node fabric, got \"" +
+                                  spec.intra_node.fabric + "\"");
+  }
   auto impl = std::make_shared<Impl>();
   impl->spec = spec;
-  impl->num_pcie_switches = std::max<std::int64_t>(1, (spec.gpus_per_node + 1) / 2);
-  impl->nics_per_node = spec.inter_node.fabric.empty() ? 0 : spec.inter_node.nics_per_node;
-  for (std::int64_t n = 0; n < spec.nodes; ++n) {
+  impl->domain_nodes = spec.nvlink_domain_nodes_in_use();
+  impl->switches_per_node = std::max<std::int64_t>(1, (spec.gpus_per_node + 1) / 2);
+  impl->num_pcie_switches = impl->switches_per_node * impl->domain_nodes;
+  impl->nics_per_node = spec.inter_node.fabric.empty()
+                            ? 0
+                            : spec.inter_node.nics_per_node * impl->domain_nodes;
+  for (std::int64_t n = 0; n < impl->num_domains(); ++n) {
     const auto v0 = static_cast<std::int64_t>(boost::num_vertices(impl->graph));
     const auto l0 = static_cast<std::int64_t>(impl->links.size());
-    impl->build_node(n);
+    impl->build_domain(n);
     if (n == 0) {
       impl->vertices_per_node = static_cast<std::int64_t>(boost::num_vertices(impl->graph)) - v0;
       impl->links_per_node = static_cast<std::int64_t>(impl->links.size()) - l0;
@@ -539,12 +593,15 @@ core::Result<Topology> Topology::build(const ClusterSpec& spec) {
   if (impl->nics_per_node > 0) impl->build_network();
   // NVLink SHARP needs third-generation NVSwitch (Hopper and later). The H800 has it too: a
   // user's 8-GPU all-reduce reaches 215 GB/s bus bandwidth over 200 GB/s links
-  // (collectives.csv line 105), which only in-switch reduction allows.
+  // (collectives.csv line 105), which only in-switch reduction allows. Blackwell's NVLink 5
+  // switches (HGX B200 baseboards, NVL72 switch trays) keep it, across a whole multi-node
+  // NVLink domain on NVL72.
   const std::string& gpu = spec.gpu.name;
   impl->nvls = spec.intra_node.fabric == "nvswitch" &&
-               (gpu.rfind("h100", 0) == 0 || gpu.rfind("h200", 0) == 0 || gpu.rfind("h800", 0) == 0);
-  // Tables of node 0.
-  const std::int64_t g = spec.gpus_per_node;
+               (gpu.rfind("h100", 0) == 0 || gpu.rfind("h200", 0) == 0 || gpu.rfind("h800", 0) == 0 ||
+                gpu.rfind("b200", 0) == 0 || gpu.rfind("gb200", 0) == 0 || gpu.rfind("gb300", 0) == 0);
+  // Tables of domain 0.
+  const std::int64_t g = impl->gpn();
   std::vector<double> cap(impl->links.size());
   for (std::size_t i = 0; i < impl->links.size(); ++i) cap[i] = impl->links[i].bandwidth_bytes_per_s;
   impl->intra.assign(static_cast<std::size_t>(g * g), PathInfo{});
@@ -555,7 +612,7 @@ core::Result<Topology> Topology::build(const ClusterSpec& spec) {
   std::vector<Label> label;
   std::vector<std::int64_t> pred;
   const Impl& im = *impl;
-  auto in_node0 = [&im](std::int64_t v) { return im.vertex_node(v) == 0; };
+  auto in_node0 = [&im](std::int64_t v) { return im.vertex_domain(v) == 0; };
   std::vector<std::int64_t> nic_users(static_cast<std::size_t>(impl->nics_per_node), 0);
   for (std::int64_t a = 0; a < g; ++a) {
     impl->widest_from(impl->gpu0[static_cast<std::size_t>(a)], cap, in_node0, label, pred);
@@ -600,6 +657,7 @@ std::int64_t Topology::num_devices() const { return impl_->spec.num_gpus(); }
 std::int64_t Topology::node_of(std::int64_t device) const {
   return device / impl_->spec.gpus_per_node;
 }
+std::int64_t Topology::domain_of(std::int64_t device) const { return device / impl_->gpn(); }
 std::int64_t Topology::num_vertices() const {
   return static_cast<std::int64_t>(boost::num_vertices(impl_->graph));
 }
@@ -685,17 +743,15 @@ core::Result<std::vector<GroupInfo>> Topology::concurrent_groups(
     bool any_intra = false;
     for (const auto& [node, locals] : by_node) {
       if (locals.size() < 2) continue;
-      std::uint64_t mask = 0;
-      for (std::int64_t l : locals) mask |= std::uint64_t{1} << static_cast<unsigned>(l % 64);
       RingResult r;
       {
         std::lock_guard<std::mutex> lock(im.mu);
-        auto it = im.ring_cache.find(mask);
-        if (g <= 64 && it != im.ring_cache.end()) {
+        auto it = im.ring_cache.find(locals);
+        if (it != im.ring_cache.end()) {
           r = it->second;
         } else {
           r = im.pack_rings(locals);
-          if (g <= 64) im.ring_cache.emplace(mask, r);
+          im.ring_cache.emplace(locals, r);
         }
       }
       if (!any_intra || r.bandwidth < intra_bw) {
@@ -718,10 +774,10 @@ core::Result<std::vector<GroupInfo>> Topology::concurrent_groups(
     std::map<std::int64_t, std::int64_t> rail_gpu;  // rail -> local GPU it serves
     {
       std::map<std::int64_t, std::vector<std::int64_t>> on_switch;  // switch -> group GPUs
-      for (std::int64_t l : first_locals) on_switch[l / 2].push_back(l);
+      for (std::int64_t l : first_locals) on_switch[im.switch_of_gpu(l)].push_back(l);
       std::map<std::int64_t, std::size_t> next;
       for (std::int64_t j = 0; j < im.nics_per_node; ++j) {
-        const std::int64_t sw = j * im.num_pcie_switches / im.nics_per_node;
+        const std::int64_t sw = im.switch_of_nic(j);
         auto it = on_switch.find(sw);
         if (it == on_switch.end()) continue;
         rail_gpu.emplace(j, it->second[next[sw]++ % it->second.size()]);
@@ -849,8 +905,11 @@ core::Json Topology::to_json() const {
   core::Json vertices = core::Json::array();
   for (std::int64_t v = 0; v < num_vertices(); ++v) {
     const VertexProps& p = im.graph[static_cast<Vertex>(v)];
-    vertices.push_back({{"id", v}, {"kind", vertex_kind_name(p.kind)}, {"node", p.node},
-                        {"index", p.index}});
+    core::Json vertex = {{"id", v}, {"kind", vertex_kind_name(p.kind)}, {"node", p.node},
+                         {"index", p.index}};
+    // Only where NVLink spans nodes (else it is the node), so those dumps read as before.
+    if (im.domain_nodes > 1) vertex["nvlink_domain"] = p.domain;
+    vertices.push_back(std::move(vertex));
   }
   core::Json links = core::Json::array();
   for (const Link& l : im.links) {

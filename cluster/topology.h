@@ -42,11 +42,14 @@ struct PathInfo {
 };
 
 /// Everything a collective cost query needs about a device group, derived once from the
-/// graph so that each query is O(1) (cost_model/collective_cost.h).
+/// graph so that each query is O(1) (cost_model/collective_cost.h). "Node" here means an
+/// NVLink domain, as NCCL treats a multi-node NVLink clique: the node itself unless the
+/// cluster's NVLink spans nodes (GB200 NVL72: the rack's trays in use, ClusterSpec::
+/// nvlink_domain_nodes_in_use()); "intra-node" is NVLink, "inter-node" the NICs.
 struct GroupInfo {
   std::int64_t num_ranks = 0;
-  std::int64_t num_nodes = 0;       ///< nodes the group spans
-  std::int64_t ranks_per_node = 0;  ///< the most ranks the group has on one node
+  std::int64_t num_nodes = 0;       ///< NVLink domains the group spans
+  std::int64_t ranks_per_node = 0;  ///< the most ranks the group has in one NVLink domain
   /// Sum of the ring channels packed over the group's links inside one node (the slowest
   /// node): what one rank can push to its ring successors concurrently. Zero when no node
   /// holds two ranks.
@@ -64,7 +67,7 @@ struct GroupInfo {
   LinkClass inter_class = LinkClass::kInfiniband;  ///< bottleneck class of the network rings
   core::Seconds inter_hop_latency{0};  ///< GPU -> NIC -> network -> NIC -> GPU wire latency
   /// NVLink SHARP (NVLS) in-switch reduction is available to this group (NVSwitch of
-  /// NVLink4 or later, group on one node).
+  /// NVLink4 or later, group in one NVLink domain).
   bool nvls_capable = false;
   /// The group has the same number of ranks on every node it spans.
   bool uniform = true;
@@ -84,6 +87,9 @@ class Topology {
   std::int64_t num_devices() const;
   /// Node of global device id `device` (ids are node-major: node * gpus_per_node + local).
   std::int64_t node_of(std::int64_t device) const;
+  /// NVLink domain of `device`: node_of(device) unless NVLink spans nodes. Two devices of
+  /// one domain talk over NVLink; of two domains, over the network.
+  std::int64_t domain_of(std::int64_t device) const;
   std::int64_t num_vertices() const;
   /// Directed links (each physical link is two, one per direction).
   std::int64_t num_links() const;

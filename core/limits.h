@@ -25,11 +25,16 @@ inline constexpr std::int64_t kMaxClasses = 1 << 22;          ///< classifier ou
 inline constexpr std::int64_t kMaxGlobalBatchSize = 1 << 22;  ///< samples per iteration
 inline constexpr std::int64_t kMaxNodes = 1 << 14;            ///< 16,384 nodes
 inline constexpr std::int64_t kMaxGpusPerNode = 64;
+/// GPUs of one NVLink domain (fifth-generation NVLink switches connect up to 576 GPUs).
+inline constexpr std::int64_t kMaxNvlinkDomainGpus = 576;
 inline constexpr std::int64_t kMaxGpus = kMaxNodes * kMaxGpusPerNode;  ///< 2^20
 inline constexpr std::int64_t kMaxInterleave = kMaxLayers;    ///< model chunks per device
 /// Elements of the largest tensor of one training step (whole global batch as one
-/// microbatch): 2^40 (2 TiB in fp16). Keeps sums of tensor bytes over a graph < 2^63.
-inline constexpr std::int64_t kMaxTensorElements = std::int64_t{1} << 40;
+/// microbatch): 2^44 (1.8e13). Published runs come near: Llama 3.1 405B at batch 1536 x
+/// 8,192 tokens has 1.3e13-element attention scores (128 heads; a Flash kernel stores none,
+/// but the graph still names them) and 1.6e12-element logits. Keeps sums of tensor bytes
+/// over a graph < 2^63: at most 1,024 layers x 32 tensors x 4 bytes x 2^44 = 2^61.
+inline constexpr std::int64_t kMaxTensorElements = std::int64_t{1} << 44;
 /// Estimated FLOPs of one training iteration: 2^62 (4.6e18; GPT-3 175B at batch 1536 is
 /// 3.3e18). Iteration FLOPs are int64 (ir/accounting.h), with up to 4/3 of this after
 /// recomputation.

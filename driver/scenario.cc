@@ -212,9 +212,13 @@ core::Status check_consistency(const Scenario& s, const JsonValue& root) {
                        std::to_string(gpus) + " GPUs, but the cluster has " +
                        std::to_string(s.cluster.num_gpus()));
   }
-  if (m.tp > s.cluster.gpus_per_node) {
-    return where.error("tp " + std::to_string(m.tp) + " spans nodes; expected at most " +
-                       std::to_string(s.cluster.gpus_per_node) + " (GPUs per node)");
+  // Tensor parallelism stays on NVLink: one node, or one multi-node NVLink domain (NVL72).
+  if (m.tp > s.cluster.nvlink_domain_gpus()) {
+    const bool one_node = s.cluster.nvlink_domain_nodes_in_use() == 1;
+    return where.error("tp " + std::to_string(m.tp) + " spans " +
+                       (one_node ? "nodes" : "NVLink domains") + "; expected at most " +
+                       std::to_string(s.cluster.nvlink_domain_gpus()) +
+                       (one_node ? " (GPUs per node)" : " (GPUs of one NVLink domain)"));
   }
   if (s.training.global_batch_size % (m.dp * m.microbatch_size) != 0) {
     return where.error("global_batch_size " + std::to_string(s.training.global_batch_size) +
@@ -351,10 +355,15 @@ Result<Scenario> parse_document(const core::JsonDocument& doc,
     ALPASIM_RETURN_IF_ERROR(parse_capacity(*block).status());
   }
   ALPASIM_RETURN_IF_ERROR(obj.finish());
-  if (std::string problem = ir::model_size_problem(s.model, s.training.global_batch_size);
-      !problem.empty()) {
-    return model.error(problem + " (global_batch_size " +
-                       std::to_string(s.training.global_batch_size) + ")");
+  // The largest microbatch the run builds: a fixed Megatron plan's (each data-parallel
+  // replica's graph), else the global batch, which a search may run as one microbatch.
+  const bool fixed_microbatch = s.search.megatron.has_value();
+  const std::int64_t samples =
+      fixed_microbatch ? s.search.megatron->microbatch_size : s.training.global_batch_size;
+  if (std::string problem = ir::model_size_problem(s.model, samples); !problem.empty()) {
+    return model.error(problem + (fixed_microbatch ? " (search.megatron.microbatch_size "
+                                                   : " (global_batch_size ") +
+                       std::to_string(samples) + ")");
   }
   ALPASIM_RETURN_IF_ERROR(check_consistency(s, root));
   if (s.search.plan_file) {

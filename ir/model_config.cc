@@ -126,14 +126,14 @@ void set_architecture_defaults(TransformerConfig& config) {
   config.dropout = gpt_like;
 }
 
-std::string model_size_problem(const ModelConfig& config, std::int64_t global_batch_size) {
+std::string model_size_problem(const ModelConfig& config, std::int64_t samples) {
   const auto sci = [](double x) {  // "1.10e+12": locale-independent, 3 significant digits
     char buffer[32];
     std::snprintf(buffer, sizeof buffer, "%.2e", x);
     return std::string(buffer);
   };
   using F = long double;  // exact enough for an estimate, and cannot overflow here
-  const F b = static_cast<F>(global_batch_size);
+  const F b = static_cast<F>(samples);
   F largest_tensor = 0;
   F iteration_flops = 0;
   if (const auto* t = std::get_if<TransformerConfig>(&config.spec)) {
@@ -163,13 +163,13 @@ std::string model_size_problem(const ModelConfig& config, std::int64_t global_ba
     return "";
   }
   if (largest_tensor > static_cast<F>(core::limits::kMaxTensorElements)) {
-    return "the largest tensor of a training step (the whole global batch as one microbatch) "
-           "would have " + sci(static_cast<double>(largest_tensor)) +
-           " elements, at most 2^40 (" + sci(static_cast<double>(
+    return "the largest tensor of a training step of " + std::to_string(samples) +
+           " samples as one microbatch would have " + sci(static_cast<double>(largest_tensor)) +
+           " elements, at most 2^44 (" + sci(static_cast<double>(
                core::limits::kMaxTensorElements)) + ") are supported";
   }
   if (iteration_flops > static_cast<F>(core::limits::kMaxIterationFlops)) {
-    return "one training iteration would take about " +
+    return "a training step of " + std::to_string(samples) + " samples would take about " +
            sci(static_cast<double>(iteration_flops)) + " FLOPs, at most 2^62 (" +
            sci(static_cast<double>(core::limits::kMaxIterationFlops)) +
            ") are supported";

@@ -96,13 +96,14 @@ const std::vector<std::string>& builtin_model_names();
 core::Result<ModelConfig> parse_model_config(const core::JsonValue& value,
                                              const std::filesystem::path& base_dir);
 
-/// Why training `config` with `global_batch_size` samples per iteration would exceed the
+/// Why a training step of `samples` samples as one microbatch (one graph) would exceed the
 /// size limits of core/limits.h, or "" when it stays within them. Estimates (long double,
-/// cheap, before any graph is built) the largest tensor of a step with the whole batch as
-/// one microbatch, and the FLOPs of an iteration; file models are checked when imported.
-/// The sentence reads "the largest tensor of a training step would have ... elements, at
-/// most ...".
-std::string model_size_problem(const ModelConfig& config, std::int64_t global_batch_size);
+/// cheap, before any graph is built) its largest tensor and its FLOPs (a graph's FLOP
+/// counts are int64; an iteration's are doubles). Callers pass the largest microbatch the
+/// run can build: a fixed plan's, else the whole global batch (a search may run it as one
+/// microbatch). File models are checked when imported. The sentence reads "the largest
+/// tensor of a training step of N samples as one microbatch would have ... elements, ...".
+std::string model_size_problem(const ModelConfig& config, std::int64_t samples);
 
 /// The JSON form parse_model_config reads back to an equal config.
 core::Json model_config_to_json(const ModelConfig& config);

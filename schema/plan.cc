@@ -152,10 +152,13 @@ Result<Plan> parse_plan(const JsonValue& value, const std::filesystem::path& bas
     plan.stages.push_back(std::move(st));
   }
   ALPASIM_RETURN_IF_ERROR(obj.finish());
-  if (std::string problem = ir::model_size_problem(plan.model, plan.global_batch_size);
-      !problem.empty()) {
+  // One microbatch of every data-parallel row: the largest batch one graph of the plan holds.
+  const std::int64_t samples = plan.num_microbatches > 0 && plan.global_batch_size % plan.num_microbatches == 0
+                                   ? plan.global_batch_size / plan.num_microbatches
+                                   : plan.global_batch_size;
+  if (std::string problem = ir::model_size_problem(plan.model, samples); !problem.empty()) {
     return model.error(problem + " (global_batch_size " + std::to_string(plan.global_batch_size) +
-                       ")");
+                       " / num_microbatches " + std::to_string(plan.num_microbatches) + ")");
   }
   ALPASIM_RETURN_IF_ERROR(validate_plan(plan, value));
   return plan;

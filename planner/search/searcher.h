@@ -605,7 +605,7 @@ class Searcher {
     for (std::size_t i = 0; i < std::min(from.size(), to.size()); ++i) {
       if (from[i] == to[i]) continue;
       bandwidth = std::min(bandwidth, topo.point_to_point(from[i], to[i]).bandwidth.value());
-      if (topo.node_of(from[i]) != topo.node_of(to[i])) pairs.push_back({from[i], to[i]});
+      if (topo.domain_of(from[i]) != topo.domain_of(to[i])) pairs.push_back({from[i], to[i]});
     }
     if (!pairs.empty()) {
       auto groups = topo.concurrent_groups(pairs);

@@ -923,7 +923,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
         const std::int64_t src = s * stage_stride, dst = to * stage_stride;
         std::vector<std::vector<std::int64_t>> pairs;
         for (std::int64_t i = 0; i < stage_stride; ++i) {
-          if (topology.node_of(src + i) != topology.node_of(dst + i)) pairs.push_back({src + i, dst + i});
+          if (topology.domain_of(src + i) != topology.domain_of(dst + i)) pairs.push_back({src + i, dst + i});
         }
         double slowdown = 1;
         if (!pairs.empty()) {

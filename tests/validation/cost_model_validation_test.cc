@@ -203,9 +203,17 @@ void print(const std::vector<Outcome>& rows, const std::string& title) {
   }
 }
 
-// The rows of collectives.csv predicted and compared: every modelled system but the B200
-// (blackwell = false), or only the B200 rows (blackwell = true), which a separate test reports.
-void collectives_against_csv(bool blackwell) {
+// Which test reports a collectives.csv row: the Blackwell systems have their own (their
+// targets are not met, or they are held-out checks of a preset without fit rows).
+enum class Family { kOther, kB200, kGb200 };
+Family family_of(const std::string& system, const std::string& gpu) {
+  if (has(system, "GB200") || has(gpu, "GB200")) return Family::kGb200;
+  if (has(system, "b200") || has(gpu, "B200")) return Family::kB200;
+  return Family::kOther;
+}
+
+// The rows of collectives.csv of one family predicted and compared.
+void collectives_against_csv(Family family) {
   REQUIRE_MESSAGE(fs::exists(kReferenceDir / "collectives.csv"),
                   "missing " << (kReferenceDir / "collectives.csv").string()
                              << ": validation needs validation/data next to the repository");
@@ -223,8 +231,12 @@ void collectives_against_csv(bool blackwell) {
     auto skip = [&](const std::string& why) {
       skipped.push_back("line " + std::to_string(line) + " (" + system + "): " + why);
     };
-    if ((has(system, "b200") || has(gpu, "B200")) != blackwell) {
-      if (!blackwell) skip("B200: reported by the B200 test (its targets are not met)");
+    if (family_of(system, gpu) != family) {
+      if (family == Family::kOther) {
+        skip(family_of(system, gpu) == Family::kB200
+                 ? "B200: reported by the B200 test (its targets are not met)"
+                 : "GB200: reported by the GB200 NVL72 test (held out)");
+      }
       continue;
     }
     if (has(coll, "effective bisection")) { skip("training-run aggregate, not a collective benchmark"); continue; }
@@ -277,7 +289,13 @@ void collectives_against_csv(bool blackwell) {
     std::int64_t nodes = number(r.at("num_nodes")).has_value()
                              ? static_cast<std::int64_t>(*number(r.at("num_nodes")))
                              : 2;  // ">=2"
-    if (has(gpu, "A100")) {
+    if (has(gpu, "GB200")) {
+      machine = "gb200-nvl72";
+      spec = preset(machine, nodes);
+      // NVIDIA/nccl #1801: three NVLink partitions of 4 or 8 GPUs, one per rack, so the
+      // NVLink domain is the partition's trays.
+      if (has(system, "partitions")) spec.nvlink_domain_nodes = nodes / 3;
+    } else if (has(gpu, "A100")) {
       machine = "dgx-a100-80gb";
       spec = preset(machine, nodes);
       if (has(r.at("inter_node_fabric"), "4x 200Gb")) spec.inter_node.nics_per_node = 4;
@@ -321,6 +339,7 @@ void collectives_against_csv(bool blackwell) {
         has(algo, "Ring, NCCL_MAX") || has(algo, "ring (multi-node)") || algo == "Ring/LL") {
       e.algorithm = "ring";
     }
+    if (has(algo, "Tree (")) e.algorithm = "tree";
     e.protocol = algo == "Ring/LL" ? "ll" : "default";
     const auto busbw = number(r.at("busbw_GBps"));
     const auto time_us = number(r.at("time_us"));
@@ -396,11 +415,11 @@ void collectives_against_csv(bool blackwell) {
             << "%\n";
   CHECK(gated > 0);
   // The mid-size gate covers both 8-GPU curves' check rows (A100 and H200: 128 KiB ... 16 MiB).
-  CHECK(mid_gated >= 8);
+  if (family == Family::kOther) CHECK(mid_gated >= 8);
 }
 
 TEST_CASE("NCCL bus bandwidth and latency against collectives.csv") {
-  collectives_against_csv(/*blackwell=*/false);
+  collectives_against_csv(Family::kOther);
 }
 
 // The B200 rows (AWS p6-b200: 8 GPUs on NVLink5, 4 nodes over EFA v4) on dgx-b200, whose
@@ -411,7 +430,16 @@ TEST_CASE("NCCL bus bandwidth and latency against collectives.csv") {
 // are the same as for the other systems and are not met.
 TEST_CASE("B200 collectives (AWS p6-b200) against collectives.csv, same tolerances" *
           doctest::may_fail()) {
-  collectives_against_csv(/*blackwell=*/true);
+  collectives_against_csv(Family::kB200);
+}
+
+// GB200 NVL72 (preset gb200-nvl72: dgx-b200's calibration, the rack as one NVLink domain):
+// CoreWeave's full-rack 72-GPU all-reduce (nccl-tests, 512 MiB - 8 GiB) and, printed only
+// (user report, NIC set-up not stated), NVIDIA/nccl #1801's three 4- and 8-GPU partitions on
+// three racks over InfiniBand. Held out: no GB200 row fits anything. may_fail: the gates
+// are those of the other systems; docs/cost_model.md gives the measured table.
+TEST_CASE("GB200 NVL72 collectives against collectives.csv, same tolerances" * doctest::may_fail()) {
+  collectives_against_csv(Family::kGb200);
 }
 
 TEST_CASE("mid-size tolerance: 30 % at 64 KiB, 10 % at 64 MiB, linear in log2(size)") {
@@ -440,6 +468,9 @@ TEST_CASE("large-GEMM throughput against gemm.csv") {
     } else if (has(gpu, "A100")) {
       machine = "dgx-a100-80gb";
       gpu_kind = "a100-80gb";
+    } else if (has(gpu, "GB200")) {
+      machine = "gb200-nvl72";  // dgx-b200's calibration on the GB200's own peaks
+      gpu_kind = "gb200";
     } else if (has(gpu, "B200")) {
       machine = "dgx-b200";
       gpu_kind = "b200";

@@ -84,14 +84,20 @@ struct RowRun {
   std::int64_t num_microbatches = 0;
   PipelineSimulation simulation;
 };
+// `gpus` GPUs of `preset` as whole nodes (8-GPU DGX/HGX nodes, 4-GPU NVL72 trays).
+cluster::ClusterSpec preset_cluster(const std::string& preset, std::int64_t gpus) {
+  auto node = cluster::make_preset_cluster(preset, 1);
+  REQUIRE(node.ok());
+  REQUIRE(gpus % node->gpus_per_node == 0);
+  return cluster::make_preset_cluster(preset, gpus / node->gpus_per_node).value();
+}
+
 // As lower_and_simulate, with the lowering's error as a value (a row the lowering cannot
 // express).
 core::Result<RowRun> try_lower_and_simulate(const ir::ModelConfig& model, const TrainingSetup& training,
                                             const MegatronPlan& plan, const std::string& preset,
                                             std::int64_t gpus) {
-  auto spec = cluster::make_preset_cluster(preset, gpus / 8);
-  REQUIRE(spec.ok());
-  auto cm = cost_model::CostModel::create(*spec, preset_params(preset));
+  auto cm = cost_model::CostModel::create(preset_cluster(preset, gpus), preset_params(preset));
   REQUIRE(cm.ok());
   ALPASIM_ASSIGN_OR_RETURN(LoweredPlan lowered, lower_megatron_plan(model, training, plan, *cm));
   auto sim = simulate_pipeline(lowered.problem);
@@ -532,7 +538,7 @@ TEST_CASE("NVIDIA H100 pre-training runs: step time MAPE <= 8%, no row worse tha
 // NVLink5 all-reduce rows; network inherited from dgx-h100). Held out: these rows were never
 // run before the preset existed, and nothing was changed after seeing them. Blackwell's
 // block-scaled formats (mxfp8, nvfp4) are not expressible and are listed as such.
-TEST_CASE("NVIDIA B200 pre-training runs: rows evaluate and are finite; MAPE printed") {
+TEST_CASE("NVIDIA B200 pre-training runs: rows evaluate and are finite, MAPE printed") {
   std::vector<std::string> skipped;
   const auto rows = nemo_rows("B200", "dgx-b200", &skipped);
   REQUIRE(rows.size() >= 4);
@@ -547,6 +553,36 @@ TEST_CASE("NVIDIA B200 pre-training runs: rows evaluate and are finite; MAPE pri
               "over memory; %zu not expressible\n",
               rows.size(), e.mape * 100.0, e.worst * 100.0, e.over, skipped.size());
   check_band_covers("b200", core::DType::kFp8, e.mape);
+}
+
+// NVIDIA's published GB200 and GB300 NVL72 pre-training runs (the same file and plan choices),
+// on the gb200-nvl72 / gb300-nvl72 presets: 4-GPU trays in 18-tray NVLink domains, the
+// GPUs' datasheet peaks, dgx-b200's calibration (no GB200 row was fitted). Held out: run once
+// after the presets were written, nothing changed after seeing them. mxfp8 and nvfp4 rows are
+// not expressible yet.
+void blackwell_nvl72_rows(const char* gpu_type, const char* preset, const char* band_gpu) {
+  std::vector<std::string> skipped;
+  const auto rows = nemo_rows(gpu_type, preset, &skipped);
+  REQUIRE(rows.size() >= 4);
+  for (const auto& r : rows) {
+    CAPTURE(r.id);
+    CHECK(std::isfinite(r.predicted_s));
+    CHECK(r.predicted_s > 0);
+    REQUIRE(r.fp8);  // the band checked below is the fp8 one
+  }
+  const TableError e = table_error(rows);
+  std::printf("%s NeMo/Megatron-Bridge: %zu rows, MAPE %.1f%%, worst row %.1f%%; %zu predicted "
+              "over memory; %zu not expressible\n",
+              gpu_type, rows.size(), e.mape * 100.0, e.worst * 100.0, e.over, skipped.size());
+  check_band_covers(band_gpu, core::DType::kFp8, e.mape);
+}
+
+TEST_CASE("NVIDIA GB200 NVL72 pre-training runs: rows evaluate and are finite, MAPE printed") {
+  blackwell_nvl72_rows("GB200", "gb200-nvl72", "gb200");
+}
+
+TEST_CASE("NVIDIA GB300 NVL72 pre-training runs: rows evaluate and are finite, MAPE printed") {
+  blackwell_nvl72_rows("GB300", "gb300-nvl72", "gb300");
 }
 
 // Issue 15, "one evaluator": a Megatron plan written as a plan file with Megatron's
@@ -568,15 +604,14 @@ OneEvaluatorRow one_evaluator_row(const std::string& name, const ir::ModelConfig
                                   const TrainingSetup& training, const MegatronPlan& plan,
                                   const std::string& preset, std::int64_t gpus) {
   const RowRun lowered = lower_and_simulate(model, training, plan, preset, gpus);
-  auto spec = cluster::make_preset_cluster(preset, gpus / 8);
-  REQUIRE(spec.ok());
-  auto cm = cost_model::CostModel::create(*spec, preset_params(preset));
+  const cluster::ClusterSpec spec = preset_cluster(preset, gpus);
+  auto cm = cost_model::CostModel::create(spec, preset_params(preset));
   REQUIRE(cm.ok());
-  auto file = megatron_plan_file(model, training, plan, *spec);
+  auto file = megatron_plan_file(model, training, plan, spec);
   REQUIRE_MESSAGE(file.ok(), file.status().message());
   planner::SearchInput in;
   in.model = model;
-  in.cluster = *spec;
+  in.cluster = spec;
   in.cost = *cm;
   in.global_batch_size = training.global_batch_size;
   in.dtype = training.dtype;

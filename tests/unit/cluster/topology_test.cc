@@ -34,6 +34,73 @@ TEST_CASE("NVSwitch node: every pair at the GPU's full NVLink bandwidth") {
   CHECK(preset("dgx-h100", 1).submesh_group(1, 8).value().nvls_capable);
 }
 
+TEST_CASE("GB200 NVL72: the rack's 72 GPUs are one NVLink domain, racks meet over InfiniBand") {
+  Topology rack = preset("gb200-nvl72", 18);
+  // Trays 0 and 17: GPU -> NVLink switch -> GPU at 900 GB/s, never through a NIC.
+  PathInfo p = rack.point_to_point(0, 71);
+  CHECK(gbs(p.bandwidth) == doctest::Approx(900).epsilon(kRel));
+  CHECK(p.hops == 2);
+  CHECK(p.bottleneck_class == LinkClass::kNvswitch);
+  CHECK_FALSE(p.inter_node);
+  CHECK(rack.node_of(71) == 17);
+  CHECK(rack.domain_of(71) == 0);
+  // All 72 GPUs: one ring through the switch at the full 900 GB/s, in-switch reduction
+  // (NVLS) across the trays, no inter-node part.
+  GroupInfo all = rack.submesh_group(18, 4).value();
+  CHECK(all.num_ranks == 72);
+  CHECK(all.num_nodes == 1);
+  CHECK(all.ranks_per_node == 72);
+  CHECK(gbs(all.intra_ring_bandwidth) == doctest::Approx(900).epsilon(kRel));
+  CHECK(all.nvls_capable);
+  CHECK(gbs(all.inter_ring_bandwidth) == 0);
+
+  // 64 trays run as 4 domains of 16 (64 GPUs each). The 256 GPUs ring over every NIC of a
+  // domain: 64 rails x 50 GB/s = 3,200 GB/s, one channel per GPU.
+  Topology four = preset("gb200-nvl72", 64);
+  CHECK(four.domain_of(63) == 0);
+  CHECK(four.domain_of(64) == 1);
+  CHECK(four.node_of(64) == 16);
+  GroupInfo g = four.submesh_group(64, 4).value();
+  CHECK(g.num_nodes == 4);
+  CHECK(g.ranks_per_node == 64);
+  CHECK_FALSE(g.nvls_capable);
+  CHECK(g.inter_channels == 64);
+  CHECK(gbs(g.inter_ring_bandwidth) == doctest::Approx(64 * 50).epsilon(kRel));
+  CHECK(g.inter_class == LinkClass::kInfiniband);
+  // Across domains a pair goes GPU -> PCIe -> its NIC -> rail leaf -> NIC -> PCIe -> GPU at
+  // the NIC's 50 GB/s.
+  PathInfo cross = four.point_to_point(0, 64);
+  CHECK(cross.inter_node);
+  CHECK(gbs(cross.bandwidth) == doctest::Approx(50).epsilon(kRel));
+  CHECK(cross.bottleneck_class == LinkClass::kInfiniband);
+  // The network is wired per tray and rail whatever the domains: 4 rails x 2 leaf groups
+  // (32 trays per leaf).
+  int leaves = 0, nvswitches = 0;
+  const core::Json dump = four.to_json();
+  for (const auto& v : dump["vertices"]) {
+    leaves += v["kind"] == "leaf_switch";
+    nvswitches += v["kind"] == "nvswitch";
+    if (v["kind"] == "gpu") CHECK(v["node"].get<std::int64_t>() / 16 == v["nvlink_domain"].get<std::int64_t>());
+  }
+  CHECK(leaves == 8);
+  CHECK(nvswitches == 4);
+}
+
+TEST_CASE("a one-node NVLink domain builds the graph of the node") {
+  // The same DGX H100 pair of nodes with and without an explicit domain of one node: the
+  // same vertices and links (and no "nvlink_domain" key).
+  ClusterSpec spec = make_preset_cluster("dgx-h100", 2).value();
+  spec.nvlink_domain_nodes = 1;
+  CHECK(Topology::build(spec)->to_json() == preset("dgx-h100", 2).to_json());
+  // GB200 trays with NVLink cut at the tray (as on 4-GPU partitions): two domains.
+  ClusterSpec trays = make_preset_cluster("gb200-nvl72", 2).value();
+  trays.nvlink_domain_nodes = 1;
+  Topology t = Topology::build(trays).value();
+  CHECK(t.point_to_point(0, 4).inter_node);
+  CHECK(t.submesh_group(2, 4)->num_nodes == 2);
+  CHECK_FALSE(preset("gb200-nvl72", 2).point_to_point(0, 4).inter_node);
+}
+
 TEST_CASE("V100 hybrid cube-mesh: NV1/NV2 pairs, PCIe pairs and six links per GPU") {
   Topology t = preset("aws-p3.16xlarge", 1);
   CHECK(gbs(t.point_to_point(0, 3).bandwidth) == doctest::Approx(50).epsilon(kRel));  // NV2
@@ -108,7 +175,7 @@ TEST_CASE("a PCIe node with one Ethernet NIC") {
   CHECK(gbs(g.inter_rank_bandwidth) == doctest::Approx(12.5 / 8).epsilon(kRel));
 }
 
-TEST_CASE("16-GPU nodes use the greedy ring order; uneven groups are flagged") {
+TEST_CASE("16-GPU nodes use the greedy ring order, uneven groups are flagged") {
   // 16 GPUs on one NVSwitch: the greedy order (beyond 8 GPUs) still finds one ring through
   // the crossbar at the full 450 GB/s.
   ClusterSpec spec = make_preset_cluster("dgx-h100", 2).value();

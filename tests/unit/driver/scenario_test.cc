@@ -39,7 +39,7 @@ TEST_CASE("the issue's fixed spellings parse") {
   CHECK(s.search.time_limit_s == 600);
 }
 
-TEST_CASE("Megatron-Core's overlap flags parse with its defaults; distributed_optimizer is ZeRO-1") {
+TEST_CASE("Megatron-Core's overlap flags parse with its defaults, distributed_optimizer is ZeRO-1") {
   Scenario s = parse_scenario(kBase, "s.json", ".").value();
   const MegatronPlanConfig& d = *s.search.megatron;
   CHECK_FALSE(d.tp_comm_overlap);
@@ -92,7 +92,7 @@ TEST_CASE("Megatron-Core's overlap flags parse with its defaults; distributed_op
         std::string::npos);
 }
 
-TEST_CASE("fp8 parses for fixed Megatron plans on Hopper; other GPUs and formats are errors naming the GPU") {
+TEST_CASE("fp8 parses for fixed Megatron plans on Hopper, other GPUs and formats are errors naming the GPU") {
   auto with = [](const std::string& preset, const std::string& dtype, bool fixed) {
     std::string text = kBase;
     auto swap = [&](const std::string& from, const std::string& to) {
@@ -122,6 +122,59 @@ TEST_CASE("fp8 parses for fixed Megatron plans on Hopper; other GPUs and formats
   CHECK(mx.status().message() ==
         "s.json: /training/dtype: mxfp8 needs Blackwell tensor cores (B200, GB200); the NVIDIA H100 "
         "80GB HBM3 (SXM5) has none, and no Blackwell preset exists in this version");
+}
+
+TEST_CASE("tensor parallelism may span the trays of an NVL72 NVLink domain, not two domains") {
+  auto with = [](const std::string& cluster, std::int64_t tp, std::int64_t dp) {
+    std::string text = kBase;
+    auto swap = [&](const std::string& from, const std::string& to) {
+      text.replace(text.find(from), from.size(), to);
+    };
+    swap(R"("cluster": {"preset": "dgx-a100-80gb", "nodes": 192})", R"("cluster": )" + cluster);
+    swap(R"("tp": 8, "pp": 12, "dp": 16)",
+         R"("tp": )" + std::to_string(tp) + R"(, "pp": 12, "dp": )" + std::to_string(dp));
+    swap(R"("dtype": "fp16")", R"("dtype": "bf16")");
+    return parse_scenario(text, "s.json", ".");
+  };
+  // 24 trays (96 GPUs) as two 12-tray domains: tp 8 spans two trays of a domain.
+  auto nvl = with(R"({"preset": "gb200-nvl72", "nodes": 24})", 8, 1);
+  REQUIRE_MESSAGE(nvl.ok(), nvl.status().message());
+  CHECK(nvl->cluster.nvlink_domain_gpus() == 48);
+  auto across = with(R"({"preset": "gb200-nvl72", "nodes": 288})", 96, 1);  // 16 racks
+  REQUIRE_FALSE(across.ok());
+  CHECK(across.status().message() ==
+        "s.json: /search/megatron: tp 96 spans NVLink domains; expected at most 72 (GPUs of one "
+        "NVLink domain)");
+  // Trays cut into one-tray domains: tp 8 crosses the network, as on 4-GPU nodes.
+  auto trays = with(R"({"preset": "gb200-nvl72", "nodes": 24, "nvlink_domain_gpus": 4})", 8, 1);
+  REQUIRE_FALSE(trays.ok());
+  CHECK(trays.status().message() ==
+        "s.json: /search/megatron: tp 8 spans nodes; expected at most 4 (GPUs per node)");
+}
+
+TEST_CASE("the size estimates of a fixed plan are per microbatch: Llama 3.1 405B at batch 1536") {
+  // NVIDIA's 405B runs: 1536 x 8,192 tokens per iteration (3.3e19 FLOPs, above the int64
+  // bound of one graph), one sequence per microbatch. The fixed plan builds graphs of one
+  // sequence, so it loads; a search, which may run the whole batch as one microbatch, is
+  // refused before any graph is built.
+  std::string text = R"({"schema_version": 1,
+    "model": {"builtin": "llama", "num_layers": 126, "hidden_size": 16384, "num_heads": 128,
+              "num_kv_heads": 8, "ffn_hidden_size": 53248, "seq_len": 8192, "vocab_size": 128256},
+    "cluster": {"preset": "gb200-nvl72", "nodes": 64},
+    "training": {"global_batch_size": 1536, "dtype": "fp8"},
+    "search": {"mode": "fixed", "megatron": {"tp": 4, "pp": 16, "dp": 4, "microbatch_size": 1,
+               "interleave": 4, "recompute": "none", "sequence_parallel": true,
+               "account_for_embedding_in_pipeline_split": true,
+               "account_for_loss_in_pipeline_split": true}}})";
+  auto fixed = parse_scenario(text, "s.json", ".");
+  REQUIRE_MESSAGE(fixed.ok(), fixed.status().message());
+  const auto at = text.find("\"search\"");
+  auto search = parse_scenario(text.substr(0, at) + R"("search": {"mode": "megatron"}})", "s.json", ".");
+  REQUIRE_FALSE(search.ok());
+  // Its attention scores (1.32e13 elements) are within 2^44; its FLOPs are not.
+  CHECK(search.status().message() ==
+        "s.json: /model: a training step of 1536 samples would take about 3.78e+19 FLOPs, at "
+        "most 2^62 (4.61e+18) are supported (global_batch_size 1536)");
 }
 
 TEST_CASE("training.seq_len replaces the model's sequence length, for an HF config too") {

@@ -123,7 +123,7 @@ TEST_CASE("tiny Wide-ResNet: sharded equals the reference with the same batch-no
   }
 }
 
-TEST_CASE("tiny LLaMA runs on the CPU backend; pipelined and data-parallel equal the reference") {
+TEST_CASE("tiny LLaMA runs on the CPU backend, pipelined and data-parallel equal the reference") {
   // The tiny GPT (2 blocks, hidden 8) as LLaMA: RMSNorm, rotary, SwiGLU, grouped-query
   // attention; tests/unit/exec/gradient_check_test.cc checks the kernels' gradients. (MoE
   // plans do not lower yet: the dispatch's output leads with the expert axis, and the

@@ -84,7 +84,7 @@ TEST_CASE("a simulator report gives predicted columns and the error in percent")
   CHECK(text.find("predicted 500.000 ms, error 50.0 %") != std::string::npos);
 }
 
-TEST_CASE("alpa-sim's summary.json is a prediction; against the CPU backend no error percent") {
+TEST_CASE("alpa-sim's summary.json is a prediction, against the CPU backend no error percent") {
   const std::filesystem::path dir = std::filesystem::path(ALPASIM_BINARY_DIR) / "tests" / "exec_trace_test";
   std::filesystem::create_directories(dir);
   {

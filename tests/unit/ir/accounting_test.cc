@@ -163,7 +163,7 @@ core::JsonDocument alpa_models() {
   return std::move(doc).value();
 }
 
-TEST_CASE("Alpa table 6 (GPT-3) builds; parameters within 0.31% of the logged counts") {
+TEST_CASE("Alpa table 6 (GPT-3) builds, parameters within 0.31% of the logged counts") {
   const auto doc = alpa_models();
   for (const auto& row : doc.root.at("table6_gpt3")) {
     CAPTURE(row.at("model").get<std::string>());
@@ -182,7 +182,7 @@ TEST_CASE("Alpa table 6 (GPT-3) builds; parameters within 0.31% of the logged co
   }
 }
 
-TEST_CASE("Alpa table 7 (GShard MoE) builds; parameters within 0.31% of the logged counts") {
+TEST_CASE("Alpa table 7 (GShard MoE) builds, parameters within 0.31% of the logged counts") {
   const auto doc = alpa_models();
   for (const auto& row : doc.root.at("table7_moe")) {
     CAPTURE(row.at("model").get<std::string>());
@@ -249,7 +249,7 @@ TEST_CASE("GShard MoE model FLOPs equal Alpa's compute_moe_tflops without its ro
         alpa - L / 2 * (6 * X + 3 * 4 * B * S * G));
 }
 
-TEST_CASE("Alpa table 8 (Wide-ResNet) builds; 6 of 7 counts match to the printed digits") {
+TEST_CASE("Alpa table 8 (Wide-ResNet) builds, 6 of 7 counts match to the printed digits") {
   const auto doc = alpa_models();
   for (const auto& row : doc.root.at("table8_wide_resnet")) {
     const std::string name = row.at("model");

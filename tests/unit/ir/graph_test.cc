@@ -85,7 +85,7 @@ TEST_CASE("Boost.Graph algorithms: topological order, BFS depth, reachability") 
   CHECK(g.reachable_from(4) == std::vector<OpId>{4, 6, 7});
 }
 
-TEST_CASE("backward derives dX and dW dots for every dot; FLOPs are 3x forward") {
+TEST_CASE("backward derives dX and dW dots for every dot, FLOPs are 3x forward") {
   const Graph fwd = mlp();
   const Graph g = derive_training_graph(fwd, {});
   int dw = 0, dx = 0;

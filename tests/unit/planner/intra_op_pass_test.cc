@@ -108,7 +108,7 @@ TEST_CASE("weight-update sharding rewrites the data-parallel gradient all-reduce
   CHECK_FALSE(stage.weight_update_sharding);
 }
 
-TEST_CASE("identical stages cost one solve; a renamed copy reports its own names") {
+TEST_CASE("identical stages cost one solve, a renamed copy reports its own names") {
   GptShape gpt;
   gpt.batch = 4;
   gpt.seq = 64;

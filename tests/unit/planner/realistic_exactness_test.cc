@@ -152,7 +152,7 @@ TEST_CASE("intra-op exactness on real GPT layers: the plain ILP equals the searc
   MESSAGE("\n" << report);
 }
 
-TEST_CASE("a hard deadline stops a solve before its DP; without one the same limit only binds the ILP") {
+TEST_CASE("a hard deadline stops a solve before its DP, without one the same limit only binds the ILP") {
   // The search's mid-point time limit (Searcher::deadline) relies on stop_at_time_limit.
   // A time limit of 1 ns has passed before any DP can run: with the flag the solve answers
   // with its best known assignment, unproven; without it the DP still proves the optimum

@@ -258,7 +258,7 @@ TEST_CASE("cutset conditioning (no ILP) equals exhaustive search on too-wide pro
   CHECK(conditioned > 0);
 }
 
-TEST_CASE("two-level conditioning solves problems one level cannot; its work budget hands them to the ILP") {
+TEST_CASE("two-level conditioning solves problems one level cannot, its work budget hands them to the ILP") {
   // Tables of at most 2 entries on dense 8-node problems: after one fixed node many branches
   // are still too wide, so depth 1 needs the ILP (none given); depth 2 fixes a second node
   // in those branches and must still give the exhaustive optimum.

@@ -217,7 +217,7 @@ TEST_CASE("softmax split along its row costs an all-reduce of two fp32 stats per
   CHECK(cols->communication.value() == doctest::Approx(64.0 / 1e11).epsilon(kRel));
 }
 
-TEST_CASE("elementwise ops follow their operands; broadcast operands stay replicated") {
+TEST_CASE("elementwise ops follow their operands, broadcast operands stay replicated") {
   GraphBuilder g;
   const int x = g.input("x", {8, 64});
   const int bias = g.parameter("bias", {64});
@@ -321,7 +321,7 @@ TEST_CASE("convolution gradients: out-channel split all-reduces dx, batch split 
   CHECK(find(filter, "RRRS1 x RRRR -> RRS1R") != nullptr);  // input channel: free
 }
 
-TEST_CASE("1x1 strided convolutions may split rows; compute is priced per split") {
+TEST_CASE("1x1 strided convolutions may split rows, compute is priced per split") {
   // x [2,8,8,4], f [1,1,4,8], stride 2 -> y [2,4,4,8]: input rows 8 and output rows 4 both
   // halve, no halo for a 1x1 window.
   GraphBuilder g;

@@ -178,7 +178,7 @@ TEST_CASE("goodput: the Young/Daly model in closed form, and its optimum") {
   CHECK(goodput_of(ideal, 1024, 1e15, 1e6).fraction == 1);
 }
 
-TEST_CASE("wall-clock days divide compute time by goodput; a cluster that never finishes") {
+TEST_CASE("wall-clock days divide compute time by goodput, a cluster that never finishes") {
   auto s = parse_scenario(with(R"({"iterations": 1000, "deadline_days": 10,
       "goodput": {"mtbf_gpu_hours": 1000, "restart_s": 600,
                   "checkpoint_write_gbyte_per_s_per_gpu": 0.5},

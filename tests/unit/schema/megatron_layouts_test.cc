@@ -80,7 +80,7 @@ TEST_CASE("Megatron layouts: sequence parallelism splits the residual stream's s
   CHECK(o.at("block0/mlp/gelu") == "S0RS1");
 }
 
-TEST_CASE("Megatron layouts: an axis of size 1 splits nothing; other architectures are unimplemented") {
+TEST_CASE("Megatron layouts: an axis of size 1 splits nothing, other architectures are unimplemented") {
   const auto& data_parallel = layouts(false, 4, 1).output;
   CHECK(data_parallel.at("block0/attn/q") == "S0RRRR");
   CHECK(data_parallel.at("block0/mlp/fc1_weight") == "RR");

@@ -77,7 +77,7 @@ TEST_CASE("interleaved stages reuse meshes with period stages / interleave") {
   CHECK(parse_text(text).ok());
 }
 
-TEST_CASE("a 3D grid plan reads in Megatron-LM's terms; other plans do not") {
+TEST_CASE("a 3D grid plan reads in Megatron-LM's terms, other plans do not") {
   // kPlan: a 2x2 and a 1x4 mesh: not one grid.
   Plan plan = parse_text(kPlan).value();
   CHECK_FALSE(megatron_shape(plan).has_value());

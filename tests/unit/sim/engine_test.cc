@@ -39,7 +39,7 @@ TEST_CASE("a hand-computed graph: dependencies plus FIFO streams") {
   CHECK(stats[0].communication_exposed == 12);
 }
 
-TEST_CASE("transfers pay latency, then share links; overlap and memory are measured") {
+TEST_CASE("transfers pay latency, then share links, overlap and memory are measured") {
   TaskGraph g;
   g.set_memory_components({"static", "activations"});
   DeviceId d = g.add_device("gpu0");

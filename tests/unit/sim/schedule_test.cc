@@ -33,7 +33,7 @@ TEST_CASE("GPipe and 1F1B programs") {
   CHECK(text((*f)[3]) == "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5");
 }
 
-TEST_CASE("1F1B holds min(p - s, B) microbatches in flight; GPipe holds B") {
+TEST_CASE("1F1B holds min(p - s, B) microbatches in flight, GPipe holds B") {
   for (int p = 1; p <= 6; ++p) {
     for (int m = 1; m <= 9; ++m) {
       auto f = build_schedule(PipelineSchedule::kOneFOneB, p, m, 1);

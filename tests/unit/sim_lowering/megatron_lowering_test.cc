@@ -205,7 +205,7 @@ TEST_CASE("pipeline sends share the NICs they leave a node through: 1 NIC vs 8")
   CHECK(one < 8 * eight);
 }
 
-TEST_CASE("pipeline: p2p carries 1/tp of the boundary tensor; layers split evenly") {
+TEST_CASE("pipeline: p2p carries 1/tp of the boundary tensor, layers split evenly") {
   const auto cm = dgx(1);
   MegatronPlan plan;
   plan.tp = 2;
@@ -444,7 +444,7 @@ schema::Plan megatron_like_plan(const cost_model::CostModel& cm) {
   return plan;
 }
 
-TEST_CASE("plan files: a Megatron-like plan lowers like the Megatron plan; others are unimplemented") {
+TEST_CASE("plan files: a Megatron-like plan lowers like the Megatron plan, others are unimplemented") {
   const auto cm = dgx(1);
   schema::Plan plan = megatron_like_plan(cm);
   auto from_file = lower_plan_file(plan, cm);
