@@ -49,24 +49,26 @@ const std::vector<GpuSpec>& gpu_specs() {
       // HGX/DGX B200 (1,000 W): NVIDIA's HGX B200 specification table lists per GPU 180 GB
       // HBM3e at 7.7 TB/s, FP32 75 TFLOP/s and, with sparsity, TF32 2.2, FP16/BF16 4.5 and
       // FP8 9 PFLOP/s: dense is half (validation/data/gemm.csv line 18 gives the same
-      // 2,250 TFLOP/s BF16 dense peak beside its MAMF measurement).
+      // 2,250 TFLOP/s BF16 dense peak beside its MAMF measurement); dense FP4 9 PFLOP/s (the
+      // ml-engineering per-chip table, docs/cluster.md).
       {"b200", "NVIDIA B200 180GB HBM3e (HGX)", core::Bytes(180'000'000'000), gbyte_per_s(7700),
        tflops_per_s(75), tflops_per_s(1100), tflops_per_s(2250), tflops_per_s(2250),
-       tflops_per_s(4500)},
+       tflops_per_s(4500), tflops_per_s(9000)},
       // GB200 (the B200 of a Grace-Blackwell superchip, 1,200 W): NVIDIA's GB200 NVL72
       // specification lists per 72-GPU rack 13.4 TB HBM3e at 576 TB/s (186 GB, 8 TB/s per
       // GPU), FP32 5,760 TFLOP/s (80 per GPU) and, with sparsity, TF32 180, FP16/BF16 360 and
-      // FP8 720 PFLOP/s: dense per GPU is half of rack / 72 (docs/cluster.md).
+      // FP8 720 PFLOP/s: dense per GPU is half of rack / 72; dense FP4 10 PFLOP/s per GPU
+      // (gemm.csv line 34: the ml-engineering per-chip table; docs/cluster.md).
       {"gb200", "NVIDIA GB200 (B200 186GB HBM3e, NVL72)", core::Bytes(186'000'000'000),
        gbyte_per_s(8000), tflops_per_s(80), tflops_per_s(1250), tflops_per_s(2500),
-       tflops_per_s(2500), tflops_per_s(5000)},
+       tflops_per_s(2500), tflops_per_s(5000), tflops_per_s(10000)},
       // GB300 (Blackwell Ultra, 1,400 W): NVIDIA's GB300 NVL72 specification lists per rack
       // up to 20.1 TB HBM3e (279 GB per GPU) at 576 TB/s (8 TB/s per GPU) and, with
-      // sparsity, TF32 180, FP16/BF16 360 and FP8 720 PFLOP/s, as GB200 (its gains are FP4
-      // and attention, which have no peak here yet); FP32 as GB200.
+      // sparsity, TF32 180, FP16/BF16 360 and FP8 720 PFLOP/s, as GB200 (its gains are dense
+      // FP4, 15 PFLOP/s per GPU against 10, and attention's exponentials, not modelled).
       {"gb300", "NVIDIA GB300 (Blackwell Ultra 279GB HBM3e, NVL72)", core::Bytes(279'000'000'000),
        gbyte_per_s(8000), tflops_per_s(80), tflops_per_s(1250), tflops_per_s(2500),
-       tflops_per_s(2500), tflops_per_s(5000)},
+       tflops_per_s(2500), tflops_per_s(5000), tflops_per_s(15000)},
   };
   return kSpecs;
 }

@@ -22,6 +22,12 @@ struct GpuSpec {
   core::FlopsPerSecond peak_fp16{0};  ///< fp16 and bf16 tensor cores (dense)
   core::FlopsPerSecond peak_bf16{0};  ///< zero where the GPU has no bf16 (V100)
   core::FlopsPerSecond peak_fp8{0};   ///< zero where the GPU has no fp8 (before Hopper)
+  /// Dense NVFP4 / MXFP4 tensor-core peak; zero before Blackwell. A GPU with it also has
+  /// the block-scaled MXFP8 format (at the fp8 peak).
+  core::FlopsPerSecond peak_fp4{0};
+
+  /// Blackwell's block-scaled formats (mxfp8, nvfp4) run on this GPU's tensor cores.
+  bool has_block_scaled_formats() const { return peak_fp4.value() > 0; }
 
   /// Peak for arithmetic in `dtype`; zero when the GPU does not support it.
   core::FlopsPerSecond peak(core::DType dtype) const;

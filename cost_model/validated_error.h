@@ -20,10 +20,12 @@ struct ValidatedError {
   std::string source;
 };
 
-/// The measured error for `gpu` (GpuSpec::name, e.g. "a100-80gb") training in `dtype`.
-/// Each figure is checked against the test that measures it
-/// (tests/validation/megatron_sc21_validation_test.cc, "validated error bands ..."), so the
-/// band cannot drift below the measurement.
-ValidatedError validated_error(std::string_view gpu, core::DType dtype);
+/// The measured error for `gpu` (GpuSpec::name, e.g. "a100-80gb") training in `dtype`, or
+/// with the block linears' GEMMs in a Blackwell block-scaled format (`block_scaled` "mxfp8"
+/// or "nvfp4", dtype bf16; "" for none). Each figure is checked against the test that
+/// measures it (tests/validation/megatron_sc21_validation_test.cc, check_band_covers), so
+/// the band cannot drift below the measurement.
+ValidatedError validated_error(std::string_view gpu, core::DType dtype,
+                               std::string_view block_scaled = "");
 
 }  // namespace alpasim::cost_model

@@ -381,7 +381,8 @@ Result<CapacityResult> run_capacity(const Scenario& scenario, const PlanPointFn&
   for (const CapacityCandidate& c : out.spec.candidates) {
     CandidateAnswer a;
     a.band = cost_model::validated_error(cluster::make_preset_cluster(c.preset, 1).value().gpu.name,
-                                         scenario.training.dtype);
+                                         scenario.training.dtype,
+                                         scenario.training.block_scaled_dtype);
     out.answers.push_back(a);
   }
 

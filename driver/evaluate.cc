@@ -81,6 +81,7 @@ core::Result<Evaluation> evaluate_fixed_plan(const Scenario& scenario,
     plan.overlap_grad_reduce = m->overlap_grad_reduce;
     plan.overlap_param_gather = m->overlap_param_gather;
     plan.overlap_p2p_comm = m->overlap_p2p_comm;
+    plan.gradient_accumulation_fusion = m->gradient_accumulation_fusion;
     plan.ddp_bucket_size_params = m->ddp_bucket_size;
     plan.first_stage_layers = m->first_stage_layers;
     plan.cp = m->cp;
@@ -90,6 +91,7 @@ core::Result<Evaluation> evaluate_fixed_plan(const Scenario& scenario,
     sim::lowering::TrainingSetup training;
     training.global_batch_size = scenario.training.global_batch_size;
     training.dtype = scenario.training.dtype;
+    training.block_scaled = *sim::lowering::parse_block_scaled(scenario.training.block_scaled_dtype);
     if (!ir::parse_optimizer_kind(scenario.training.optimizer, &training.optimizer)) {
       return core::invalid_argument(scenario.file + ": /training/optimizer: unknown optimizer \"" +
                                     scenario.training.optimizer + "\"");

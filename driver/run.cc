@@ -118,7 +118,9 @@ core::Result<RunReport> run_scenario(const Scenario& scenario, const RunSettings
          << "  model     " << describe_model(scenario.model) << "\n"
          << "  cluster   " << describe_cluster(scenario.cluster) << "\n"
          << "  training  global batch " << t.global_batch_size << ", "
-         << core::dtype_name(t.dtype) << ", " << t.optimizer << ", microbatches "
+         << (t.block_scaled_dtype.empty() ? std::string(core::dtype_name(t.dtype))
+                                          : t.block_scaled_dtype + " (bf16 tensors)")
+         << ", " << t.optimizer << ", microbatches "
          << (t.num_microbatches ? std::to_string(*t.num_microbatches) : std::string("auto"))
          << "\n"
          << "  profile   "

@@ -96,6 +96,8 @@ Result<MegatronPlanConfig> parse_megatron(JsonObject obj) {
   ALPASIM_ASSIGN_OR_RETURN(m.overlap_grad_reduce, obj.get_bool_or("overlap_grad_reduce", false));
   ALPASIM_ASSIGN_OR_RETURN(m.overlap_param_gather, obj.get_bool_or("overlap_param_gather", false));
   ALPASIM_ASSIGN_OR_RETURN(m.overlap_p2p_comm, obj.get_bool_or("overlap_p2p_comm", true));
+  ALPASIM_ASSIGN_OR_RETURN(m.gradient_accumulation_fusion,
+                           obj.get_bool_or("gradient_accumulation_fusion", false));
   ALPASIM_ASSIGN_OR_RETURN(m.first_stage_layers, obj.get_count_or("first_stage_layers", 1024, 0));
   ALPASIM_ASSIGN_OR_RETURN(m.last_stage_layers, obj.get_count_or("last_stage_layers", 1024, 0));
   ALPASIM_ASSIGN_OR_RETURN(m.account_for_embedding,
@@ -175,9 +177,16 @@ core::Status check_consistency(const Scenario& s, const JsonValue& root) {
   const JsonValue dtype_at =
       root.child("training", root.raw()["training"]).child("dtype", root.raw()["training"]["dtype"]);
   if (!s.training.block_scaled_dtype.empty()) {
-    return dtype_at.error(s.training.block_scaled_dtype + " needs Blackwell tensor cores "
-                          "(B200, GB200); the " + s.cluster.gpu.display_name +
-                          " has none, and no Blackwell preset exists in this version");
+    if (!s.cluster.gpu.has_block_scaled_formats()) {
+      return dtype_at.error(s.training.block_scaled_dtype + " needs Blackwell tensor cores "
+                            "(B200, GB200, GB300); the " + s.cluster.gpu.display_name + " has none");
+    }
+    if (!s.search.megatron) {
+      return dtype_at.error(s.training.block_scaled_dtype +
+                            " is priced for fixed Megatron plans (\"search\": {\"mode\": "
+                            "\"fixed\", \"megatron\": ...}) only in this version; the search "
+                            "and plan files price fp32, fp16 or bf16");
+    }
   }
   if (s.training.dtype == core::DType::kFp8) {
     if (s.cluster.gpu.peak(core::DType::kFp8).value() <= 0) {
@@ -402,7 +411,9 @@ core::Json scenario_to_json(const Scenario& s) {
   j["cluster"] = cluster::cluster_spec_to_json(s.cluster);
   Json training;
   training["global_batch_size"] = s.training.global_batch_size;
-  training["dtype"] = std::string(core::dtype_name(s.training.dtype));
+  training["dtype"] = s.training.block_scaled_dtype.empty()
+                          ? std::string(core::dtype_name(s.training.dtype))
+                          : s.training.block_scaled_dtype;
   training["optimizer"] = s.training.optimizer;
   if (s.training.seq_len) training["seq_len"] = *s.training.seq_len;
   training["microbatches"] =
@@ -432,6 +443,7 @@ core::Json scenario_to_json(const Scenario& s) {
                           {"overlap_param_gather", m->overlap_param_gather},
                           {"overlap_p2p_comm", m->overlap_p2p_comm}};
     if (m->ddp_bucket_size > 0) search["megatron"]["ddp_bucket_size"] = m->ddp_bucket_size;
+    if (m->gradient_accumulation_fusion) search["megatron"]["gradient_accumulation_fusion"] = true;
     if (m->first_stage_layers > 0) search["megatron"]["first_stage_layers"] = m->first_stage_layers;
     if (m->cp > 1) search["megatron"]["cp"] = m->cp;
     if (m->account_for_embedding) search["megatron"]["account_for_embedding_in_pipeline_split"] = true;

@@ -20,8 +20,9 @@ struct TrainingConfig {
   /// fp8 means Transformer Engine's recipe: the block linears' GEMMs in fp8, everything
   /// else bf16 (fixed Megatron plans only; docs/scenario.md).
   core::DType dtype = core::DType::kFp16;
-  /// "mxfp8" or "nvfp4" when the scenario asked for a Blackwell block-scaled format (no GPU
-  /// of this version supports one: check_consistency rejects it naming the GPU); else "".
+  /// "mxfp8" or "nvfp4" when the scenario asked for a Blackwell block-scaled format (the
+  /// block linears' GEMMs in it, dtype kBf16 for everything else; fixed Megatron plans on
+  /// a GPU that has the formats, else check_consistency names the GPU); else "".
   std::string block_scaled_dtype;
   std::string optimizer;  ///< "adam" (mixed precision: fp32 master weights + 2 moments) or "sgd"
   /// Microbatches per iteration; nullopt = "auto" (the planner chooses).
@@ -47,6 +48,10 @@ struct MegatronPlanConfig {
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
   bool overlap_p2p_comm = true;  ///< Megatron-Core's default; matters only with interleave > 1
+  /// --gradient-accumulation-fusion: weight-gradient GEMMs accumulate into the fp32 main_grad
+  /// (no separate accumulation kernel). Off by default here, as the scenarios written before
+  /// this key priced it; Megatron-LM turns it on when its fused kernels are installed.
+  bool gradient_accumulation_fusion = false;
   std::int64_t ddp_bucket_size = 0;  ///< parameters; 0: Megatron-Core's default
   std::int64_t first_stage_layers = 0;  ///< --decoder-first-pipeline-num-layers; 0: even split
   std::int64_t last_stage_layers = 0;   ///< --decoder-last-pipeline-num-layers; 0: even split

@@ -35,6 +35,46 @@ bool has_sharded_letter(const std::string& letters) {
   return std::any_of(letters.begin(), letters.end(), is_sharded_letter);
 }
 
+// Per-element traffic of a low-precision recipe's casts and weight copies (bytes), for the
+// transformer blocks' linears. Each quantized copy of an element costs its element plus its
+// share of the block scale: fp8 1 B; MXFP8 1 + 1/32 B (an E8M0 scale per 32); NVFP4 0.5 +
+// 1/16 B (an E4M3 scale per 16). Block scales run along the contraction dimension, so a
+// tensor that feeds GEMMs along both of its dimensions (a weight, a forward input reused by
+// the weight-gradient GEMM, an output gradient) is quantized twice (rowwise and columnwise),
+// as per-tensor fp8 on Hopper needs a transposed copy.
+struct RecipeBytes {
+  double input_cast = 0;      ///< forward input of a linear: written by its producer (fused)
+  double grad_cast = 0;       ///< output gradient: read bf16, write the two quantized copies
+  double weight_copies = 0;   ///< per weight: the quantized copies kept beside the bf16 one
+  double weight_cast = 0;     ///< per weight per iteration: read bf16, write the copies
+};
+RecipeBytes recipe_bytes(bool fp8, BlockScaled block_scaled) {
+  if (block_scaled == BlockScaled::kMxfp8) {
+    const double copy = 1.0 + 1.0 / 32;
+    return {2 * copy, 2 + 2 * copy, 2 * copy, 2 + 2 * copy};
+  }
+  if (block_scaled == BlockScaled::kNvfp4) {
+    // NVIDIA's NVFP4 recipe applies a 16-point random Hadamard transform to the weight-
+    // gradient GEMM's operands: the columnwise copies of inputs and gradients are computed
+    // from a second read of the bf16 tensor (assumed unfused with the producer).
+    const double copy = 0.5 + 1.0 / 16;
+    return {copy + 2 + copy, 2 + 2 * copy, 2 * copy, 2 + 2 * copy};
+  }
+  if (fp8) return {1, 2 + 2, 2, 2 + 2};  // the input and its transpose; the gradient likewise
+  return {};
+}
+
+}  // namespace
+
+std::optional<BlockScaled> parse_block_scaled(std::string_view name) {
+  if (name.empty() || name == "none") return BlockScaled::kNone;
+  if (name == "mxfp8") return BlockScaled::kMxfp8;
+  if (name == "nvfp4") return BlockScaled::kNvfp4;
+  return std::nullopt;
+}
+
+namespace {
+
 // A transformer block's linear layer GEMM (forward, input gradient or weight gradient): an
 // einsum with a parameter operand, or derived from one. Attention-core GEMMs (no
 // parameter) and the embedding / LM head layers (0 and N+1) are not: Transformer Engine's
@@ -229,6 +269,19 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     return core::invalid_argument("/training/dtype: fp8 needs fp8 tensor cores (Hopper or later); the " +
                                   cluster.gpu.display_name + " has none");
   }
+  if (training.block_scaled != BlockScaled::kNone) {
+    const char* name = training.block_scaled == BlockScaled::kMxfp8 ? "mxfp8" : "nvfp4";
+    if (!cluster.gpu.has_block_scaled_formats()) {
+      return core::invalid_argument(std::string("/training/dtype: ") + name +
+                                    " needs Blackwell tensor cores (block-scaled formats); the " +
+                                    cluster.gpu.display_name + " has none");
+    }
+    if (training.dtype != core::DType::kBf16) {
+      return core::invalid_argument(std::string("/training/dtype: ") + name +
+                                    " is a GEMM format of a bf16 run, not of " +
+                                    std::string(core::dtype_name(training.dtype)));
+    }
+  }
   // Megatron-LM's own argument checks (megatron/training/arguments.py).
   if (plan.tp_comm_overlap && plan.tp > 1 && !plan.sequence_parallel) {
     return bad("tp_comm_overlap", "needs sequence_parallel (Megatron-LM requires it)");
@@ -245,9 +298,18 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
                                       std::to_string(plan.ddp_bucket_size_params));
   }
 
-  // fp8 (Transformer Engine's recipe): tensors, communication and master weights stay bf16;
-  // only the transformer blocks' linear GEMMs run in fp8 (below).
+  // fp8 and the block-scaled formats (Transformer Engine's recipes): tensors, communication
+  // and master weights stay bf16; only the transformer blocks' linear GEMMs run in the low
+  // precision (below), with the casts and weight copies of recipe_bytes.
   const bool fp8 = training.dtype == core::DType::kFp8;
+  const bool low_precision = fp8 || training.block_scaled != BlockScaled::kNone;
+  const RecipeBytes recipe = recipe_bytes(fp8, training.block_scaled);
+  // NVFP4 GEMMs: the fp8 GEMM of the same shape at the fp4 peak (the same fraction of peak
+  // at every size: no published fp4 GEMM curve is in validation/data).
+  const double gemm_time_scale =
+      training.block_scaled == BlockScaled::kNvfp4
+          ? cluster.gpu.peak(core::DType::kFp8).value() / cluster.gpu.peak_fp4.value()
+          : 1.0;
   const core::DType storage = fp8 ? core::DType::kBf16 : training.dtype;
   // Context parallelism: each GPU of a cp group holds s/cp tokens of every sequence (the
   // load-balanced causal split), so the graph is built at s/cp; its attention core, which
@@ -376,10 +438,10 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   }
   std::vector<Seconds> grad_accumulation(num_layers, Seconds{0});
   std::vector<LayerParams> params(num_layers);
-  // fp8: block linear weights per GPU, kept as fp8 copies (the weight and its transpose,
-  // 1 byte each) beside the bf16 ones; cast once per iteration after the optimizer step
-  // (Transformer Engine caches them across microbatches).
-  std::vector<std::int64_t> fp8_weights(num_layers, 0);
+  // Low precision: block linear weights per GPU, kept as quantized copies (recipe_bytes:
+  // fp8 the weight and its transpose, 1 byte each) beside the bf16 ones; cast once per
+  // iteration after the optimizer step (Transformer Engine caches them across microbatches).
+  std::vector<std::int64_t> quantized_weights(num_layers, 0);
   for (std::size_t i = 0; i < g.size(); ++i) {
     const Op& op = g.op(static_cast<ir::OpId>(i));
     if (op.kind != OpKind::kParameter) continue;
@@ -395,9 +457,9 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       grad_accumulation[static_cast<std::size_t>(op.layer)] +=
           cost_model.memory_bound(Bytes(local * accumulate_bytes_per_param));
     }
-    if (fp8 && gemm_weight[i] && op.layer > 0 &&
+    if (low_precision && gemm_weight[i] && op.layer > 0 &&
         static_cast<std::size_t>(op.layer) + 1 < num_layers) {
-      fp8_weights[static_cast<std::size_t>(op.layer)] += local;
+      quantized_weights[static_cast<std::size_t>(op.layer)] += local;
     }
   }
 
@@ -453,7 +515,9 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       // The non-parameter operand of a forward linear, and the incoming gradient of its
       // input-gradient GEMM: what Transformer Engine casts to fp8 (per GPU, elements).
       std::int64_t cast_in_fwd = 0, cast_grad = 0;
-      if (fp8 && is_block_linear(g, op, num_layers)) {
+      double time_scale = 1.0;
+      if (low_precision && is_block_linear(g, op, num_layers)) {
+        time_scale = gemm_time_scale;
         shape.dtype = core::DType::kFp8;
         const auto local = [&](ir::OpId x) {
           const std::int64_t n = g.op(x).out.num_elements();
@@ -473,14 +537,16 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
         }
       }
       const auto est = cost_model.gemm(shape);
-      t.gemm = est.time;
+      t.gemm = Seconds(est.time.value() * time_scale);
       t.flops = cost_model::gemm_flops(shape);
       // Forward: the fp8 copy of the input is written by the kernel that produces it (a
       // fused cast: +1 byte per element). Backward: the output gradient is cast to fp8
       // and transposed for the two GEMMs (read 2 bytes, write 2 x 1 byte per element).
-      // The amax reductions ride in the same kernels.
+      // The amax reductions ride in the same kernels. Block-scaled formats: recipe_bytes.
       if (cast_in_fwd + cast_grad > 0) {
-        t.memory_bound = cost_model.memory_bound(Bytes(cast_in_fwd * 1 + cast_grad * 4));
+        t.memory_bound = cost_model.memory_bound(Bytes(static_cast<std::int64_t>(
+            std::ceil(static_cast<double>(cast_in_fwd) * recipe.input_cast +
+                      static_cast<double>(cast_grad) * recipe.grad_cast))));
       }
       if (tp > 1 && op.phase == Phase::kForward) {
         if (contracts_sharded(op)) row_outputs[l].push_back(op.out.bytes());
@@ -725,7 +791,8 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     const std::int64_t param_bytes = local_params * dtype_bytes;
     const std::int64_t dp = plan.dp * cp;  // the distributed optimizer shards over dp·cp
     c.parameter_bytes = Bytes((plan.zero_stage >= 3 ? ceil_div(param_bytes, dp) : param_bytes) +
-                              2 * fp8_weights[l]);
+                              static_cast<std::int64_t>(std::ceil(
+                                  recipe.weight_copies * static_cast<double>(quantized_weights[l]))));
     c.gradient_bytes = Bytes(plan.zero_stage >= 2 ? ceil_div(param_bytes, dp) : param_bytes);
     const std::int64_t opt = local_params * opt_bytes_per_param;
     c.optimizer_state_bytes = Bytes(plan.zero_stage >= 1 ? ceil_div(opt, dp) : opt);
@@ -746,8 +813,8 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
         bytes += static_cast<double>(local_params) * (4 + 4 + 6);
       }
       if (plan.zero_stage >= 1) bytes /= static_cast<double>(dp);
-      // fp8 weight copies: read the bf16 weight, write it and its transpose in fp8.
-      bytes += static_cast<double>(fp8_weights[l]) * (2 + 2);
+      // Low-precision weight copies: read the bf16 weight, write its quantized copies.
+      bytes += static_cast<double>(quantized_weights[l]) * recipe.weight_cast;
       c.optimizer_step_s = cost_model.memory_bound(Bytes(static_cast<std::int64_t>(bytes)));
     }
     L.grad_accumulation_s = grad_accumulation[l];
@@ -1056,6 +1123,9 @@ core::Result<schema::Plan> megatron_plan_file(const ir::ModelConfig& model,
                                               const cluster::ClusterSpec& cluster) {
   if (plan.cp > 1) {
     return core::unimplemented("search.megatron.cp: context parallelism has no plan-file form yet");
+  }
+  if (training.block_scaled != BlockScaled::kNone) {
+    return core::unimplemented("training.dtype: mxfp8 and nvfp4 have no plan-file form yet");
   }
   if (plan.zero_stage >= 2) {
     return core::unimplemented("search.megatron.zero_stage: ZeRO-2/3 have no plan-file form yet");

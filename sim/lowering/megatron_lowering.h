@@ -1,7 +1,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
@@ -71,11 +73,24 @@ struct MegatronPlan {
   bool account_for_loss = false;
 };
 
+/// Blackwell's block-scaled GEMM formats (Transformer Engine's MXFP8BlockScaling and
+/// NVFP4BlockScaling recipes) for the transformer blocks' linear layers of a bf16 run.
+/// fp8 with one scale per tensor is TrainingSetup::dtype == kFp8.
+enum class BlockScaled : std::int8_t {
+  kNone,
+  kMxfp8,  ///< E4M3 elements, one power-of-two (E8M0) scale per 32: the fp8 tensor-core rate
+  kNvfp4,  ///< E2M1 elements, one E4M3 scale per 16 and an fp32 tensor scale: the fp4 rate
+};
+/// "mxfp8" / "nvfp4" -> the format; nullopt otherwise ("" and "none" are kNone).
+std::optional<BlockScaled> parse_block_scaled(std::string_view name);
+
 /// Training settings the lowering needs besides the plan.
 struct TrainingSetup {
   std::int64_t global_batch_size = 0;  ///< sequences per iteration, all replicas
   core::DType dtype = core::DType::kFp16;
   ir::OptimizerKind optimizer = ir::OptimizerKind::kAdam;
+  /// mxfp8 / nvfp4 GEMMs for the block linears; needs dtype kBf16 (the tensors' format).
+  BlockScaled block_scaled = BlockScaled::kNone;
 };
 
 /// Counts and sizes of the tensor-parallel collectives of one layer per microbatch

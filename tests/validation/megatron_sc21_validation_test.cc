@@ -151,9 +151,13 @@ Sc21Row sc21_row(const std::map<std::string, std::string>& row) {
 // The ± band `alpa-sim capacity` prints (cost_model/validated_error.cc) is the MAPE a
 // validation table measures, rounded up to 0.1 %: it may not fall below the measurement, nor
 // stay more than 0.1 % above it once the model improves.
-void check_band_covers(const char* gpu, core::DType dtype, double mape) {
-  const cost_model::ValidatedError band = cost_model::validated_error(gpu, dtype);
-  std::printf("band for %s: %.4f, measured MAPE %.4f\n", gpu, band.relative_error, mape);
+void check_band_covers(const char* gpu, core::DType dtype, double mape,
+                       std::string_view block_scaled = "") {
+  const cost_model::ValidatedError band = cost_model::validated_error(gpu, dtype, block_scaled);
+  std::printf("band for %s %s: %.4f, measured MAPE %.4f\n", gpu,
+              block_scaled.empty() ? std::string(core::dtype_name(dtype)).c_str()
+                                   : std::string(block_scaled).c_str(),
+              band.relative_error, mape);
   CHECK(band.validated);
   CHECK(band.relative_error >= mape);
   CHECK(band.relative_error <= mape + 0.001);
@@ -376,6 +380,7 @@ struct ModernRow {
   double published_s = 0, predicted_s = 0;
   bool fits = true;  ///< the plan fits the H100's usable memory in the simulation
   bool fp8 = false;  ///< trained in fp8 (else bf16)
+  std::string precision;  ///< the row's: "bf16", "fp8", "mxfp8" or "nvfp4"
 };
 
 // The rows of `gpu_type` ("H100", "B200") evaluated on `preset`.
@@ -448,11 +453,13 @@ std::vector<ModernRow> nemo_rows(const std::string& gpu_type, const std::string&
     TrainingSetup training;
     training.global_batch_size = as_int(row.at("gbs"));
     const std::string& precision = row.at("precision");
-    if (precision != "fp8" && precision != "bf16") {  // mxfp8, nvfp4: no GPU model has them
+    const auto block_scaled = parse_block_scaled(precision);
+    if (precision != "fp8" && precision != "bf16" && !(block_scaled && !precision.empty())) {
       not_expressible->push_back(row.at("row_id") + ": precision " + precision);
       continue;
     }
     training.dtype = precision == "fp8" ? core::DType::kFp8 : core::DType::kBf16;
+    training.block_scaled = block_scaled.value_or(BlockScaled::kNone);
     const std::int64_t gpus = as_int(row.at("num_gpus"));
     auto run = try_lower_and_simulate(model, training, plan, preset, gpus);
     if (!run.ok()) {
@@ -464,6 +471,7 @@ std::vector<ModernRow> nemo_rows(const std::string& gpu_type, const std::string&
     r.id = row.at("row_id");
     r.published_s = std::stod(row.at("step_time_s"));
     r.fp8 = training.dtype == core::DType::kFp8;
+    r.precision = precision;
     r.predicted_s = run->simulation.report.iteration_time.value();
     std::printf("%-48s %-6s %2lld %2lld %2lld %2lld %4lld %5lld %4lld %10.3f %10.3f %+7.1f%% %s\n",
                 r.id.substr(0, 48).c_str(), precision.c_str(), static_cast<long long>(plan.tp),
@@ -538,51 +546,53 @@ TEST_CASE("NVIDIA H100 pre-training runs: step time MAPE <= 8%, no row worse tha
 // NVLink5 all-reduce rows; network inherited from dgx-h100). Held out: these rows were never
 // run before the preset existed, and nothing was changed after seeing them. Blackwell's
 // block-scaled formats (mxfp8, nvfp4) are not expressible and are listed as such.
-TEST_CASE("NVIDIA B200 pre-training runs: rows evaluate and are finite, MAPE printed") {
+// A Blackwell GPU's published rows, one group per precision (fp8, mxfp8, nvfp4): every row
+// evaluates to a finite time; each group's MAPE, worst row and memory verdicts printed; each
+// group's MAPE is the capacity band of `band_gpu` in that precision
+// (cost_model/validated_error.cc).
+void blackwell_rows(const char* gpu_type, const char* preset, const char* band_gpu) {
   std::vector<std::string> skipped;
-  const auto rows = nemo_rows("B200", "dgx-b200", &skipped);
+  const auto rows = nemo_rows(gpu_type, preset, &skipped);
   REQUIRE(rows.size() >= 4);
+  std::map<std::string, std::vector<ModernRow>> groups;
   for (const auto& r : rows) {
     CAPTURE(r.id);
     CHECK(std::isfinite(r.predicted_s));
     CHECK(r.predicted_s > 0);
-    REQUIRE(r.fp8);  // the band checked below is the fp8 one
+    groups[r.precision].push_back(r);
   }
-  const TableError e = table_error(rows);
-  std::printf("B200 NeMo/Megatron-Bridge: %zu rows, MAPE %.1f%%, worst row %.1f%%; %zu predicted "
-              "over memory; %zu not expressible\n",
-              rows.size(), e.mape * 100.0, e.worst * 100.0, e.over, skipped.size());
-  check_band_covers("b200", core::DType::kFp8, e.mape);
+  for (const auto& [precision, group] : groups) {
+    const TableError e = table_error(group);
+    std::printf("%s %s NeMo/Megatron-Bridge: %zu rows, MAPE %.1f%%, worst row %.1f%%; %zu predicted "
+                "over memory\n",
+                gpu_type, precision.c_str(), group.size(), e.mape * 100.0, e.worst * 100.0, e.over);
+  }
+  std::printf("%s: %zu rows evaluated, %zu not expressible\n", gpu_type, rows.size(), skipped.size());
+  REQUIRE(groups.count("fp8") == 1);
+  for (const auto& [precision, group] : groups) {
+    CAPTURE(precision);
+    const bool block_scaled = precision == "mxfp8" || precision == "nvfp4";
+    REQUIRE((precision == "fp8" || block_scaled));  // the bands are fp8 and block-scaled ones
+    check_band_covers(band_gpu, block_scaled ? core::DType::kBf16 : core::DType::kFp8,
+                      table_error(group).mape, block_scaled ? precision : "");
+  }
+}
+
+TEST_CASE("NVIDIA B200 pre-training runs: rows evaluate and are finite, MAPE printed") {
+  blackwell_rows("B200", "dgx-b200", "b200");
 }
 
 // NVIDIA's published GB200 and GB300 NVL72 pre-training runs (the same file and plan choices),
 // on the gb200-nvl72 / gb300-nvl72 presets: 4-GPU trays in 18-tray NVLink domains, the
-// GPUs' datasheet peaks, dgx-b200's calibration (no GB200 row was fitted). Held out: run once
-// after the presets were written, nothing changed after seeing them. mxfp8 and nvfp4 rows are
-// not expressible yet.
-void blackwell_nvl72_rows(const char* gpu_type, const char* preset, const char* band_gpu) {
-  std::vector<std::string> skipped;
-  const auto rows = nemo_rows(gpu_type, preset, &skipped);
-  REQUIRE(rows.size() >= 4);
-  for (const auto& r : rows) {
-    CAPTURE(r.id);
-    CHECK(std::isfinite(r.predicted_s));
-    CHECK(r.predicted_s > 0);
-    REQUIRE(r.fp8);  // the band checked below is the fp8 one
-  }
-  const TableError e = table_error(rows);
-  std::printf("%s NeMo/Megatron-Bridge: %zu rows, MAPE %.1f%%, worst row %.1f%%; %zu predicted "
-              "over memory; %zu not expressible\n",
-              gpu_type, rows.size(), e.mape * 100.0, e.worst * 100.0, e.over, skipped.size());
-  check_band_covers(band_gpu, core::DType::kFp8, e.mape);
-}
-
+// GPUs' datasheet peaks, dgx-b200's calibration (no GB200 row was fitted). Held out: the fp8
+// rows were run once after the presets were written, the mxfp8 and nvfp4 rows once after
+// those formats were; nothing was changed after seeing them.
 TEST_CASE("NVIDIA GB200 NVL72 pre-training runs: rows evaluate and are finite, MAPE printed") {
-  blackwell_nvl72_rows("GB200", "gb200-nvl72", "gb200");
+  blackwell_rows("GB200", "gb200-nvl72", "gb200");
 }
 
 TEST_CASE("NVIDIA GB300 NVL72 pre-training runs: rows evaluate and are finite, MAPE printed") {
-  blackwell_nvl72_rows("GB300", "gb300-nvl72", "gb300");
+  blackwell_rows("GB300", "gb300-nvl72", "gb300");
 }
 
 // Issue 15, "one evaluator": a Megatron plan written as a plan file with Megatron's

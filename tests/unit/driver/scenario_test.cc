@@ -120,8 +120,15 @@ TEST_CASE("fp8 parses for fixed Megatron plans on Hopper, other GPUs and formats
   auto mx = with("dgx-h100", "mxfp8", true);
   REQUIRE_FALSE(mx.ok());
   CHECK(mx.status().message() ==
-        "s.json: /training/dtype: mxfp8 needs Blackwell tensor cores (B200, GB200); the NVIDIA H100 "
-        "80GB HBM3 (SXM5) has none, and no Blackwell preset exists in this version");
+        "s.json: /training/dtype: mxfp8 needs Blackwell tensor cores (B200, GB200, GB300); the "
+        "NVIDIA H100 80GB HBM3 (SXM5) has none");
+  auto nv = with("dgx-b200", "nvfp4", true);
+  REQUIRE_MESSAGE(nv.ok(), nv.status().message());
+  CHECK(nv->training.dtype == core::DType::kBf16);
+  CHECK(nv->training.block_scaled_dtype == "nvfp4");
+  auto nv_search = with("dgx-b200", "nvfp4", false);
+  REQUIRE_FALSE(nv_search.ok());
+  CHECK(nv_search.status().message().rfind("s.json: /training/dtype: nvfp4 is priced for fixed Megatron plans", 0) == 0);
 }
 
 TEST_CASE("tensor parallelism may span the trays of an NVL72 NVLink domain, not two domains") {

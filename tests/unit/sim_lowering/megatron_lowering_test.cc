@@ -333,6 +333,73 @@ TEST_CASE("fp8: block linears' GEMMs at the fp8 rate, fp8 weight copies, bf16 ev
         "/training/dtype: fp8 needs fp8 tensor cores (Hopper or later); the NVIDIA A100-SXM4-80GB has none");
 }
 
+TEST_CASE("mxfp8 and nvfp4 (Blackwell): fp8's GEMMs at the fp8 and fp4 rates, block-scaled casts and copies") {
+  const auto cm = preset_cost_model("dgx-b200", 1);
+  MegatronPlan plan;
+  plan.tp = 2;
+  plan.dp = 4;
+  plan.sequence_parallel = true;
+  const std::int64_t hidden = 4096;
+  auto model = tiny_gpt(2, hidden);
+  std::get<ir::TransformerConfig>(model.spec).seq_len = 2048;
+  std::get<ir::TransformerConfig>(model.spec).num_heads = 32;
+  std::get<ir::TransformerConfig>(model.spec).num_kv_heads = 32;
+  TrainingSetup bf16 = training(4);
+  bf16.dtype = core::DType::kBf16;
+  TrainingSetup fp8 = bf16;
+  fp8.dtype = core::DType::kFp8;
+  TrainingSetup mx = bf16;
+  mx.block_scaled = BlockScaled::kMxfp8;
+  TrainingSetup nv = bf16;
+  nv.block_scaled = BlockScaled::kNvfp4;
+  auto a = lower_megatron_plan(model, bf16, plan, cm);
+  auto f = lower_megatron_plan(model, fp8, plan, cm);
+  auto m = lower_megatron_plan(model, mx, plan, cm);
+  auto n = lower_megatron_plan(model, nv, plan, cm);
+  for (const auto* r : {&a, &f, &m, &n}) REQUIRE_MESSAGE(r->ok(), r->status().message());
+  const auto& la = a->layers[1];
+  const auto& lf = f->layers[1];
+  const auto& lm = m->layers[1];
+  const auto& ln = n->layers[1];
+  // MXFP8 GEMMs run at the fp8 rate: the same GEMM time as per-tensor fp8.
+  CHECK(lm.gemm_forward_s.value() == lf.gemm_forward_s.value());
+  CHECK(lm.gemm_backward_s.value() == lf.gemm_backward_s.value());
+  // NVFP4: the linears at the fp4 peak (B200: 9,000 vs 4,500 TFLOP/s), the attention core
+  // still bf16: faster than fp8, by less than 2x.
+  CHECK(ln.gemm_forward_s.value() < lf.gemm_forward_s.value());
+  CHECK(ln.gemm_forward_s.value() > lf.gemm_forward_s.value() / 2);
+  CHECK(ln.gemm_backward_s.value() < lf.gemm_backward_s.value());
+  // Casts: two block-scaled copies per input (rowwise and columnwise) cost more than fp8's
+  // one fused copy; NVFP4 re-reads the input for its Hadamard-transformed copy.
+  CHECK(lm.memory_bound_forward_s.value() > lf.memory_bound_forward_s.value());
+  CHECK(ln.memory_bound_forward_s.value() > lm.memory_bound_forward_s.value());
+  // Weight copies of the block's 12·h^2 linear weights split tp ways: two of 1 + 1/32 bytes
+  // per weight (MXFP8), two of 0.5 + 1/16 (NVFP4), against fp8's two of 1 byte.
+  const double weights = 12.0 * hidden * hidden / 2;
+  CHECK(lf.costs.parameter_bytes.value() - la.costs.parameter_bytes.value() == 2 * weights);
+  CHECK(lm.costs.parameter_bytes.value() - la.costs.parameter_bytes.value() ==
+        static_cast<std::int64_t>(std::ceil(2 * (1 + 1.0 / 32) * weights)));
+  CHECK(ln.costs.parameter_bytes.value() - la.costs.parameter_bytes.value() ==
+        static_cast<std::int64_t>(std::ceil(2 * (0.5 + 1.0 / 16) * weights)));
+  // The embedding and LM head stay bf16.
+  CHECK(n->layers.back().gemm_forward_s.value() == a->layers.back().gemm_forward_s.value());
+  auto tf = simulate_pipeline(f->problem);
+  auto tn = simulate_pipeline(n->problem);
+  REQUIRE(tf.ok());
+  REQUIRE(tn.ok());
+  CHECK(tn->report.iteration_time.value() < tf->report.iteration_time.value());
+  // Hopper has no block-scaled formats: an error naming the GPU.
+  auto on_h100 = lower_megatron_plan(model, mx, plan, preset_cost_model("dgx-h100", 1));
+  REQUIRE_FALSE(on_h100.ok());
+  CHECK(on_h100.status().message() ==
+        "/training/dtype: mxfp8 needs Blackwell tensor cores (block-scaled formats); the NVIDIA H100 "
+        "80GB HBM3 (SXM5) has none");
+  // No plan-file form yet.
+  auto file = megatron_plan_file(model, nv, plan, cm.spec());
+  REQUIRE_FALSE(file.ok());
+  CHECK(file.status().message() == "training.dtype: mxfp8 and nvfp4 have no plan-file form yet");
+}
+
 TEST_CASE("full recomputation re-runs each block's forward with its collectives") {
   const auto cm = dgx(1);
   MegatronPlan plan;
