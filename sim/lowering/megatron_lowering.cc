@@ -48,6 +48,14 @@ struct RecipeBytes {
   double weight_copies = 0;   ///< per weight: the quantized copies kept beside the bf16 one
   double weight_cast = 0;     ///< per weight per iteration: read bf16, write the copies
 };
+// Bytes per element of the copy Transformer Engine saves for a block linear's weight-
+// gradient GEMM instead of the bf16 input (its columnwise / transposed quantized copy).
+double saved_input_bytes(bool fp8, BlockScaled block_scaled) {
+  if (block_scaled == BlockScaled::kMxfp8) return 1.0 + 1.0 / 32;
+  if (block_scaled == BlockScaled::kNvfp4) return 0.5 + 1.0 / 16;
+  return fp8 ? 1.0 : 0.0;
+}
+
 RecipeBytes recipe_bytes(bool fp8, BlockScaled block_scaled) {
   if (block_scaled == BlockScaled::kMxfp8) {
     const double copy = 1.0 + 1.0 / 32;
@@ -339,6 +347,37 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   ALPASIM_ASSIGN_OR_RETURN(ir::Graph forward, ir::build_forward_graph(local_model, build));
   const ir::Graph g = ir::derive_training_graph(forward, {training.optimizer, plan.recompute});
   const std::vector<ir::LayerStats> stats = ir::layer_stats(g);
+  // Stored activations per layer (bytes, before the tp split). In low precision a forward
+  // tensor that only block linears' backward GEMMs read is saved as their quantized copy
+  // (Transformer Engine keeps the fp8 / block-scaled input for the weight gradient); one that
+  // other backward ops read too (a flash-attention output O, which the kernel's backward
+  // needs in bf16) is saved in bf16 and quantized. Full precision: ir::layer_stats' count.
+  std::vector<std::int64_t> saved_activation(g.layers.size(), 0);
+  for (std::size_t l = 0; l < g.layers.size(); ++l) saved_activation[l] = stats[l].activation_bytes;
+  if (low_precision) {
+    const double quantized = saved_input_bytes(fp8, training.block_scaled);
+    // A flash-attention kernel's backward reads its output O (the graph's fused attention
+    // recomputes the core from Q, K, V and needs no O, but the kernel does).
+    const auto* transformer = std::get_if<ir::TransformerConfig>(&local_model.spec);
+    const bool flash = transformer != nullptr && transformer->fused_attention;
+    std::vector<double> bytes(g.layers.size(), 0.0);
+    for (const Op& o : g.ops()) {
+      if (o.phase != Phase::kForward || o.kind == OpKind::kParameter) continue;
+      bool linear = false;
+      bool other = flash && o.kind == OpKind::kDot && o.selective_recompute && !o.fused_attention;
+      for (ir::OpId c : g.consumers(o.id)) {
+        const Op& consumer = g.op(c);
+        if (consumer.phase != Phase::kBackward && consumer.phase != Phase::kRecompute) continue;
+        (is_block_linear(g, consumer, g.layers.size()) ? linear : other) = true;
+      }
+      const double elements = static_cast<double>(o.out.num_elements());
+      bytes[static_cast<std::size_t>(o.layer)] +=
+          (other ? static_cast<double>(o.out.bytes()) : 0.0) + (linear ? quantized * elements : 0.0);
+    }
+    for (std::size_t l = 0; l < bytes.size(); ++l) {
+      saved_activation[l] = static_cast<std::int64_t>(std::ceil(bytes[l]));
+    }
+  }
   const std::size_t num_layers = g.layers.size();
   const std::int64_t tp = plan.tp;
   const std::int64_t dtype_bytes = core::dtype_bytes(storage);
@@ -773,7 +812,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
               : plan.recompute;
       kept = recomputed ? korthikanti(stored_policy) : full_activation;
     } else {
-      full_activation = ceil_div(stats[l].activation_bytes, tp);
+      full_activation = ceil_div(saved_activation[l], tp);
       kept = full_activation;
       if (recomputed && plan.recompute == ir::RecomputePolicy::kFull && l > 0) {
         kept = stats[l - 1].boundary_bytes;

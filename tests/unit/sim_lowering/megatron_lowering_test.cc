@@ -400,6 +400,52 @@ TEST_CASE("mxfp8 and nvfp4 (Blackwell): fp8's GEMMs at the fp8 and fp4 rates, bl
   CHECK(file.status().message() == "training.dtype: mxfp8 and nvfp4 have no plan-file form yet");
 }
 
+TEST_CASE("low precision saves the linears' quantized inputs for the backward (Llama)") {
+  // A Llama block saves, per token, the inputs of its four linears: the two RMSNorm outputs
+  // (h each: only the QKV and fc1 weight gradients read them), the flash-attention output O
+  // (h: the attention backward reads it too) and the SwiGLU output (ffn: only fc2's weight
+  // gradient reads it). Transformer Engine keeps the quantized copy for the weight gradient:
+  // fp8 saves 1 byte instead of 2 on the linear-only inputs (h + h + ffn) and adds a 1-byte
+  // copy of O (h), so the block stores s·b·(h + ffn) bytes less than in bf16; NVFP4 stores
+  // 0.5625 bytes instead of 2 on the linear-only inputs and adds 0.5625 for O.
+  const auto cm = preset_cost_model("dgx-b200", 1);
+  MegatronPlan plan;
+  plan.dp = 8;
+  ir::TransformerConfig t;
+  t.builtin = "llama";
+  t.num_layers = 2;
+  t.hidden_size = 256;
+  t.num_heads = 4;
+  t.num_kv_heads = 4;
+  t.ffn_hidden_size = 704;
+  t.seq_len = 128;
+  t.vocab_size = 512;
+  ir::set_architecture_defaults(t);
+  t.fused_attention = true;
+  ir::ModelConfig model;
+  model.spec = t;
+  TrainingSetup bf16 = training(8);
+  bf16.dtype = core::DType::kBf16;
+  TrainingSetup fp8 = bf16;
+  fp8.dtype = core::DType::kFp8;
+  TrainingSetup nv = bf16;
+  nv.block_scaled = BlockScaled::kNvfp4;
+  auto a = lower_megatron_plan(model, bf16, plan, cm);
+  auto f = lower_megatron_plan(model, fp8, plan, cm);
+  auto n = lower_megatron_plan(model, nv, plan, cm);
+  for (const auto* r : {&a, &f, &n}) REQUIRE_MESSAGE(r->ok(), r->status().message());
+  const std::int64_t tokens = 128, h = 256, ffn = 704;
+  const std::int64_t bf16_saved = a->layers[1].costs.activation_bytes.value();
+  CHECK(bf16_saved - f->layers[1].costs.activation_bytes.value() == tokens * (h + ffn));
+  const double nvfp4_expected = static_cast<double>(bf16_saved) -
+                                tokens * ((2 - 0.5625) * (2 * h + ffn) - 0.5625 * h);
+  CHECK(static_cast<double>(n->layers[1].costs.activation_bytes.value()) ==
+        doctest::Approx(nvfp4_expected).epsilon(1e-12));
+  // The embedding and LM head are not Transformer Engine linears: unchanged.
+  CHECK(f->layers.front().costs.activation_bytes.value() == a->layers.front().costs.activation_bytes.value());
+  CHECK(f->layers.back().costs.activation_bytes.value() == a->layers.back().costs.activation_bytes.value());
+}
+
 TEST_CASE("full recomputation re-runs each block's forward with its collectives") {
   const auto cm = dgx(1);
   MegatronPlan plan;
