@@ -75,8 +75,8 @@ OpId loss_head(Builder& b, OpId logits, OpId labels) {
 
 Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
                         const std::string& name) {
-  ALPASIM_CHECK(c.num_heads > 0 && c.hidden_size % c.num_heads == 0 && c.num_kv_heads > 0 &&
-                c.num_heads % c.num_kv_heads == 0)
+  ALPASIM_CHECK(c.num_heads > 0 && (c.head_dim > 0 || c.hidden_size % c.num_heads == 0) &&
+                c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0)
       << "transformer config not validated";
   Graph g;
   g.meta.model_name = name;
@@ -88,7 +88,7 @@ Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
   const std::int64_t B = options.microbatch_size, S = c.seq_len, H = c.hidden_size;
   const std::int64_t V = c.vocab_size, F = c.ffn_hidden_size;
   const std::int64_t K = c.num_kv_heads, G = c.num_heads / c.num_kv_heads;
-  const std::int64_t D = H / c.num_heads;
+  const std::int64_t D = c.head_width();
   const NormType norm = llama ? NormType::kRmsNorm : NormType::kLayerNorm;
 
   Builder b{g, 0, "embedding/"};

@@ -79,11 +79,9 @@ Result<TransformerConfig> parse_hf_config(const JsonValue& root, std::int64_t se
     }
     if (auto head_dim = obj.optional("head_dim"); head_dim && !head_dim->raw().is_null()) {
       ALPASIM_ASSIGN_OR_RETURN(std::int64_t d, head_dim->as_count(core::limits::kMaxHiddenSize));
-      if (c.hidden_size % c.num_heads != 0 || d != c.hidden_size / c.num_heads) {
-        return head_dim->error("expected hidden_size / num_attention_heads = " +
-                               std::to_string(c.hidden_size / c.num_heads) + ", got " +
-                               std::to_string(d));
-      }
+      // Kept only where it differs from hidden_size / heads (Qwen3), so other configs read
+      // as before.
+      if (c.hidden_size % c.num_heads != 0 || d != c.hidden_size / c.num_heads) c.head_dim = d;
     }
     if (type == "mixtral") {
       ALPASIM_ASSIGN_OR_RETURN(c.num_experts, obj.get_count("num_local_experts", core::limits::kMaxExperts));
@@ -102,7 +100,7 @@ Result<TransformerConfig> parse_hf_config(const JsonValue& root, std::int64_t se
     if (auto m = core::closest_match(key, known)) message += "; did you mean \"" + *m + "\"?";
     return root.child(key, value).error(message);
   }
-  if (c.hidden_size % c.num_heads != 0) {
+  if (c.head_dim == 0 && c.hidden_size % c.num_heads != 0) {
     return root.error("expected a hidden size divisible by the number of heads, got " +
                       std::to_string(c.hidden_size) + " and " + std::to_string(c.num_heads));
   }

@@ -21,8 +21,9 @@ namespace alpasim::ir {
 /// seq_len is max_position_embeddings (n_positions) unless `seq_len_override` > 0.
 /// Keys that do not change parameter or FLOP counts (token ids, eps, dropout rates,
 /// rope settings, ...) are accepted and ignored; any other key is an error naming it,
-/// and so is a setting the builder cannot represent (mlp_bias, a head_dim other than
-/// hidden_size / heads). `file` names the document in messages.
+/// and so is a setting the builder cannot represent (mlp_bias). A head_dim other than
+/// hidden_size / heads (Qwen3) is kept as TransformerConfig::head_dim. `file` names the
+/// document in messages.
 core::Result<TransformerConfig> parse_hf_config(const core::JsonValue& root,
                                                 std::int64_t seq_len_override = 0);
 

@@ -45,7 +45,8 @@ Result<TransformerConfig> parse_transformer(JsonObject& obj, const std::string& 
                              obj.get_count_or("ffn_hidden_size", L::kMaxFfnHiddenSize, 4 * c.hidden_size));
   }
   ALPASIM_ASSIGN_OR_RETURN(c.num_kv_heads, obj.get_count_or("num_kv_heads", L::kMaxHeads, c.num_heads));
-  if (c.hidden_size % c.num_heads != 0) {
+  ALPASIM_ASSIGN_OR_RETURN(c.head_dim, obj.get_count_or("head_dim", L::kMaxHiddenSize, 0));
+  if (c.head_dim == 0 && c.hidden_size % c.num_heads != 0) {
     return obj.value().child("num_heads", obj.value().raw()["num_heads"])
         .error("expected a divisor of hidden_size " + std::to_string(c.hidden_size) + ", got " +
                std::to_string(c.num_heads));
@@ -144,7 +145,10 @@ std::string model_size_problem(const ModelConfig& config, std::int64_t samples) 
         t->num_experts > 0 ? static_cast<F>(t->top_k) * static_cast<F>(t->capacity_factor) : 1;
     const F ffn = static_cast<F>(t->ffn_hidden_size) * std::max<F>(1, experts_per_token);
     const F ffn_matrices = t->builtin == "llama" || t->builtin == "mixtral" ? 3 : 2;  // SwiGLU
-    largest_tensor = std::max({tokens * std::max({3 * h, ffn, static_cast<F>(t->vocab_size)}),
+    // Q, K and V together: 3·h wide, or (heads + 2·kv heads) x head_dim where head_dim is set.
+    const F qkv = std::max<F>(3 * h, static_cast<F>(t->num_heads + 2 * t->num_kv_heads) *
+                                         static_cast<F>(t->head_width()));
+    largest_tensor = std::max({tokens * std::max({qkv, ffn, static_cast<F>(t->vocab_size)}),
                                b * static_cast<F>(t->num_heads) * s * s});
     // Forward 2 FLOPs per weight per token (+ attention scores and values, 4·s·h per
     // token); backward twice the forward.
@@ -231,6 +235,7 @@ core::Json model_config_to_json(const ModelConfig& config) {
     j["hidden_size"] = t->hidden_size;
     j["num_heads"] = t->num_heads;
     j["num_kv_heads"] = t->num_kv_heads;
+    if (t->head_dim > 0) j["head_dim"] = t->head_dim;
     j["seq_len"] = t->seq_len;
     j["vocab_size"] = t->vocab_size;
     j["ffn_hidden_size"] = t->ffn_hidden_size;

@@ -20,6 +20,11 @@ struct TransformerConfig {
   std::int64_t hidden_size = 0;
   std::int64_t num_heads = 0;
   std::int64_t num_kv_heads = 0;     ///< = num_heads unless grouped-query attention
+  /// Width of one attention head; 0 = hidden_size / num_heads. Set where the attention is
+  /// wider or narrower than the residual stream (Qwen3: 128 x 32 heads on hidden 2048).
+  std::int64_t head_dim = 0;
+  /// The head width in use: head_dim, or hidden_size / num_heads when it is 0.
+  std::int64_t head_width() const { return head_dim > 0 ? head_dim : hidden_size / num_heads; }
   std::int64_t seq_len = 0;          ///< tokens per sequence
   std::int64_t vocab_size = 0;
   std::int64_t ffn_hidden_size = 0;  ///< 4·hidden for GPT; per expert for MoE

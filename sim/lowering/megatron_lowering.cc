@@ -760,7 +760,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   // repeats its exchange.
   if (cp > 1) {
     const auto& local = std::get<ir::TransformerConfig>(local_model.spec);  // checked above
-    const std::int64_t head_dim = local.hidden_size / local.num_heads;
+    const std::int64_t head_dim = local.head_width();
     const std::int64_t kv_heads_local = ceil_div(local.num_kv_heads, tp);
     const std::int64_t step_bytes =
         2 * plan.microbatch_size * local.seq_len * kv_heads_local * head_dim * dtype_bytes;

@@ -47,6 +47,28 @@ TEST_CASE("GPT-2 and Qwen2 configs import with their published sizes") {
   CHECK_FALSE(c->dense_bias);
 }
 
+TEST_CASE("head_dim: attention wider than the residual stream (Qwen3's 128 x 32 on 2048)") {
+  // A Qwen3-style llama layer: q 2048 x (32·128), k and v 2048 x (4·128), o (32·128) x 2048,
+  // SwiGLU 3·2048·6144, two RMSNorm scales: 4096·2048·2 + 512·2048·2 + 3·2048·6144 + 2·2048.
+  auto doc = core::parse_json_text(R"({"model_type": "qwen2", "num_hidden_layers": 1,
+      "hidden_size": 2048, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+      "intermediate_size": 6144, "vocab_size": 16, "max_position_embeddings": 64,
+      "attention_bias": false, "tie_word_embeddings": true})", "q.json");
+  REQUIRE(doc.ok());
+  auto c = parse_hf_config(core::JsonValue::root(*doc));
+  REQUIRE_MESSAGE(c.ok(), c.status().to_string());
+  CHECK(c->head_dim == 128);
+  CHECK(c->head_width() == 128);
+  const std::int64_t layer = 2 * 2048 * 4096 + 2 * 2048 * 512 + 3 * 2048 * 6144 + 2 * 2048;
+  CHECK(parameter_count(build_transformer(*c, {}, "q")) == layer + 16 * 2048 + 2048);
+  // Without head_dim (or with hidden / heads) the attention is 2048 wide and nothing is kept.
+  TransformerConfig plain = *c;
+  plain.head_dim = 0;
+  CHECK(plain.head_width() == 64);
+  CHECK(parameter_count(build_transformer(plain, {}, "p")) ==
+        2 * 2048 * 2048 + 2 * 2048 * 256 + 3 * 2048 * 6144 + 2 * 2048 + 16 * 2048 + 2048);
+}
+
 core::Status hf_error(std::string_view text) {
   auto doc = core::parse_json_text(text, "c.json");
   REQUIRE(doc.ok());
