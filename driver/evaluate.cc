@@ -82,6 +82,8 @@ core::Result<Evaluation> evaluate_fixed_plan(const Scenario& scenario,
     plan.overlap_param_gather = m->overlap_param_gather;
     plan.overlap_p2p_comm = m->overlap_p2p_comm;
     plan.gradient_accumulation_fusion = m->gradient_accumulation_fusion;
+    plan.ep = m->ep;
+    plan.etp = m->etp;
     plan.ddp_bucket_size_params = m->ddp_bucket_size;
     plan.first_stage_layers = m->first_stage_layers;
     plan.cp = m->cp;

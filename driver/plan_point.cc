@@ -32,6 +32,7 @@ std::string megatron_summary(const MegatronPlanConfig& m) {
   shape.pp = m.pp;
   shape.dp = m.dp;
   shape.cp = m.cp;
+  shape.ep = m.ep;
   shape.mbs = m.microbatch_size;
   shape.vp = m.interleave;
   shape.recompute = m.recompute;

@@ -63,6 +63,9 @@ std::string describe_search(const SearchConfig& search) {
       << " recompute=" << schema::recompute_name(m->recompute)
       << " sequence_parallel=" << (m->sequence_parallel ? "true" : "false")
       << " zero_stage=" << m->zero_stage;
+    if (m->cp > 1) s << " cp=" << m->cp;
+    if (m->ep > 1) s << " ep=" << m->ep;
+    if (m->etp > 0) s << " etp=" << m->etp;
   }
   if (!search.plan_file_as_written.empty()) s << " plan " << search.plan_file_as_written;
   return s.str();

@@ -98,6 +98,8 @@ Result<MegatronPlanConfig> parse_megatron(JsonObject obj) {
   ALPASIM_ASSIGN_OR_RETURN(m.overlap_p2p_comm, obj.get_bool_or("overlap_p2p_comm", true));
   ALPASIM_ASSIGN_OR_RETURN(m.gradient_accumulation_fusion,
                            obj.get_bool_or("gradient_accumulation_fusion", false));
+  ALPASIM_ASSIGN_OR_RETURN(m.ep, obj.get_count_or("ep", L::kMaxExperts, 1));
+  ALPASIM_ASSIGN_OR_RETURN(m.etp, obj.get_count_or("etp", L::kMaxGpus, 0));
   ALPASIM_ASSIGN_OR_RETURN(m.first_stage_layers, obj.get_count_or("first_stage_layers", 1024, 0));
   ALPASIM_ASSIGN_OR_RETURN(m.last_stage_layers, obj.get_count_or("last_stage_layers", 1024, 0));
   ALPASIM_ASSIGN_OR_RETURN(m.account_for_embedding,
@@ -444,6 +446,8 @@ core::Json scenario_to_json(const Scenario& s) {
                           {"overlap_p2p_comm", m->overlap_p2p_comm}};
     if (m->ddp_bucket_size > 0) search["megatron"]["ddp_bucket_size"] = m->ddp_bucket_size;
     if (m->gradient_accumulation_fusion) search["megatron"]["gradient_accumulation_fusion"] = true;
+    if (m->ep > 1) search["megatron"]["ep"] = m->ep;
+    if (m->etp > 0) search["megatron"]["etp"] = m->etp;
     if (m->first_stage_layers > 0) search["megatron"]["first_stage_layers"] = m->first_stage_layers;
     if (m->cp > 1) search["megatron"]["cp"] = m->cp;
     if (m->account_for_embedding) search["megatron"]["account_for_embedding_in_pipeline_split"] = true;

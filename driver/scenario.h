@@ -52,6 +52,9 @@ struct MegatronPlanConfig {
   /// (no separate accumulation kernel). Off by default here, as the scenarios written before
   /// this key priced it; Megatron-LM turns it on when its fused kernels are installed.
   bool gradient_accumulation_fusion = false;
+  /// --expert-model-parallel-size / --expert-tensor-parallel-size (MoE models); etp 0 = tp.
+  std::int64_t ep = 1;
+  std::int64_t etp = 0;
   std::int64_t ddp_bucket_size = 0;  ///< parameters; 0: Megatron-Core's default
   std::int64_t first_stage_layers = 0;  ///< --decoder-first-pipeline-num-layers; 0: even split
   std::int64_t last_stage_layers = 0;   ///< --decoder-last-pipeline-num-layers; 0: even split

@@ -108,7 +108,9 @@ bool is_block_linear(const ir::Graph& g, const Op& op, std::size_t num_layers) {
 }
 
 // The GEMM one GPU runs for einsum `op` when the sharded letters are split tp ways.
-cost_model::GemmShape sharded_gemm(const ir::Graph& g, const Op& op, std::int64_t tp) {
+// The GEMM of einsum `op` on one GPU, each letter's extent replaced by local(letter, extent).
+template <class Local>
+cost_model::GemmShape local_gemm(const ir::Graph& g, const Op& op, Local local_extent) {
   std::map<char, std::int64_t> extent;
   auto read = [&](const std::string& letters, ir::OpId input) {
     const auto& shape = g.op(input).out.shape;
@@ -121,7 +123,7 @@ cost_model::GemmShape sharded_gemm(const ir::Graph& g, const Op& op, std::int64_
   s.m = s.n = s.k = s.batch = 1;
   s.dtype = op.out.dtype;
   for (const auto& [letter, size] : extent) {
-    const std::int64_t local = is_sharded_letter(letter) ? ceil_div(size, tp) : size;
+    const std::int64_t local = local_extent(letter, size);
     const bool in_l = op.dot.lhs.find(letter) != std::string::npos;
     const bool in_r = op.dot.rhs.find(letter) != std::string::npos;
     const bool in_o = op.dot.out.find(letter) != std::string::npos;
@@ -131,6 +133,32 @@ cost_model::GemmShape sharded_gemm(const ir::Graph& g, const Op& op, std::int64_
     else s.k *= local;
   }
   return s;
+}
+
+// Megatron's tensor-parallel split: the sharded letters over tp.
+cost_model::GemmShape sharded_gemm(const ir::Graph& g, const Op& op, std::int64_t tp) {
+  return local_gemm(g, op, [&](char letter, std::int64_t size) {
+    return is_sharded_letter(letter) ? ceil_div(size, tp) : size;
+  });
+}
+
+// An op of a MoE layer's experts (their weights, GEMMs and activations, and the backward of
+// those): the builders name them ".../moe/expert_...".
+bool is_expert_op(const Op& op) { return op.name.find("/moe/expert_") != std::string::npos; }
+
+// An expert GEMM on one GPU under expert parallelism: num_experts / ep local experts ('e'),
+// each expert's FFN width over etp GPUs ('f'), and each local expert's token slots ('c',
+// the capacity) gathered from the ep·etp GPUs that share it, each of which held 1/tp of the
+// layer's tokens (sequence parallelism): c·ep·etp/tp. Per GPU the FLOPs equal those of the
+// experts split tp ways; the shapes (fewer, longer expert GEMMs) do not.
+cost_model::GemmShape expert_gemm(const ir::Graph& g, const Op& op, std::int64_t tp, std::int64_t ep,
+                                  std::int64_t etp) {
+  return local_gemm(g, op, [&](char letter, std::int64_t size) {
+    if (letter == 'e') return ceil_div(size, ep);
+    if (letter == 'f') return ceil_div(size, etp);
+    if (letter == 'c') return ceil_div(size * ep * etp, tp);
+    return size;
+  });
 }
 
 bool contracts_sharded(const Op& op) {
@@ -165,6 +193,7 @@ struct OpTimes {
 struct LayerParams {
   std::int64_t total = 0;
   std::int64_t per_gpu = 0;
+  std::int64_t experts_per_gpu = 0;  ///< of per_gpu: MoE expert weights (split ep·etp ways)
   std::int64_t word_embedding_per_gpu = 0;  // the vocab-split table (tied with the head)
 };
 
@@ -272,6 +301,33 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   }
   if (plan.sequence_parallel && plan.tp == 1) {
     return bad("sequence_parallel", "needs tp > 1");
+  }
+  // Expert parallelism (Megatron-Core's parallel folding of the MoE layers).
+  const auto* moe_config = std::get_if<ir::TransformerConfig>(&model.spec);
+  const std::int64_t num_experts = moe_config != nullptr ? moe_config->num_experts : 0;
+  const std::int64_t ep = plan.ep;
+  const std::int64_t etp = plan.etp > 0 ? plan.etp : plan.tp;
+  if (ep < 1) return bad("ep", "expected an integer >= 1, got " + std::to_string(ep));
+  if (plan.etp < 0) return bad("etp", "expected an integer >= 1, got " + std::to_string(plan.etp));
+  if (num_experts == 0 && (ep > 1 || plan.etp > 0)) {
+    return bad(ep > 1 ? "ep" : "etp", "needs a mixture-of-experts model (num_experts > 0)");
+  }
+  if (num_experts > 0) {
+    if (num_experts % ep != 0) {
+      return bad("ep", "expected a divisor of num_experts " + std::to_string(num_experts) + ", got " +
+                           std::to_string(ep));
+    }
+    const std::int64_t folded = plan.tp * cp * plan.dp;
+    if (folded % (ep * etp) != 0) {
+      return bad("ep", "ep·etp = " + std::to_string(ep) + "·" + std::to_string(etp) + " = " +
+                           std::to_string(ep * etp) + " does not divide tp·cp·dp = " +
+                           std::to_string(folded) +
+                           " (Megatron-Core folds the expert ranks into those GPUs)");
+    }
+    if (moe_config->ffn_hidden_size % etp != 0) {
+      return bad("etp", "expected a divisor of the experts' ffn_hidden_size " +
+                            std::to_string(moe_config->ffn_hidden_size) + ", got " + std::to_string(etp));
+    }
   }
   if (training.dtype == core::DType::kFp8 && cluster.gpu.peak(core::DType::kFp8).value() <= 0) {
     return core::invalid_argument("/training/dtype: fp8 needs fp8 tensor cores (Hopper or later); the " +
@@ -486,9 +542,11 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     if (op.kind != OpKind::kParameter) continue;
     auto& p = params[static_cast<std::size_t>(op.layer)];
     const std::int64_t n = op.out.num_elements();
-    const std::int64_t local = param_split[i] ? ceil_div(n, tp) : n;
+    const bool expert = num_experts > 0 && is_expert_op(op);
+    const std::int64_t local = expert ? ceil_div(n, ep * etp) : param_split[i] ? ceil_div(n, tp) : n;
     p.total += n;
     p.per_gpu += local;
+    if (expert) p.experts_per_gpu += local;
     if (!op.out.shape.empty() && op.out.shape[0] == vocab && op.layer == 0) {
       p.word_embedding_per_gpu += local;
     }
@@ -549,8 +607,23 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       continue;
     }
     OpTimes t;
-    if (op.is_einsum()) {
-      auto shape = sharded_gemm(g, op, tp);
+    if (num_experts > 0 && (op.kind == OpKind::kMoeDispatch || op.kind == OpKind::kMoeCombine)) {
+      // Token routing: the graph writes GShard's one-hot einsums (tokens x experts x capacity
+      // x hidden multiply-adds, as Alpa's model runs them); Megatron-Core permutes tokens by
+      // index instead: a memory-bound gather / scatter that reads and writes the token-side
+      // tensors (those with the hidden letter 'h': the tokens and their dispatched copies),
+      // split over tp by sequence parallelism. The routing masks (no 'h') are indices.
+      std::int64_t bytes = 0;
+      const std::string* letters[] = {&op.dot.lhs, &op.dot.rhs, &op.dot.out};
+      const std::int64_t sizes[] = {g.op(op.inputs[0]).out.bytes(), g.op(op.inputs[1]).out.bytes(),
+                                    op.out.bytes()};
+      for (int k = 0; k < 3; ++k) {
+        if (letters[k]->find('h') != std::string::npos) bytes += sizes[k];
+      }
+      t.memory_bound = cost_model.memory_bound(Bytes(ceil_div(bytes, tp)));
+    } else if (op.is_einsum()) {
+      auto shape = num_experts > 0 && is_expert_op(op) ? expert_gemm(g, op, tp, ep, etp)
+                                                       : sharded_gemm(g, op, tp);
       // The non-parameter operand of a forward linear, and the incoming gradient of its
       // input-gradient GEMM: what Transformer Engine casts to fp8 (per GPU, elements).
       std::int64_t cast_in_fwd = 0, cast_grad = 0;
@@ -785,6 +858,27 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     }
   }
 
+  // ---- Expert parallelism: every MoE layer sends each GPU's routed tokens to the GPUs of
+  // their experts and back (Megatron-Core's all-to-all token dispatcher): dispatch and
+  // combine in the forward, their mirrors in the backward, each an all-to-all of the GPU's
+  // dispatched slots (the graph's dispatch output, tokens x top_k x capacity factor x hidden,
+  // split over tp by sequence parallelism) over the ep group of the first stage (expert
+  // ranks etp apart, Megatron-Core's expert rank order). Blocking (no all-to-all overlap).
+  if (num_experts > 0 && ep > 1) {
+    std::vector<std::int64_t> ep_ids;
+    for (std::int64_t k = 0; k < ep; ++k) ep_ids.push_back(k * etp);
+    ALPASIM_ASSIGN_OR_RETURN(cluster::GroupInfo ep_group, cost_model.group(ep_ids));
+    for (const Op& op : g.ops()) {
+      if (op.kind != OpKind::kMoeDispatch || op.phase != Phase::kForward) continue;
+      LoweredLayer& L = layers[static_cast<std::size_t>(op.layer)];
+      L.ep_all_to_all_bytes = Bytes(ceil_div(op.out.bytes(), tp));
+      const Seconds one =
+          cost_model.collective(cost_model::Collective::kAllToAll, L.ep_all_to_all_bytes, ep_group).time;
+      L.ep_comm_forward_s = Seconds(2 * one.value());
+      L.ep_comm_backward_s = Seconds(2 * one.value());
+    }
+  }
+
   // ---- Memory and the rest of LayerCosts.
   const std::int64_t opt_bytes_per_param =
       ir::optimizer_state_bytes_per_parameter(training.optimizer, storage);
@@ -833,8 +927,15 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
                               static_cast<std::int64_t>(std::ceil(
                                   recipe.weight_copies * static_cast<double>(quantized_weights[l]))));
     c.gradient_bytes = Bytes(plan.zero_stage >= 2 ? ceil_div(param_bytes, dp) : param_bytes);
-    const std::int64_t opt = local_params * opt_bytes_per_param;
-    c.optimizer_state_bytes = Bytes(plan.zero_stage >= 1 ? ceil_div(opt, dp) : opt);
+    // The distributed optimizer shards the dense weights' states over dp·cp and the expert
+    // weights' over the expert-data-parallel group, tp·cp·dp / (ep·etp) GPUs.
+    const std::int64_t expert_dp = num_experts > 0 ? plan.tp * cp * plan.dp / (ep * etp) : dp;
+    const std::int64_t dense_opt = (local_params - params[l].experts_per_gpu) * opt_bytes_per_param;
+    const std::int64_t expert_opt = params[l].experts_per_gpu * opt_bytes_per_param;
+    c.optimizer_state_bytes =
+        Bytes(plan.zero_stage < 1      ? dense_opt + expert_opt
+              : expert_dp == dp        ? ceil_div(dense_opt + expert_opt, dp)
+                                       : ceil_div(dense_opt, dp) + ceil_div(expert_opt, expert_dp));
     c.grad_sync_bytes = Bytes(param_bytes);
     // The optimizer update streams the layer's state once (multi-tensor apply: one kernel).
     if (optimizer_bytes[l] > 0 && params[l].total > 0) {
@@ -868,9 +969,9 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     }
     L.memory_bound_backward_s += L.grad_accumulation_s;
     c.forward_s = L.gemm_forward_s + L.memory_bound_forward_s + c.forward_tp_comm_s +
-                  L.cp_comm_forward_s;
+                  L.cp_comm_forward_s + L.ep_comm_forward_s;
     c.backward_s = L.gemm_backward_s + L.memory_bound_backward_s + c.backward_tp_comm_s +
-                   L.cp_comm_backward_s;
+                   L.cp_comm_backward_s + L.ep_comm_backward_s;
   }
 
   // ---- Chunking: transformer layers per virtual stage (chunk_layers), embedding on the

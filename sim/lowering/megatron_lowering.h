@@ -31,6 +31,13 @@ struct MegatronPlan {
   /// GPUs (2·cp load-balanced chunks), ring attention passing K/V chunks between them.
   /// Rank order tp, cp, dp, pp; gradients and the distributed optimizer span dp·cp.
   std::int64_t cp = 1;
+  /// Expert parallelism (Megatron-Core --expert-model-parallel-size, MoE models): each GPU
+  /// holds num_experts / ep experts; tokens reach them by an all-to-all over the ep group.
+  /// Expert tensor parallelism (--expert-tensor-parallel-size) splits each expert's FFN
+  /// width over etp GPUs; 0 = tp (Megatron-Core's default). Megatron-Core's "parallel
+  /// folding": ep·etp divides tp·cp·dp, expert ranks ordered etp, ep, expert-data-parallel.
+  std::int64_t ep = 1;
+  std::int64_t etp = 0;
   std::int64_t microbatch_size = 1;  ///< sequences per microbatch
   std::int64_t interleave = 1;       ///< model chunks per stage (1 = plain 1F1B)
   ir::RecomputePolicy recompute = ir::RecomputePolicy::kNone;
@@ -128,6 +135,13 @@ struct LoweredLayer {
   core::Bytes cp_kv_bytes_per_step{0};
   core::Seconds cp_comm_forward_s{0};
   core::Seconds cp_comm_backward_s{0};
+  /// Expert parallelism (MoE layers with ep > 1): bytes one GPU sends in one token
+  /// all-to-all (dispatch or combine), and the blocking all-to-all time per microbatch:
+  /// dispatch and combine in the forward, their mirrors in the backward (in forward_s /
+  /// backward_s).
+  core::Bytes ep_all_to_all_bytes{0};
+  core::Seconds ep_comm_forward_s{0};
+  core::Seconds ep_comm_backward_s{0};
 };
 
 /// A lowered plan: the simulator problem plus what the report needs to explain it.

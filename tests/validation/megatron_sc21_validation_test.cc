@@ -384,8 +384,14 @@ struct ModernRow {
 };
 
 // The rows of `gpu_type` ("H100", "B200") evaluated on `preset`.
+// `moe`: the mixture-of-experts rows instead of the dense ones. Mixtral and Qwen3 MoE rows
+// are expressible (builtin "mixtral": every layer MoE, the row's experts, top-k and expert
+// FFN width, Qwen3's head_dim from the row's attention note, capacity factor 1 for the
+// sources' force-balanced dropless routing, ep from the row and etp 1 where the row leaves
+// it blank: an assumption, Megatron-Bridge's MoE recipes set it so); the other
+// architectures (MLA, shared experts, sliding windows, hybrid Mamba) are listed.
 std::vector<ModernRow> nemo_rows(const std::string& gpu_type, const std::string& preset,
-                                 std::vector<std::string>* not_expressible) {
+                                 std::vector<std::string>* not_expressible, bool moe = false) {
   const auto all = read_csv(ALPASIM_SOURCE_DIR "/validation/data/modern/nemo_perf.csv");
   std::vector<ModernRow> out;
   std::printf("%-48s %-6s %2s %2s %2s %2s %4s %5s %4s %10s %10s %8s %s\n", "row", "prec", "t", "p", "v",
@@ -394,15 +400,16 @@ std::vector<ModernRow> nemo_rows(const std::string& gpu_type, const std::string&
     return s.empty() ? fallback : std::stoll(s);
   };
   for (const auto& row : all) {
-    if (row.at("gpu_type") != gpu_type || !row.at("moe_experts").empty() ||
+    if (row.at("gpu_type") != gpu_type || row.at("moe_experts").empty() != !moe ||
         row.at("task") != "pretrain" || !(row.at("fsdp").empty() || row.at("fsdp") == "0") ||
         row.at("step_time_s").empty()) {
       continue;
     }
     const std::string& name = row.at("model");
-    const bool llama = name.rfind("Llama", 0) == 0;
-    const bool gpt3 = name.rfind("GPT-3", 0) == 0;
-    if (!llama && !gpt3) {
+    const bool llama = !moe && name.rfind("Llama", 0) == 0;
+    const bool gpt3 = !moe && name.rfind("GPT-3", 0) == 0;
+    const bool mixtral_like = moe && (name.rfind("Mixtral", 0) == 0 || name.rfind("Qwen3", 0) == 0);
+    if (!llama && !gpt3 && !mixtral_like) {
       not_expressible->push_back(row.at("row_id") + ": architecture (" + name + ")");
       continue;
     }
@@ -415,7 +422,7 @@ std::vector<ModernRow> nemo_rows(const std::string& gpu_type, const std::string&
       continue;
     }
     ir::TransformerConfig t;
-    t.builtin = llama ? "llama" : "gpt";
+    t.builtin = mixtral_like ? "mixtral" : llama ? "llama" : "gpt";
     t.num_layers = as_int(row.at("layers"));
     t.hidden_size = as_int(row.at("hidden"));
     t.num_heads = as_int(row.at("heads"));
@@ -423,6 +430,17 @@ std::vector<ModernRow> nemo_rows(const std::string& gpu_type, const std::string&
     t.seq_len = as_int(row.at("seq_len"));
     t.vocab_size = as_int(row.at("vocab"));
     t.ffn_hidden_size = number(row.at("ffn_hidden"), 4 * t.hidden_size);
+    if (mixtral_like) {
+      t.num_experts = as_int(row.at("moe_experts"));
+      t.top_k = as_int(row.at("moe_topk"));
+      t.ffn_hidden_size = as_int(row.at("moe_expert_ffn"));
+      t.moe_layer_interval = 1;
+      t.capacity_factor = 1.0;
+      const std::string& note = row.at("attention_note");
+      if (const auto at = note.find("head_dim "); at != std::string::npos) {
+        t.head_dim = std::stoll(note.substr(at + 9));
+      }
+    }
     ir::set_architecture_defaults(t);
     t.fused_attention = true;
     ir::ModelConfig model;
@@ -434,6 +452,10 @@ std::vector<ModernRow> nemo_rows(const std::string& gpu_type, const std::string&
     plan.dp = as_int(row.at("dp"));
     plan.interleave = number(row.at("vp"), 1);
     plan.microbatch_size = as_int(row.at("mbs"));
+    if (mixtral_like) {
+      plan.ep = number(row.at("ep"), 1);
+      plan.etp = number(row.at("etp"), 1);
+    }
     plan.sequence_parallel = plan.tp > 1;
     plan.zero_stage = 1;
     plan.gradient_accumulation_fusion = true;
@@ -587,6 +609,37 @@ TEST_CASE("NVIDIA B200 pre-training runs: rows evaluate and are finite, MAPE pri
 // GPUs' datasheet peaks, dgx-b200's calibration (no GB200 row was fitted). Held out: the fp8
 // rows were run once after the presets were written, the mxfp8 and nvfp4 rows once after
 // those formats were; nothing was changed after seeing them.
+// The sources' mixture-of-experts rows that this version can express (Mixtral, Qwen3 MoE),
+// per GPU and precision, with expert parallelism as published. Held out: run once after ep,
+// etp and head_dim were written; nothing changed after seeing them. The strict checks are
+// that each row evaluates to a finite time; MAPEs and memory verdicts are printed and
+// reported in docs/validation.md (no target: the issue asks for them as they are).
+TEST_CASE("NVIDIA MoE pre-training runs (Mixtral, Qwen3 MoE): rows evaluate, MAPE printed per GPU and precision") {
+  std::size_t evaluated = 0;
+  for (const auto& [gpu_type, preset] :
+       {std::pair<const char*, const char*>{"H100", "dgx-h100"}, {"B200", "dgx-b200"},
+        {"GB200", "gb200-nvl72"}, {"GB300", "gb300-nvl72"}}) {
+    std::vector<std::string> skipped;
+    const auto rows = nemo_rows(gpu_type, preset, &skipped, /*moe=*/true);
+    std::map<std::string, std::vector<ModernRow>> groups;
+    for (const auto& r : rows) {
+      CAPTURE(r.id);
+      CHECK(std::isfinite(r.predicted_s));
+      CHECK(r.predicted_s > 0);
+      groups[r.precision].push_back(r);
+    }
+    for (const auto& [precision, group] : groups) {
+      const TableError e = table_error(group);
+      std::printf("%s %s MoE NeMo/Megatron-Bridge: %zu rows, MAPE %.1f%%, worst row %.1f%%; %zu "
+                  "predicted over memory\n",
+                  gpu_type, precision.c_str(), group.size(), e.mape * 100.0, e.worst * 100.0, e.over);
+    }
+    std::printf("%s MoE: %zu rows evaluated, %zu not expressible\n", gpu_type, rows.size(), skipped.size());
+    evaluated += rows.size();
+  }
+  CHECK(evaluated >= 20);
+}
+
 TEST_CASE("NVIDIA GB200 NVL72 pre-training runs: rows evaluate and are finite, MAPE printed") {
   blackwell_rows("GB200", "gb200-nvl72", "gb200");
 }

@@ -446,6 +446,77 @@ TEST_CASE("low precision saves the linears' quantized inputs for the backward (L
   CHECK(f->layers.back().costs.activation_bytes.value() == a->layers.back().costs.activation_bytes.value());
 }
 
+TEST_CASE("expert parallelism: experts split ep ways, token all-to-alls over the ep group") {
+  // A Mixtral-style model: 8 experts, top-2, one group of all 64 tokens, capacity factor 1:
+  // each expert takes 64·2/8 = 16 token slots, so the dispatched tensor is 8 x 16 x 64
+  // elements, 16,384 bytes in bf16 (tp 1: one GPU sends all of it).
+  ir::TransformerConfig t;
+  t.builtin = "mixtral";
+  t.num_layers = 2;
+  t.hidden_size = 64;
+  t.num_heads = 4;
+  t.num_kv_heads = 4;
+  t.ffn_hidden_size = 128;
+  t.seq_len = 64;
+  t.vocab_size = 128;
+  t.num_experts = 8;
+  t.top_k = 2;
+  t.moe_layer_interval = 1;
+  t.capacity_factor = 1.0;
+  ir::set_architecture_defaults(t);
+  t.fused_attention = true;
+  ir::ModelConfig model;
+  model.spec = t;
+  const auto cm = preset_cost_model("dgx-h100", 1);
+  TrainingSetup bf16 = training(8);
+  bf16.dtype = core::DType::kBf16;
+  MegatronPlan plan;
+  plan.dp = 8;
+  plan.zero_stage = 1;
+  auto dense_experts = lower_megatron_plan(model, bf16, plan, cm);
+  plan.ep = 8;
+  auto ep8 = lower_megatron_plan(model, bf16, plan, cm);
+  REQUIRE_MESSAGE(dense_experts.ok(), dense_experts.status().message());
+  REQUIRE_MESSAGE(ep8.ok(), ep8.status().message());
+  const auto& a = dense_experts->layers[1];
+  const auto& b = ep8->layers[1];
+  CHECK(a.ep_all_to_all_bytes.value() == 0);
+  CHECK(a.ep_comm_forward_s.value() == 0);
+  CHECK(b.ep_all_to_all_bytes.value() == 8 * 16 * 64 * 2);
+  const std::vector<std::int64_t> ep_ids = {0, 1, 2, 3, 4, 5, 6, 7};
+  const double one = cm.collective(cost_model::Collective::kAllToAll, core::Bytes(8 * 16 * 64 * 2),
+                                   cm.group(ep_ids).value())
+                         .time.value();
+  CHECK(b.ep_comm_forward_s.value() == doctest::Approx(2 * one).epsilon(1e-12));
+  CHECK(b.ep_comm_backward_s.value() == doctest::Approx(2 * one).epsilon(1e-12));
+  CHECK(b.costs.forward_s.value() ==
+        doctest::Approx(b.gemm_forward_s.value() + b.memory_bound_forward_s.value() +
+                        b.costs.forward_tp_comm_s.value() + b.ep_comm_forward_s.value())
+            .epsilon(1e-12));
+  // Parameters: 8 experts x 3 x 64 x 128 weights, one per GPU under ep 8 (bf16 bytes).
+  const std::int64_t experts = 8 * 3 * 64 * 128;
+  CHECK(a.costs.parameter_bytes.value() - b.costs.parameter_bytes.value() == 2 * experts * 7 / 8);
+  // Optimizer states: the dense weights shard over dp = 8; the experts over the expert-data-
+  // parallel group, tp·dp / ep = 1 GPU: one expert unsharded = all eight sharded 8 ways.
+  CHECK(a.costs.optimizer_state_bytes.value() == b.costs.optimizer_state_bytes.value());
+  // Errors name the key.
+  plan.ep = 3;
+  auto bad = lower_megatron_plan(model, bf16, plan, cm);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() == "/search/megatron/ep: expected a divisor of num_experts 8, got 3");
+  plan.ep = 8;
+  plan.etp = 2;
+  bad = lower_megatron_plan(model, bf16, plan, cm);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() ==
+        "/search/megatron/ep: ep·etp = 8·2 = 16 does not divide tp·cp·dp = 8 (Megatron-Core folds "
+        "the expert ranks into those GPUs)");
+  plan.etp = 0;
+  auto dense = lower_megatron_plan(tiny_gpt(2), bf16, plan, cm);
+  REQUIRE_FALSE(dense.ok());
+  CHECK(dense.status().message() == "/search/megatron/ep: needs a mixture-of-experts model (num_experts > 0)");
+}
+
 TEST_CASE("full recomputation re-runs each block's forward with its collectives") {
   const auto cm = dgx(1);
   MegatronPlan plan;
