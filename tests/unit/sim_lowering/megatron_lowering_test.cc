@@ -277,19 +277,26 @@ TEST_CASE("uneven pipeline split: first and last stage blocks as Megatron-LM's f
         "first_stage_layers / last_stage_layers");
 }
 
-TEST_CASE("fp8: block linears' GEMMs at the fp8 rate, fp8 weight copies, bf16 everywhere else") {
-  const auto cm = preset_cost_model("dgx-h100", 1);
+// A 2-block GPT of real GEMM sizes (sequence 2,048, hidden 4,096, 32 heads) on tp 2 x dp 4
+// with sequence parallelism: at the tiny GPT's 32 tokens the low-precision GEMM curves'
+// larger half-efficiency sizes make their GEMMs no faster, as on real GPUs.
+constexpr std::int64_t kGemmSizedHidden = 4096;
+std::pair<ir::ModelConfig, MegatronPlan> gemm_sized_gpt() {
   MegatronPlan plan;
   plan.tp = 2;
   plan.dp = 4;
   plan.sequence_parallel = true;
-  // Real GEMM sizes (sequence 2,048, hidden 4,096): at the tiny GPT's 32 tokens fp8's
-  // larger half-efficiency size makes its GEMMs no faster, as on real GPUs.
-  const std::int64_t hidden = 4096;
-  auto model = tiny_gpt(2, hidden);
+  auto model = tiny_gpt(2, kGemmSizedHidden);
   std::get<ir::TransformerConfig>(model.spec).seq_len = 2048;
   std::get<ir::TransformerConfig>(model.spec).num_heads = 32;
   std::get<ir::TransformerConfig>(model.spec).num_kv_heads = 32;
+  return {model, plan};
+}
+
+TEST_CASE("fp8: block linears' GEMMs at the fp8 rate, fp8 weight copies, bf16 everywhere else") {
+  const auto cm = preset_cost_model("dgx-h100", 1);
+  const auto [model, plan] = gemm_sized_gpt();
+  const std::int64_t hidden = kGemmSizedHidden;
   TrainingSetup bf16 = training(4);
   bf16.dtype = core::DType::kBf16;
   TrainingSetup fp8 = bf16;
@@ -335,15 +342,8 @@ TEST_CASE("fp8: block linears' GEMMs at the fp8 rate, fp8 weight copies, bf16 ev
 
 TEST_CASE("mxfp8 and nvfp4 (Blackwell): fp8's GEMMs at the fp8 and fp4 rates, block-scaled casts and copies") {
   const auto cm = preset_cost_model("dgx-b200", 1);
-  MegatronPlan plan;
-  plan.tp = 2;
-  plan.dp = 4;
-  plan.sequence_parallel = true;
-  const std::int64_t hidden = 4096;
-  auto model = tiny_gpt(2, hidden);
-  std::get<ir::TransformerConfig>(model.spec).seq_len = 2048;
-  std::get<ir::TransformerConfig>(model.spec).num_heads = 32;
-  std::get<ir::TransformerConfig>(model.spec).num_kv_heads = 32;
+  const auto [model, plan] = gemm_sized_gpt();
+  const std::int64_t hidden = kGemmSizedHidden;
   TrainingSetup bf16 = training(4);
   bf16.dtype = core::DType::kBf16;
   TrainingSetup fp8 = bf16;
