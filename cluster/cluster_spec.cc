@@ -37,6 +37,11 @@ const std::vector<Preset>& presets() {
       {"dgx-b200", "b200", 8,
        {"nvswitch", 900, 50, 64, 2.0},
        {"infiniband", 8, 400, 5.0, "rail_optimized", 1}},
+      // DGX B300: as DGX B200 with Blackwell Ultra GPUs and 8 single-port ConnectX-8 at
+      // 800 Gb/s (XDR InfiniBand; ml-engineering network README, NVIDIA's DGX B300 page).
+      {"dgx-b300", "b300", 8,
+       {"nvswitch", 900, 50, 64, 2.0},
+       {"infiniband", 8, 800, 5.0, "rail_optimized", 1}},
       {"dgx-h100", "h100-sxm", 8,
        {"nvswitch", 450, 25, 64, 2.0},
        {"infiniband", 8, 400, 5.0, "rail_optimized", 1}},

@@ -49,11 +49,18 @@ const std::vector<GpuSpec>& gpu_specs() {
       // HGX/DGX B200 (1,000 W): NVIDIA's HGX B200 specification table lists per GPU 180 GB
       // HBM3e at 7.7 TB/s, FP32 75 TFLOP/s and, with sparsity, TF32 2.2, FP16/BF16 4.5 and
       // FP8 9 PFLOP/s: dense is half (validation/data/gemm.csv line 18 gives the same
-      // 2,250 TFLOP/s BF16 dense peak beside its MAMF measurement); dense FP4 9 PFLOP/s (the
-      // ml-engineering per-chip table, docs/cluster.md).
+      // 2,250 TFLOP/s BF16 dense peak beside its MAMF measurement); dense NVFP4 10 PFLOP/s (the
+      // ml-engineering per-chip table's nvfp4 column, from the DGX B200 datasheet; its plain
+      // fp4 column says 9,000; docs/cluster.md).
       {"b200", "NVIDIA B200 180GB HBM3e (HGX)", core::Bytes(180'000'000'000), gbyte_per_s(7700),
        tflops_per_s(75), tflops_per_s(1100), tflops_per_s(2250), tflops_per_s(2250),
-       tflops_per_s(4500), tflops_per_s(9000)},
+       tflops_per_s(4500), tflops_per_s(10000)},
+      // HGX/DGX B300 (Blackwell Ultra): the ml-engineering per-chip table (citing NVIDIA's
+      // DGX B300 datasheet): dense FP32 80, TF32 1,125, FP16/BF16 2,250, FP8 4,500, NVFP4
+      // 15,000 TFLOP/s; its memory table: 288 GB HBM3e at 8 TB/s.
+      {"b300", "NVIDIA B300 288GB HBM3e (HGX)", core::Bytes(288'000'000'000), gbyte_per_s(8000),
+       tflops_per_s(80), tflops_per_s(1125), tflops_per_s(2250), tflops_per_s(2250),
+       tflops_per_s(4500), tflops_per_s(15000)},
       // GB200 (the B200 of a Grace-Blackwell superchip, 1,200 W): NVIDIA's GB200 NVL72
       // specification lists per 72-GPU rack 13.4 TB HBM3e at 576 TB/s (186 GB, 8 TB/s per
       // GPU), FP32 5,760 TFLOP/s (80 per GPU) and, with sparsity, TF32 180, FP16/BF16 360 and

@@ -599,7 +599,8 @@ core::Result<Topology> Topology::build(const ClusterSpec& spec) {
   const std::string& gpu = spec.gpu.name;
   impl->nvls = spec.intra_node.fabric == "nvswitch" &&
                (gpu.rfind("h100", 0) == 0 || gpu.rfind("h200", 0) == 0 || gpu.rfind("h800", 0) == 0 ||
-                gpu.rfind("b200", 0) == 0 || gpu.rfind("gb200", 0) == 0 || gpu.rfind("gb300", 0) == 0);
+                gpu.rfind("b200", 0) == 0 || gpu.rfind("b300", 0) == 0 || gpu.rfind("gb200", 0) == 0 ||
+                gpu.rfind("gb300", 0) == 0);
   // Tables of domain 0.
   const std::int64_t g = impl->gpn();
   std::vector<double> cap(impl->links.size());

@@ -776,7 +776,8 @@ core::Result<std::map<std::string, Calibration>> calibrate_shipped_profiles(
 core::Result<CalibratedParams> params_for_preset(
     const std::map<std::string, Calibration>& shipped, const std::string& preset) {
   // Presets without a profile of their own take the calibration of the same GPU die and
-  // fabric generation: dgx-a100-40gb (A100 with less memory), dgx-h800 (H100's GH100 at the
+  // fabric generation: dgx-a100-40gb (A100 with less memory), dgx-b300 (Blackwell Ultra on
+  // the same NVLink 5 switches), dgx-h800 (H100's GH100 at the
   // same clocks on the same NVSwitch generation; its lower NVLink bandwidth comes from the
   // cluster spec, which the collective model reads), gb200-nvl72 and gb300-nvl72 (Blackwell
   // dies on NVLink 5 switches and NDR/XDR InfiniBand, as dgx-b200: efficiencies are fractions
@@ -784,7 +785,9 @@ core::Result<CalibratedParams> params_for_preset(
   // No published GB200/GB300 GEMM or nccl-tests curve is in validation/data to fit.
   const std::string key = preset == "dgx-a100-40gb"                            ? "dgx-a100-80gb"
                           : preset == "dgx-h800"                               ? "dgx-h100"
-                          : preset == "gb200-nvl72" || preset == "gb300-nvl72" ? "dgx-b200"
+                          : preset == "gb200-nvl72" || preset == "gb300-nvl72" ||
+                                    preset == "dgx-b300"
+                              ? "dgx-b200"
                                                                                : preset;
   auto it = shipped.find(key);
   if (it == shipped.end()) {

@@ -471,6 +471,9 @@ TEST_CASE("large-GEMM throughput against gemm.csv") {
     } else if (has(gpu, "GB200")) {
       machine = "gb200-nvl72";  // dgx-b200's calibration on the GB200's own peaks
       gpu_kind = "gb200";
+    } else if (has(gpu, "B300") && !has(gpu, "GB300")) {
+      machine = "dgx-b300";  // dgx-b200's calibration on the B300's own peaks
+      gpu_kind = "b300";
     } else if (has(gpu, "B200")) {
       machine = "dgx-b200";
       gpu_kind = "b200";

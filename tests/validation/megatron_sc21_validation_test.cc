@@ -622,7 +622,7 @@ TEST_CASE("NVIDIA MoE pre-training runs (Mixtral, Qwen3 MoE): rows evaluate, MAP
   std::size_t evaluated = 0;
   for (const auto& [gpu_type, preset] :
        {std::pair<const char*, const char*>{"H100", "dgx-h100"}, {"B200", "dgx-b200"},
-        {"GB200", "gb200-nvl72"}, {"GB300", "gb300-nvl72"}}) {
+        {"B300", "dgx-b300"}, {"GB200", "gb200-nvl72"}, {"GB300", "gb300-nvl72"}}) {
     std::vector<std::string> skipped;
     const auto rows = nemo_rows(gpu_type, preset, &skipped, /*moe=*/true);
     precision_groups(std::string(gpu_type) + " MoE", rows, skipped.size());

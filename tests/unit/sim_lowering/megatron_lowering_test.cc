@@ -364,7 +364,7 @@ TEST_CASE("mxfp8 and nvfp4 (Blackwell): fp8's GEMMs at the fp8 and fp4 rates, bl
   // MXFP8 GEMMs run at the fp8 rate: the same GEMM time as per-tensor fp8.
   CHECK(lm.gemm_forward_s.value() == lf.gemm_forward_s.value());
   CHECK(lm.gemm_backward_s.value() == lf.gemm_backward_s.value());
-  // NVFP4: the linears at the fp4 peak (B200: 9,000 vs 4,500 TFLOP/s), the attention core
+  // NVFP4: the linears at the fp4 peak (B200: 10,000 vs 4,500 TFLOP/s), the attention core
   // still bf16: faster than fp8, by less than 2x.
   CHECK(ln.gemm_forward_s.value() < lf.gemm_forward_s.value());
   CHECK(ln.gemm_forward_s.value() > lf.gemm_forward_s.value() / 2);
