@@ -51,6 +51,14 @@ std::string describe_cluster(const cluster::ClusterSpec& c) {
     << " each, " << core::format_bytes(c.reserved_memory.value())
     << " reserved for the runtime: plans may use " << core::format_bytes(c.usable_memory().value())
     << ")";
+  // Only where NVLink spans nodes, so other clusters read as before.
+  if (c.nvlink_domain_nodes_in_use() > 1) {
+    s << "; NVLink domains of " << c.nvlink_domain_nodes_in_use() << " nodes ("
+      << c.nvlink_domain_gpus() << " GPUs)";
+  } else if (c.nvlink_domain_nodes > 1 && c.nodes > 1) {
+    s << "; NVLink domains of one node (" << c.nodes << " nodes do not split into equal domains of 2-"
+      << c.nvlink_domain_nodes << ")";
+  }
   return s.str();
 }
 
