@@ -40,6 +40,7 @@ constexpr const char* kAxisNodes = "nodes";
 constexpr const char* kAxisGpusPerNode = "gpus_per_node";
 constexpr const char* kAxisNics = "nics_per_node";
 constexpr const char* kAxisNicBandwidth = "nic_bandwidth_gbit_per_s";
+constexpr const char* kAxisNvlinkDomain = "nvlink_domain_gpus";
 constexpr const char* kAxisBatch = "global_batch_size";
 
 // A non-empty array of unique positive integers at obj[key] (absent: empty).
@@ -160,6 +161,18 @@ std::string apply_point(Scenario& s, const WhatIfSpec& spec, const std::vector<s
       c.inter_node.fabric.empty()) {
     return "the cluster has no inter_node network to vary";
   }
+  if (!spec.nvlink_domain_gpus.empty()) {
+    const std::int64_t gpus = spec.nvlink_domain_gpus[next(true)];
+    if (gpus % c.gpus_per_node != 0) {
+      return "nvlink_domain_gpus " + std::to_string(gpus) + " is not a multiple of the node's " +
+             std::to_string(c.gpus_per_node) + " GPUs";
+    }
+    if (gpus > c.gpus_per_node && c.intra_node.fabric != "nvswitch") {
+      return "nvlink_domain_gpus " + std::to_string(gpus) + " spans nodes, which needs an nvswitch "
+             "intra-node fabric, not " + c.intra_node.fabric;
+    }
+    c.nvlink_domain_nodes = gpus / c.gpus_per_node;
+  }
   if (!spec.global_batch_size.empty()) {
     std::int64_t b = spec.global_batch_size[next(true)];
     s.training.global_batch_size = b;
@@ -214,7 +227,8 @@ std::size_t WhatIfSpec::num_points() const {
   std::size_t n = 1;
   for (std::size_t size : {models.size(), presets.size(), gpus.size(), num_gpus.size(),
                            nodes.size(), gpus_per_node.size(), nics_per_node.size(),
-                           nic_bandwidth_gbit_per_s.size(), global_batch_size.size()}) {
+                           nic_bandwidth_gbit_per_s.size(), nvlink_domain_gpus.size(),
+                           global_batch_size.size()}) {
     if (size > 0) n *= size;
   }
   return n;
@@ -246,6 +260,7 @@ Result<WhatIfSpec> parse_what_if(const JsonValue& value, const std::filesystem::
   ALPASIM_ASSIGN_OR_RETURN(spec.nics_per_node, int_axis(obj, "nics_per_node"));
   ALPASIM_ASSIGN_OR_RETURN(spec.nic_bandwidth_gbit_per_s,
                            number_axis(obj, "nic_bandwidth_gbit_per_s"));
+  ALPASIM_ASSIGN_OR_RETURN(spec.nvlink_domain_gpus, int_axis(obj, kAxisNvlinkDomain));
   ALPASIM_ASSIGN_OR_RETURN(spec.global_batch_size, int_axis(obj, "global_batch_size"));
   ALPASIM_ASSIGN_OR_RETURN(spec.planner, obj.get_enum_or("planner", planner::search_mode_names(), ""));
   if (!spec.num_gpus.empty() && (!spec.nodes.empty() || !spec.gpus_per_node.empty())) {
@@ -298,6 +313,7 @@ std::vector<SweepPoint> expand_sweep(const Scenario& base, const WhatIfSpec& spe
   std::vector<std::string> bw;
   for (double x : spec.nic_bandwidth_gbit_per_s) bw.push_back(number_text(x));
   add(kAxisNicBandwidth, bw);
+  add(kAxisNvlinkDomain, ints(spec.nvlink_domain_gpus));
   add(kAxisBatch, ints(spec.global_batch_size));
 
   std::vector<SweepPoint> points;

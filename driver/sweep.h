@@ -33,6 +33,9 @@ struct WhatIfSpec {
   std::vector<std::int64_t> gpus_per_node;  ///< exclusive with num_gpus
   std::vector<std::int64_t> nics_per_node;
   std::vector<double> nic_bandwidth_gbit_per_s;
+  /// GPUs sharing one NVLink fabric (NVL36 vs NVL72 studies); a multiple of the node's GPUs
+  /// on an NVSwitch cluster.
+  std::vector<std::int64_t> nvlink_domain_gpus;
   std::vector<std::int64_t> global_batch_size;
   /// planner::search mode for every point, whatever the scenario's search block says;
   /// "" (absent): the scenario's search (its fixed plan, or "alpa").
@@ -53,7 +56,8 @@ core::Result<WhatIfSpec> what_if_of(const Scenario& scenario);
 struct SweepPoint {
   std::size_t index = 0;  ///< position in the cartesian product (the output order)
   /// (axis, value) in axis order: model, preset, gpu, num_gpus, nodes, gpus_per_node,
-  /// nics_per_node, nic_bandwidth_gbit_per_s, global_batch_size; only the swept axes.
+  /// nics_per_node, nic_bandwidth_gbit_per_s, nvlink_domain_gpus, global_batch_size; only
+  /// the swept axes.
   std::vector<std::pair<std::string, std::string>> coordinates;
   Scenario scenario;   ///< the base scenario with this point's values applied
   std::string error;   ///< non-empty when the values cannot be applied (e.g. 12 GPUs of 8)

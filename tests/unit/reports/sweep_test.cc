@@ -99,6 +99,26 @@ TEST_CASE("network, GPU kind and preset axes change the cluster") {
   CHECK(gp[0].scenario.cluster.preset.empty());  // no longer the preset's hardware
 }
 
+TEST_CASE("the NVLink domain axis: NVL72 against NVL36 and 8-GPU domains on GB200 trays") {
+  Scenario s = scenario_with(R"({"presets": ["gb200-nvl72", "dgx-h100"], "nodes": [18],
+                                 "nvlink_domain_gpus": [72, 36, 8, 6]})");
+  std::vector<SweepPoint> points = expand_sweep(s, what_if_of(s).value());
+  REQUIRE(points.size() == 8);
+  CHECK(points[0].coordinates[2] == std::make_pair(std::string("nvlink_domain_gpus"), std::string("72")));
+  CHECK(points[0].error.empty());
+  CHECK(points[0].scenario.cluster.nvlink_domain_nodes_in_use() == 18);
+  CHECK(points[1].scenario.cluster.nvlink_domain_nodes_in_use() == 9);   // two NVL36 racks
+  CHECK(points[2].scenario.cluster.nvlink_domain_nodes_in_use() == 2);   // 8-GPU domains
+  CHECK(points[3].error == "nvlink_domain_gpus 6 is not a multiple of the node's 4 GPUs");
+  // DGX H100 nodes (NVSwitch): 72 GPUs = 9 nodes per domain, a hypothetical multi-node NVLink
+  // H100 cluster; 36 is no whole number of 8-GPU nodes.
+  CHECK(points[4].error.empty());
+  CHECK(points[4].scenario.cluster.nvlink_domain_nodes_in_use() == 9);
+  CHECK(points[5].error == "nvlink_domain_gpus 36 is not a multiple of the node's 8 GPUs");
+  CHECK(points[6].error.empty());  // 8: one node, as the preset
+  CHECK(points[6].scenario.cluster.nvlink_domain_nodes_in_use() == 1);
+}
+
 TEST_CASE("rows come back in index order whatever the thread count") {
   Scenario s = scenario_with(kTwoModels);
   RunOptions one;
