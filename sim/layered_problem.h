@@ -20,7 +20,9 @@ struct LayerCosts {
   core::Seconds backward_s{0};  ///< per microbatch
   core::Seconds forward_tp_comm_s{0};   ///< part of forward_s in blocking intra-op collectives
   core::Seconds backward_tp_comm_s{0};  ///< part of backward_s in blocking intra-op collectives
-  std::vector<BlockingCollective> forward_collectives;   ///< those of forward_tp_comm_s, in order
+  /// Those of forward_tp_comm_s in order, and any expert-parallel all-to-alls (category
+  /// "ep_collective", in forward_s but not in forward_tp_comm_s).
+  std::vector<BlockingCollective> forward_collectives;
   std::vector<BlockingCollective> backward_collectives;  ///< those of backward_tp_comm_s, in order
   core::Flops forward_flops{0};         ///< model FLOPs per GPU
   core::Flops backward_flops{0};        ///< model FLOPs per GPU

@@ -67,6 +67,9 @@ struct BlockingCollective {
   std::string algorithm;      ///< e.g. "ring/simple": what the cost model priced
   core::Seconds time{0};      ///< its exposed share of the task (after any overlap)
   std::string where;          ///< the layer it belongs to, e.g. "block3"
+  /// The trace category: "tp_collective" (tensor-parallel and intra-op collectives) or
+  /// "ep_collective" (expert parallelism's token all-to-alls).
+  std::string category = "tp_collective";
 };
 
 /// Costs of one virtual pipeline stage (a model chunk), per GPU of its mesh, per
@@ -82,8 +85,9 @@ struct StageCosts {
   core::Seconds forward_tp_comm_s{0};
   /// Part of backward_s spent in blocking intra-op collectives (reported, not re-timed).
   core::Seconds backward_tp_comm_s{0};
-  /// Those collectives one by one, in execution order (trace events; empty when the
-  /// lowering does not list them).
+  /// Those collectives one by one, in execution order, and the expert-parallel all-to-alls
+  /// (in forward_s / backward_s, not in the tp parts) (trace events; empty when the lowering
+  /// does not list them).
   std::vector<BlockingCollective> forward_collectives;
   std::vector<BlockingCollective> backward_collectives;
   /// Those inside recompute_s (a full recomputation repeats the forward's).

@@ -364,7 +364,7 @@ std::vector<std::vector<TraceSlice>> collective_trace_slices(const PipelineProbl
       d = std::min(d, length - at);
       TraceSlice s;
       s.name = c.collective + " " + c.where;
-      s.cat = "tp_collective";
+      s.cat = c.category;
       s.offset = at;
       s.duration = d;
       s.args = "\"collective\":\"" + c.collective + "\",\"bytes\":" + std::to_string(c.bytes) +

@@ -872,10 +872,26 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       if (op.kind != OpKind::kMoeDispatch || op.phase != Phase::kForward) continue;
       LoweredLayer& L = layers[static_cast<std::size_t>(op.layer)];
       L.ep_all_to_all_bytes = Bytes(ceil_div(op.out.bytes(), tp));
-      const Seconds one =
-          cost_model.collective(cost_model::Collective::kAllToAll, L.ep_all_to_all_bytes, ep_group).time;
-      L.ep_comm_forward_s = Seconds(2 * one.value());
-      L.ep_comm_backward_s = Seconds(2 * one.value());
+      const cost_model::CollectiveEstimate e =
+          cost_model.collective(cost_model::Collective::kAllToAll, L.ep_all_to_all_bytes, ep_group);
+      L.ep_comm_forward_s = Seconds(2 * e.time.value());
+      L.ep_comm_backward_s = Seconds(2 * e.time.value());
+      if (L.recompute_s.value() > 0 && plan.recompute == ir::RecomputePolicy::kFull) {
+        L.recompute_s += L.ep_comm_forward_s;
+      }
+      // Trace events: dispatch and combine after the layer's tensor-parallel collectives in
+      // the forward, their mirrors first in the backward.
+      sim::BlockingCollective call;
+      call.collective = cost_model::collective_name(cost_model::Collective::kAllToAll);
+      call.bytes = L.ep_all_to_all_bytes.value();
+      call.group_size = static_cast<int>(ep);
+      call.algorithm = std::string(cost_model::algorithm_name(e.algorithm)) + "/" +
+                       cost_model::protocol_name(e.protocol);
+      call.time = e.time;
+      call.where = L.costs.name;
+      call.category = "ep_collective";
+      L.costs.forward_collectives.insert(L.costs.forward_collectives.end(), 2, call);
+      L.costs.backward_collectives.insert(L.costs.backward_collectives.begin(), 2, call);
     }
   }
 

@@ -493,6 +493,18 @@ TEST_CASE("expert parallelism: experts split ep ways, token all-to-alls over the
         doctest::Approx(b.gemm_forward_s.value() + b.memory_bound_forward_s.value() +
                         b.costs.forward_tp_comm_s.value() + b.ep_comm_forward_s.value())
             .epsilon(1e-12));
+  // Trace events: the two all-to-alls after the layer's (here: no) tp collectives, and first
+  // in the backward.
+  REQUIRE(b.costs.forward_collectives.size() == 2);
+  CHECK(b.costs.forward_collectives[0].collective == "all_to_all");
+  CHECK(b.costs.forward_collectives[0].category == "ep_collective");
+  CHECK(b.costs.forward_collectives[0].group_size == 8);
+  CHECK(b.costs.forward_collectives[0].bytes == 8 * 16 * 64 * 2);
+  CHECK(b.costs.forward_collectives[1].time.value() == doctest::Approx(one).epsilon(1e-12));
+  REQUIRE(b.costs.backward_collectives.size() == 2);
+  CHECK(a.costs.forward_collectives.empty());
+  auto sim8 = simulate_pipeline(ep8->problem);
+  REQUIRE(sim8.ok());
   // Parameters: 8 experts x 3 x 64 x 128 weights, one per GPU under ep 8 (bf16 bytes).
   const std::int64_t experts = 8 * 3 * 64 * 128;
   CHECK(a.costs.parameter_bytes.value() - b.costs.parameter_bytes.value() == 2 * experts * 7 / 8);
