@@ -67,8 +67,9 @@ struct BlockingCollective {
   std::string algorithm;      ///< e.g. "ring/simple": what the cost model priced
   core::Seconds time{0};      ///< its exposed share of the task (after any overlap)
   std::string where;          ///< the layer it belongs to, e.g. "block3"
-  /// The trace category: "tp_collective" (tensor-parallel and intra-op collectives) or
-  /// "ep_collective" (expert parallelism's token all-to-alls).
+  /// The trace category: "tp_collective" (tensor-parallel and intra-op collectives),
+  /// "ep_collective" (expert parallelism's token all-to-alls) or "cp_collective" (context
+  /// parallelism's K/V ring exchange, its exposed part).
   std::string category = "tp_collective";
 };
 

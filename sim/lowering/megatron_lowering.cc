@@ -855,6 +855,25 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       if (L.recompute_s.value() > 0 && plan.recompute == ir::RecomputePolicy::kFull) {
         L.recompute_s += L.cp_comm_forward_s;
       }
+      // Trace events: the ring exchange's exposed part, one event per phase (its cp - 1
+      // steps), after the layer's other collectives; none where attention hides it all.
+      auto ring_call = [&](Seconds exposed, std::int64_t bytes_per_step) {
+        sim::BlockingCollective call;
+        call.collective = "send_recv";
+        call.bytes = bytes_per_step * (cp - 1);
+        call.group_size = static_cast<int>(cp);
+        call.algorithm = "ring/p2p";
+        call.time = exposed;
+        call.where = L.costs.name;
+        call.category = "cp_collective";
+        return call;
+      };
+      if (L.cp_comm_forward_s.value() > 0) {
+        L.costs.forward_collectives.push_back(ring_call(L.cp_comm_forward_s, step_bytes));
+      }
+      if (L.cp_comm_backward_s.value() > 0) {
+        L.costs.backward_collectives.push_back(ring_call(L.cp_comm_backward_s, 2 * step_bytes));
+      }
     }
   }
 

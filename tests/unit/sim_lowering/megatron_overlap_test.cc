@@ -202,6 +202,28 @@ TEST_CASE("context parallelism: s/cp tokens per GPU, the attention core over all
   // of a 2,048-token chunk hides the 16 MiB hop.
   CHECK(b->layers[1].cp_comm_forward_s.value() >= 0);
   CHECK(b->layers[1].cp_comm_forward_s.value() < 1e-3);
+  // Across nodes the 16 MiB hop crosses one HDR NIC (25 GB/s, about 0.7 ms) and outlasts a
+  // step of attention: exposed, and the trace lists it (category cp_collective) with the
+  // step's bytes, once per phase.
+  const auto cm2 = dgx(2);
+  MegatronPlan across = ring;
+  across.tp = 8;
+  across.dp = 1;
+  auto c = lower_megatron_plan(model, bf16(1), across, cm2);
+  REQUIRE_MESSAGE(c.ok(), c.status().message());
+  const auto& lc = c->layers[1];
+  CHECK(lc.cp_comm_forward_s.value() > 0);
+  std::vector<sim::BlockingCollective> ring_events;
+  for (const auto& call : lc.costs.forward_collectives) {
+    if (call.category == "cp_collective") ring_events.push_back(call);
+  }
+  REQUIRE(ring_events.size() == 1);
+  CHECK(ring_events[0].time.value() == lc.cp_comm_forward_s.value());
+  CHECK(ring_events[0].bytes == lc.cp_kv_bytes_per_step.value());  // cp - 1 = 1 step
+  CHECK(ring_events[0].group_size == 2);
+  for (const auto& call : b->layers[1].costs.forward_collectives) {
+    CHECK((call.category != "cp_collective" || b->layers[1].cp_comm_forward_s.value() > 0));
+  }
   // Gradients and the optimizer span dp·cp = 8 GPUs, as in the plain plan.
   CHECK(b->problem.data_parallel == 8);
   CHECK(b->problem.stages.front().grad_sync_s->value() ==
