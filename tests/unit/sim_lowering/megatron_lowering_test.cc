@@ -400,6 +400,30 @@ TEST_CASE("mxfp8 and nvfp4 (Blackwell): fp8's GEMMs at the fp8 and fp4 rates, bl
   CHECK(file.status().message() == "training.dtype: mxfp8 and nvfp4 have no plan-file form yet");
 }
 
+// A two-block LLaMA-style model (`builtin` "llama" or "mixtral"), 4 heads, fused attention;
+// with `experts` > 0 every block is MoE (top-2, capacity factor 1, one group of all tokens).
+ir::ModelConfig two_block_model(const std::string& builtin, std::int64_t hidden, std::int64_t ffn,
+                                std::int64_t seq_len, std::int64_t vocab, std::int64_t experts = 0) {
+  ir::TransformerConfig t;
+  t.builtin = builtin;
+  t.num_layers = 2;
+  t.hidden_size = hidden;
+  t.num_heads = 4;
+  t.num_kv_heads = 4;
+  t.ffn_hidden_size = ffn;
+  t.seq_len = seq_len;
+  t.vocab_size = vocab;
+  if (experts > 0) {
+    t.num_experts = experts;
+    t.top_k = 2;
+    t.moe_layer_interval = 1;
+    t.capacity_factor = 1.0;
+  }
+  ir::set_architecture_defaults(t);
+  t.fused_attention = true;
+  return {"two blocks", t};
+}
+
 TEST_CASE("low precision saves the linears' quantized inputs for the backward (Llama)") {
   // A Llama block saves, per token, the inputs of its four linears: the two RMSNorm outputs
   // (h each: only the QKV and fc1 weight gradients read them), the flash-attention output O
@@ -411,19 +435,7 @@ TEST_CASE("low precision saves the linears' quantized inputs for the backward (L
   const auto cm = preset_cost_model("dgx-b200", 1);
   MegatronPlan plan;
   plan.dp = 8;
-  ir::TransformerConfig t;
-  t.builtin = "llama";
-  t.num_layers = 2;
-  t.hidden_size = 256;
-  t.num_heads = 4;
-  t.num_kv_heads = 4;
-  t.ffn_hidden_size = 704;
-  t.seq_len = 128;
-  t.vocab_size = 512;
-  ir::set_architecture_defaults(t);
-  t.fused_attention = true;
-  ir::ModelConfig model;
-  model.spec = t;
+  const ir::ModelConfig model = two_block_model("llama", 256, 704, 128, 512);
   TrainingSetup bf16 = training(8);
   bf16.dtype = core::DType::kBf16;
   TrainingSetup fp8 = bf16;
@@ -450,23 +462,7 @@ TEST_CASE("expert parallelism: experts split ep ways, token all-to-alls over the
   // A Mixtral-style model: 8 experts, top-2, one group of all 64 tokens, capacity factor 1:
   // each expert takes 64·2/8 = 16 token slots, so the dispatched tensor is 8 x 16 x 64
   // elements, 16,384 bytes in bf16 (tp 1: one GPU sends all of it).
-  ir::TransformerConfig t;
-  t.builtin = "mixtral";
-  t.num_layers = 2;
-  t.hidden_size = 64;
-  t.num_heads = 4;
-  t.num_kv_heads = 4;
-  t.ffn_hidden_size = 128;
-  t.seq_len = 64;
-  t.vocab_size = 128;
-  t.num_experts = 8;
-  t.top_k = 2;
-  t.moe_layer_interval = 1;
-  t.capacity_factor = 1.0;
-  ir::set_architecture_defaults(t);
-  t.fused_attention = true;
-  ir::ModelConfig model;
-  model.spec = t;
+  const ir::ModelConfig model = two_block_model("mixtral", 64, 128, 64, 128, /*experts=*/8);
   const auto cm = preset_cost_model("dgx-h100", 1);
   TrainingSetup bf16 = training(8);
   bf16.dtype = core::DType::kBf16;
