@@ -110,12 +110,12 @@ struct Topology::Impl {
   Graph graph;
   std::vector<Link> links;
   std::int64_t domain_nodes = 1;      ///< nodes per NVLink domain (spec.nvlink_domain_nodes_in_use())
-  std::int64_t vertices_per_node = 0;  ///< per domain
-  std::int64_t links_per_node = 0;     ///< per domain
+  std::int64_t vertices_per_domain = 0;
+  std::int64_t links_per_domain = 0;
   std::int64_t switches_per_node = 0;  ///< PCIe switches of one node
   std::int64_t num_pcie_switches = 0;  ///< per domain
-  std::int64_t nics_per_node = 0;      ///< per domain
-  // Vertex ids in domain 0 (domain n adds n * vertices_per_node).
+  std::int64_t nics_per_domain = 0;
+  // Vertex ids in domain 0 (domain n adds n * vertices_per_domain).
   std::vector<std::int64_t> gpu0, nic0;
   // Network tree (network vertices only; -1 elsewhere).
   std::vector<std::int64_t> parent, up_link, depth;
@@ -133,7 +133,7 @@ struct Topology::Impl {
   mutable std::map<std::vector<std::int64_t>, RingResult> ring_cache;  ///< by sorted locals
 
   /// GPUs of one domain.
-  std::int64_t gpn() const { return spec.gpus_per_node * domain_nodes; }
+  std::int64_t domain_gpus() const { return spec.gpus_per_node * domain_nodes; }
   std::int64_t num_domains() const { return spec.nodes / domain_nodes; }
   /// PCIe switch (index within its domain) of local GPU `l`: one per two GPUs of a node.
   std::int64_t switch_of_gpu(std::int64_t l) const {
@@ -201,8 +201,8 @@ struct Topology::Impl {
   }
   // Directed network links from NIC vertex a to NIC vertex b through the tree.
   std::vector<std::int64_t> tree_path(std::int64_t a, std::int64_t b) const;
-  std::int64_t shift_link(std::int64_t node0_link, std::int64_t node) const {
-    return node0_link + node * links_per_node;
+  std::int64_t shift_link(std::int64_t domain0_link, std::int64_t domain) const {
+    return domain0_link + domain * links_per_domain;
   }
   RingResult pack_rings(const std::vector<std::int64_t>& locals) const;
 };
@@ -256,7 +256,7 @@ void Topology::Impl::build_domain(std::int64_t domain) {
   const std::int64_t first_node = domain * domain_nodes;
   const bool shared_nvswitch = domain_nodes > 1;
   std::vector<std::int64_t> gpus;
-  for (std::int64_t g = 0; g < gpn(); ++g) {
+  for (std::int64_t g = 0; g < domain_gpus(); ++g) {
     gpus.push_back(add_vertex(VertexKind::kGpu, domain, first_node + g / node_gpus, g));
   }
   if (ispec.fabric == "nvswitch") {
@@ -269,8 +269,8 @@ void Topology::Impl::build_domain(std::int64_t domain) {
       add_link(g, sw, ispec.gpu_bandwidth_gbyte_per_s * 1e9, lat, LinkClass::kNvswitch);
     }
   } else if (ispec.fabric == "nvlink_hybrid_cube_mesh") {
-    for (std::int64_t a = 0; a < gpn(); ++a) {
-      for (std::int64_t b = a + 1; b < gpn(); ++b) {
+    for (std::int64_t a = 0; a < domain_gpus(); ++a) {
+      for (std::int64_t b = a + 1; b < domain_gpus(); ++b) {
         const int n = kCubeMesh[a][b];
         if (n > 0) {
           add_link(gpus[static_cast<std::size_t>(a)], gpus[static_cast<std::size_t>(b)],
@@ -294,7 +294,7 @@ void Topology::Impl::build_domain(std::int64_t domain) {
     }
     if (n == 0) {
       // GPUs first, in domain order, so a one-node domain builds exactly as before.
-      for (std::int64_t g = 0; g < gpn(); ++g) {
+      for (std::int64_t g = 0; g < domain_gpus(); ++g) {
         add_link(gpus[static_cast<std::size_t>(g)], switches[static_cast<std::size_t>(switch_of_gpu(g))],
                  pcie, lat, LinkClass::kPcie);
       }
@@ -308,7 +308,7 @@ void Topology::Impl::build_domain(std::int64_t domain) {
   }
   // NICs sit on the PCIe switches, spread evenly (DGX A100/H100: one NIC per GPU, next to it).
   const std::int64_t node_nics = spec.inter_node.nics_per_node;
-  for (std::int64_t j = 0; j < nics_per_node; ++j) {
+  for (std::int64_t j = 0; j < nics_per_domain; ++j) {
     const std::int64_t nic = add_vertex(VertexKind::kNic, domain, first_node + j / node_nics, j);
     add_link(nic, switches[static_cast<std::size_t>(switch_of_nic(j))], pcie, lat, LinkClass::kPcie);
   }
@@ -332,11 +332,11 @@ void Topology::Impl::build_network() {
   const std::int64_t nodes = spec.nodes;
   const std::int64_t nics = spec.inter_node.nics_per_node;
   auto local_nic = [&](std::int64_t node, std::int64_t rail) {
-    return (node / domain_nodes) * nics_per_node + (node % domain_nodes) * nics + rail;
+    return (node / domain_nodes) * nics_per_domain + (node % domain_nodes) * nics + rail;
   };
   auto nic_vertex = [&](std::int64_t node, std::int64_t rail) {
     return nic0[static_cast<std::size_t>((node % domain_nodes) * nics + rail)] +
-           (node / domain_nodes) * vertices_per_node;
+           (node / domain_nodes) * vertices_per_domain;
   };
   nic_leaf.assign(static_cast<std::size_t>(nodes * nics), -1);
   std::vector<std::int64_t> leaves;
@@ -567,8 +567,11 @@ core::Result<Topology> Topology::build(const ClusterSpec& spec) {
     return core::invalid_argument("a cluster of " + std::to_string(spec.nodes) +
                                   " nodes needs an inter-node network with at least one NIC");
   }
-  if (spec.nvlink_domain_nodes < 1 ||
-      (spec.nvlink_domain_nodes > 1 && spec.intra_node.fabric != "nvswitch")) {
+  if (spec.nvlink_domain_nodes < 1) {
+    return core::invalid_argument("an NVLink domain holds at least one node, got " +
+                                  std::to_string(spec.nvlink_domain_nodes));
+  }
+  if (spec.nvlink_domain_nodes > 1 && spec.intra_node.fabric != "nvswitch") {
     return core::invalid_argument("an NVLink domain of " + std::to_string(spec.nvlink_domain_nodes) +
                                   " nodes needs the \"nvswitch\" intra-node fabric, got \"" +
                                   spec.intra_node.fabric + "\"");
@@ -578,7 +581,7 @@ core::Result<Topology> Topology::build(const ClusterSpec& spec) {
   impl->domain_nodes = spec.nvlink_domain_nodes_in_use();
   impl->switches_per_node = std::max<std::int64_t>(1, (spec.gpus_per_node + 1) / 2);
   impl->num_pcie_switches = impl->switches_per_node * impl->domain_nodes;
-  impl->nics_per_node = spec.inter_node.fabric.empty()
+  impl->nics_per_domain = spec.inter_node.fabric.empty()
                             ? 0
                             : spec.inter_node.nics_per_node * impl->domain_nodes;
   for (std::int64_t n = 0; n < impl->num_domains(); ++n) {
@@ -586,11 +589,11 @@ core::Result<Topology> Topology::build(const ClusterSpec& spec) {
     const auto l0 = static_cast<std::int64_t>(impl->links.size());
     impl->build_domain(n);
     if (n == 0) {
-      impl->vertices_per_node = static_cast<std::int64_t>(boost::num_vertices(impl->graph)) - v0;
-      impl->links_per_node = static_cast<std::int64_t>(impl->links.size()) - l0;
+      impl->vertices_per_domain = static_cast<std::int64_t>(boost::num_vertices(impl->graph)) - v0;
+      impl->links_per_domain = static_cast<std::int64_t>(impl->links.size()) - l0;
     }
   }
-  if (impl->nics_per_node > 0) impl->build_network();
+  if (impl->nics_per_domain > 0) impl->build_network();
   // NVLink SHARP needs third-generation NVSwitch (Hopper and later). The H800 has it too: a
   // user's 8-GPU all-reduce reaches 215 GB/s bus bandwidth over 200 GB/s links
   // (collectives.csv line 105), which only in-switch reduction allows. Blackwell's NVLink 5
@@ -602,19 +605,19 @@ core::Result<Topology> Topology::build(const ClusterSpec& spec) {
                 gpu.rfind("b200", 0) == 0 || gpu.rfind("b300", 0) == 0 || gpu.rfind("gb200", 0) == 0 ||
                 gpu.rfind("gb300", 0) == 0);
   // Tables of domain 0.
-  const std::int64_t g = impl->gpn();
+  const std::int64_t g = impl->domain_gpus();
   std::vector<double> cap(impl->links.size());
   for (std::size_t i = 0; i < impl->links.size(); ++i) cap[i] = impl->links[i].bandwidth_bytes_per_s;
   impl->intra.assign(static_cast<std::size_t>(g * g), PathInfo{});
   impl->nearest_nic.assign(static_cast<std::size_t>(g), -1);
   impl->gpu_nic.assign(static_cast<std::size_t>(g), PathInfo{});
   impl->gpu_nic_links.assign(static_cast<std::size_t>(g), {});
-  impl->gpu_nic_paths.assign(static_cast<std::size_t>(g * impl->nics_per_node), {});
+  impl->gpu_nic_paths.assign(static_cast<std::size_t>(g * impl->nics_per_domain), {});
   std::vector<Label> label;
   std::vector<std::int64_t> pred;
   const Impl& im = *impl;
   auto in_node0 = [&im](std::int64_t v) { return im.vertex_domain(v) == 0; };
-  std::vector<std::int64_t> nic_users(static_cast<std::size_t>(impl->nics_per_node), 0);
+  std::vector<std::int64_t> nic_users(static_cast<std::size_t>(impl->nics_per_domain), 0);
   for (std::int64_t a = 0; a < g; ++a) {
     impl->widest_from(impl->gpu0[static_cast<std::size_t>(a)], cap, in_node0, label, pred);
     for (std::int64_t b = 0; b < g; ++b) {
@@ -622,14 +625,14 @@ core::Result<Topology> Topology::build(const ClusterSpec& spec) {
       impl->intra[static_cast<std::size_t>(a * g + b)] =
           impl->summarize(impl->path_links(impl->gpu0[static_cast<std::size_t>(b)], pred), false);
     }
-    for (std::int64_t j = 0; j < impl->nics_per_node; ++j) {
-      impl->gpu_nic_paths[static_cast<std::size_t>(a * impl->nics_per_node + j)] =
+    for (std::int64_t j = 0; j < impl->nics_per_domain; ++j) {
+      impl->gpu_nic_paths[static_cast<std::size_t>(a * impl->nics_per_domain + j)] =
           impl->path_links(impl->nic0[static_cast<std::size_t>(j)], pred);
     }
     // The nearest NIC; among equally near NICs the one fewest GPUs use so far, so two GPUs on
     // a PCIe switch with two NICs get one each (DGX A100/H100 pair every GPU with a NIC).
     std::int64_t best = -1;
-    for (std::int64_t j = 0; j < impl->nics_per_node; ++j) {
+    for (std::int64_t j = 0; j < impl->nics_per_domain; ++j) {
       const Label& l = label[static_cast<std::size_t>(impl->nic0[static_cast<std::size_t>(j)])];
       if (best < 0) {
         best = j;
@@ -658,7 +661,7 @@ std::int64_t Topology::num_devices() const { return impl_->spec.num_gpus(); }
 std::int64_t Topology::node_of(std::int64_t device) const {
   return device / impl_->spec.gpus_per_node;
 }
-std::int64_t Topology::domain_of(std::int64_t device) const { return device / impl_->gpn(); }
+std::int64_t Topology::domain_of(std::int64_t device) const { return device / impl_->domain_gpus(); }
 std::int64_t Topology::num_vertices() const {
   return static_cast<std::int64_t>(boost::num_vertices(impl_->graph));
 }
@@ -666,7 +669,7 @@ std::int64_t Topology::num_links() const { return static_cast<std::int64_t>(impl
 
 PathInfo Topology::point_to_point(std::int64_t src, std::int64_t dst) const {
   const Impl& im = *impl_;
-  const std::int64_t g = im.gpn();
+  const std::int64_t g = im.domain_gpus();
   ALPASIM_CHECK(src >= 0 && dst >= 0 && src < num_devices() && dst < num_devices() && src != dst)
       << "point_to_point(" << src << ", " << dst << ") on " << num_devices() << " devices";
   const std::int64_t na = src / g, nb = dst / g, la = src % g, lb = dst % g;
@@ -677,9 +680,9 @@ PathInfo Topology::point_to_point(std::int64_t src, std::int64_t dst) const {
     path.push_back(im.shift_link(id, na));
   }
   const std::int64_t nic_a = im.nic0[static_cast<std::size_t>(im.nearest_nic[static_cast<std::size_t>(la)])] +
-                             na * im.vertices_per_node;
+                             na * im.vertices_per_domain;
   const std::int64_t nic_b = im.nic0[static_cast<std::size_t>(im.nearest_nic[static_cast<std::size_t>(lb)])] +
-                             nb * im.vertices_per_node;
+                             nb * im.vertices_per_domain;
   for (std::int64_t id : im.tree_path(nic_a, nic_b)) path.push_back(id);
   const auto& back = im.gpu_nic_links[static_cast<std::size_t>(lb)];
   for (auto it = back.rbegin(); it != back.rend(); ++it) path.push_back(im.shift_link(*it ^ 1, nb));
@@ -695,7 +698,7 @@ core::Result<GroupInfo> Topology::group(std::span<const std::int64_t> devices) c
 core::Result<std::vector<GroupInfo>> Topology::concurrent_groups(
     std::span<const std::vector<std::int64_t>> groups) const {
   const Impl& im = *impl_;
-  const std::int64_t g = im.gpn();
+  const std::int64_t g = im.domain_gpus();
   struct Work {
     std::map<std::int64_t, std::vector<std::int64_t>> by_node;  // node -> sorted locals
     std::vector<std::vector<std::int64_t>> channel_links;
@@ -777,7 +780,7 @@ core::Result<std::vector<GroupInfo>> Topology::concurrent_groups(
       std::map<std::int64_t, std::vector<std::int64_t>> on_switch;  // switch -> group GPUs
       for (std::int64_t l : first_locals) on_switch[im.switch_of_gpu(l)].push_back(l);
       std::map<std::int64_t, std::size_t> next;
-      for (std::int64_t j = 0; j < im.nics_per_node; ++j) {
+      for (std::int64_t j = 0; j < im.nics_per_domain; ++j) {
         const std::int64_t sw = im.switch_of_nic(j);
         auto it = on_switch.find(sw);
         if (it == on_switch.end()) continue;
@@ -796,14 +799,14 @@ core::Result<std::vector<GroupInfo>> Topology::concurrent_groups(
     for (const auto& [rail, local] : rail_gpu) {
       std::vector<std::int64_t> used;
       const auto& gpu_nic =
-          im.gpu_nic_paths[static_cast<std::size_t>(local * im.nics_per_node + rail)];
+          im.gpu_nic_paths[static_cast<std::size_t>(local * im.nics_per_domain + rail)];
       for (std::int64_t i = 0; i < m; ++i) {
         const std::int64_t a = nodes[static_cast<std::size_t>(i)];
         const std::int64_t b = nodes[static_cast<std::size_t>((i + 1) % m)];
         std::vector<std::int64_t> hop;
         for (std::int64_t id : gpu_nic) hop.push_back(im.shift_link(id, a));
-        const std::int64_t va = im.nic0[static_cast<std::size_t>(rail)] + a * im.vertices_per_node;
-        const std::int64_t vb = im.nic0[static_cast<std::size_t>(rail)] + b * im.vertices_per_node;
+        const std::int64_t va = im.nic0[static_cast<std::size_t>(rail)] + a * im.vertices_per_domain;
+        const std::int64_t vb = im.nic0[static_cast<std::size_t>(rail)] + b * im.vertices_per_domain;
         for (std::int64_t id : im.tree_path(va, vb)) hop.push_back(id);
         for (auto it = gpu_nic.rbegin(); it != gpu_nic.rend(); ++it) {
           hop.push_back(im.shift_link(*it ^ 1, b));
@@ -823,14 +826,14 @@ core::Result<std::vector<GroupInfo>> Topology::concurrent_groups(
   // Ring bandwidths from the shared loads; all-to-all shares (every rank of every group
   // spanning nodes sends through its nearest NIC at once: ranks behind one NIC split it, and
   // ranks behind one leaf split its uplink when their group spans leaves).
-  const double nic_bw = im.nics_per_node > 0 ? im.spec.inter_node.nic_bandwidth_gbit_per_s * 1e9 / 8
+  const double nic_bw = im.nics_per_domain > 0 ? im.spec.inter_node.nic_bandwidth_gbit_per_s * 1e9 / 8
                                              : 0.0;
   std::map<std::int64_t, std::int64_t> ranks_per_nic, ranks_per_leaf;
   for (std::size_t gi = 0; gi < groups.size(); ++gi) {
     if (infos[gi].num_nodes < 2) continue;
     for (const auto& [node, locals] : work[gi].by_node) {
       for (std::int64_t l : locals) {
-        const std::int64_t key = node * im.nics_per_node + im.nearest_nic[static_cast<std::size_t>(l)];
+        const std::int64_t key = node * im.nics_per_domain + im.nearest_nic[static_cast<std::size_t>(l)];
         ++ranks_per_nic[key];
         ++ranks_per_leaf[im.nic_leaf[static_cast<std::size_t>(key)]];
       }
@@ -866,7 +869,7 @@ core::Result<std::vector<GroupInfo>> Topology::concurrent_groups(
     std::set<std::int64_t> leaves;
     for (const auto& [node, locals] : work[gi].by_node) {
       for (std::int64_t l : locals) {
-        const std::int64_t key = node * im.nics_per_node + im.nearest_nic[static_cast<std::size_t>(l)];
+        const std::int64_t key = node * im.nics_per_domain + im.nearest_nic[static_cast<std::size_t>(l)];
         per_rank = std::min(per_rank, nic_bw / static_cast<double>(ranks_per_nic[key]));
         per_rank = std::min(per_rank, im.gpu_nic[static_cast<std::size_t>(l)].bandwidth.value());
         leaves.insert(im.nic_leaf[static_cast<std::size_t>(key)]);
