@@ -50,6 +50,10 @@ const char* algorithm_name(CollectiveAlgorithm a) {
 
 const char* protocol_name(Protocol p) { return p == Protocol::kLowLatency ? "ll" : "simple"; }
 
+std::string algorithm_text(const CollectiveEstimate& e) {
+  return std::string(algorithm_name(e.algorithm)) + "/" + protocol_name(e.protocol);
+}
+
 double bus_factor(Collective c, std::int64_t n) {
   const double dn = static_cast<double>(n);
   switch (c) {

@@ -73,6 +73,9 @@ struct CollectiveEstimate {
   core::BytesPerSecond bus_bandwidth{0};   ///< algo_bandwidth * bus_factor (nccl-tests)
 };
 
+/// "<algorithm>/<protocol>" of a priced collective, e.g. "ring/simple" (trace events).
+std::string algorithm_text(const CollectiveEstimate& e);
+
 /// nccl-tests' busbw factor: 2(n-1)/n all-reduce, (n-1)/n all-gather, reduce-scatter and
 /// all-to-all, 1 broadcast and send/recv.
 double bus_factor(Collective c, std::int64_t n);

@@ -57,9 +57,11 @@ enum class ReshardMode : std::uint8_t {
                     ///< over the network, then the mesh all-gathers over its fast links
 };
 
-/// One blocking intra-op (tensor-parallel) collective inside a compute task, for the trace:
-/// Megatron's all-reduces of row-parallel outputs, or sequence parallelism's all-gathers and
-/// reduce-scatters. Already part of the task's duration (never re-timed).
+/// One collective inside a task, for the trace: a blocking intra-op (tensor-parallel)
+/// collective of a compute task (Megatron's all-reduces of row-parallel outputs, sequence
+/// parallelism's all-gathers and reduce-scatters), or one of the collectives a gradient
+/// synchronisation, parameter all-gather or stage-boundary all-gather task runs. Already
+/// part of the task's duration (never re-timed).
 struct BlockingCollective {
   std::string collective;     ///< cost_model::collective_name: "all_reduce", "all_gather", ...
   std::int64_t bytes = 0;     ///< the full buffer per GPU (nccl-tests' size)
@@ -68,8 +70,10 @@ struct BlockingCollective {
   core::Seconds time{0};      ///< its exposed share of the task (after any overlap)
   std::string where;          ///< the layer it belongs to, e.g. "block3"
   /// The trace category: "tp_collective" (tensor-parallel and intra-op collectives),
-  /// "ep_collective" (expert parallelism's token all-to-alls) or "cp_collective" (context
-  /// parallelism's K/V ring exchange, its exposed part).
+  /// "ep_collective" (expert parallelism's token all-to-alls), "cp_collective" (context
+  /// parallelism's K/V ring exchange, its exposed part), "grad_collective" (gradient
+  /// synchronisation and the parameter all-gather after the step) or "reshard_collective"
+  /// (a receiving mesh's all-gather of a stage boundary).
   std::string category = "tp_collective";
 };
 
@@ -138,6 +142,14 @@ struct StageCosts {
   /// collective_cost, else grad_sync_s when given (a ring all-gather moves what the
   /// reduce-scatter moved), else ring bytes over the grad_sync route.
   std::optional<core::Seconds> param_all_gather_s;
+  /// Trace events (never re-timed; empty when the lowering does not list them): the
+  /// collectives inside grad_sync_s, once per iteration in order, with their whole bytes and
+  /// times (a bucket's task shows each with its 1/buckets share); those inside
+  /// param_all_gather_s; and the receiving mesh's all-gather of this chunk's output (inside
+  /// reshard_all_gather_s, per microbatch; the gradient's on the way back is the same).
+  std::vector<BlockingCollective> grad_sync_collectives;
+  std::vector<BlockingCollective> param_all_gather_collectives;
+  std::vector<BlockingCollective> reshard_collectives;
   core::Seconds optimizer_step_s{0};  ///< as run on each GPU (already divided when sharded)
 };
 

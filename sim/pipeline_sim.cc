@@ -329,57 +329,98 @@ core::Status PipelineReport::memory_status() const {
   return core::resource_exhausted(msg);
 }
 
+namespace {
+
+// Appends `calls` to `out` as nested events of a task `length` ns long: in order, with the
+// task's own work (its length beyond the calls) split evenly before them.
+void place_calls(const std::vector<BlockingCollective>& calls, Time length, std::vector<TraceSlice>* out) {
+  Time comm = 0;
+  for (const BlockingCollective& c : calls) comm += to_time(c.time);
+  // The calls are part of the task; if rounding made them longer, they fill it.
+  const double shrink = comm > length ? static_cast<double>(length) / static_cast<double>(comm) : 1.0;
+  const Time compute = std::max<Time>(0, length - comm);
+  const std::int64_t k = static_cast<std::int64_t>(calls.size());
+  Time at = 0;
+  for (std::int64_t i = 0; i < k; ++i) {
+    const BlockingCollective& c = calls[static_cast<std::size_t>(i)];
+    // The work before call i: its share of the task's work, rounded so the shares sum
+    // exactly to `compute`.
+    at += compute * (i + 1) / k - compute * i / k;
+    Time d = static_cast<Time>(static_cast<double>(to_time(c.time)) * shrink);
+    d = std::min(d, length - at);
+    TraceSlice s;
+    s.name = c.collective + " " + c.where;
+    s.cat = c.category;
+    s.offset = at;
+    s.duration = d;
+    s.args = "\"collective\":\"" + c.collective + "\",\"bytes\":" + std::to_string(c.bytes) +
+             ",\"group\":" + std::to_string(c.group_size) + ",\"algorithm\":\"" + c.algorithm +
+             "\",\"layer\":\"" + c.where + "\"";
+    out->push_back(std::move(s));
+    at += d;
+  }
+}
+
+}  // namespace
+
 std::vector<std::vector<TraceSlice>> collective_trace_slices(const PipelineProblem& problem,
                                                              const TaskGraph& graph,
                                                              const Timeline& timeline,
                                                              std::size_t max_events) {
-  std::vector<std::vector<TraceSlice>> out(graph.tasks().size());
+  const auto& tasks = graph.tasks();
+  std::vector<std::vector<TraceSlice>> out(tasks.size());
+  // A stage-boundary all-gather completes the send it depends on; the boundary is the
+  // lower virtual stage of the two (forward: the sender's; backward: the receiver's).
+  std::vector<int> boundary(tasks.size(), -1);
+  for (const auto& [before, after] : graph.dependencies()) {
+    const TaskLabel& a = tasks[static_cast<std::size_t>(after)].label;
+    const TaskLabel& b = tasks[static_cast<std::size_t>(before)].label;
+    if (a.kind == TaskKind::kReshardAllGather && b.kind == TaskKind::kSend) {
+      boundary[static_cast<std::size_t>(after)] = std::min(a.chunk, b.chunk);
+    }
+  }
+  const int buckets = std::max(1, problem.grad_sync_buckets);
   std::size_t events = 0;
-  for (std::size_t t = 0; t < graph.tasks().size(); ++t) {
-    const TaskLabel& label = graph.tasks()[t].label;
-    if (label.chunk < 0 || label.part >= 0 ||
-        static_cast<std::size_t>(label.chunk) >= problem.stages.size()) {
-      continue;
-    }
-    const StageCosts& st = problem.stages[static_cast<std::size_t>(label.chunk)];
+  for (std::size_t t = 0; t < tasks.size(); ++t) {
+    const TaskLabel& label = tasks[t].label;
+    const int chunk = label.kind == TaskKind::kReshardAllGather ? boundary[t] : label.chunk;
+    if (chunk < 0 || static_cast<std::size_t>(chunk) >= problem.stages.size()) continue;
+    const StageCosts& st = problem.stages[static_cast<std::size_t>(chunk)];
     const std::vector<BlockingCollective>* calls = nullptr;
-    if (label.kind == TaskKind::kForward) calls = &st.forward_collectives;
-    if (label.kind == TaskKind::kBackward) calls = &st.backward_collectives;
-    if (label.kind == TaskKind::kRecompute) calls = &st.recompute_collectives;
-    if (calls == nullptr || calls->empty()) continue;
-    const Time length = timeline.end[t] - timeline.start[t];
-    Time comm = 0;
-    for (const BlockingCollective& c : *calls) comm += to_time(c.time);
-    // The calls are part of the task; if rounding made them longer, they fill it.
-    const double shrink = comm > length ? static_cast<double>(length) / static_cast<double>(comm) : 1.0;
-    const Time compute = std::max<Time>(0, length - comm);
-    const std::int64_t k = static_cast<std::int64_t>(calls->size());
-    Time at = 0;
-    for (std::int64_t i = 0; i < k; ++i) {
-      const BlockingCollective& c = (*calls)[static_cast<std::size_t>(i)];
-      // The compute before call i: its share of the task's compute, rounded so the shares
-      // sum exactly to `compute`.
-      at += compute * (i + 1) / k - compute * i / k;
-      Time d = static_cast<Time>(static_cast<double>(to_time(c.time)) * shrink);
-      d = std::min(d, length - at);
-      TraceSlice s;
-      s.name = c.collective + " " + c.where;
-      s.cat = c.category;
-      s.offset = at;
-      s.duration = d;
-      s.args = "\"collective\":\"" + c.collective + "\",\"bytes\":" + std::to_string(c.bytes) +
-               ",\"group\":" + std::to_string(c.group_size) + ",\"algorithm\":\"" + c.algorithm +
-               "\",\"layer\":\"" + c.where + "\"";
-      out[t].push_back(std::move(s));
-      at += d;
+    int bucket = -1;  // a gradient bucket's task shows its 1/buckets share of each call
+    switch (label.kind) {
+      // Split backward parts (grad-sync buckets) list none: their calls are the whole
+      // backward's.
+      case TaskKind::kForward: calls = label.part < 0 ? &st.forward_collectives : nullptr; break;
+      case TaskKind::kBackward: calls = label.part < 0 ? &st.backward_collectives : nullptr; break;
+      case TaskKind::kRecompute: calls = label.part < 0 ? &st.recompute_collectives : nullptr; break;
+      case TaskKind::kGradSync:
+        calls = &st.grad_sync_collectives;
+        bucket = buckets > 1 ? std::max(0, label.part) : -1;
+        break;
+      case TaskKind::kParamAllGather: calls = &st.param_all_gather_collectives; break;
+      case TaskKind::kReshardAllGather: calls = &st.reshard_collectives; break;
+      default: break;
     }
+    if (calls == nullptr || calls->empty()) continue;
+    std::vector<BlockingCollective> shares;
+    if (bucket >= 0) {
+      shares = *calls;
+      for (BlockingCollective& c : shares) {
+        // Bytes split so the buckets' shares sum exactly to the call's.
+        c.bytes = c.bytes * (bucket + 1) / buckets - c.bytes * bucket / buckets;
+        c.time = core::Seconds(c.time.value() / buckets);
+      }
+      calls = &shares;
+    }
+    place_calls(*calls, timeline.end[t] - timeline.start[t], &out[t]);
     events += out[t].size();
   }
   if (events > max_events) {
     constexpr int kEdge = 4;
     const int n = problem.num_microbatches;
     for (std::size_t t = 0; t < out.size(); ++t) {
-      const int mb = graph.tasks()[t].label.microbatch;
+      const int mb = tasks[t].label.microbatch;
       if (mb >= kEdge && mb < n - kEdge) out[t].clear();
     }
   }

@@ -108,11 +108,13 @@ struct PipelineSimulation {
   PipelineReport report;
 };
 
-/// The trace's nested events of the blocking intra-op collectives (StageCosts::
-/// forward/backward/recompute_collectives) of every whole compute task (index = TaskId):
-/// each collective one event, with bytes, group and algorithm in its args, placed in order
-/// with the task's compute split evenly between them. Split backward parts (grad-sync
-/// buckets) get none. Above `max_events` in all, only the tasks of the first and last 4
+/// The trace's nested events (index = TaskId): the blocking intra-op collectives
+/// (StageCosts::forward/backward/recompute_collectives) of every whole compute task, and
+/// the collectives of every gradient-sync, parameter all-gather and stage-boundary
+/// all-gather task (grad_sync_/param_all_gather_/reshard_collectives; a bucket's task
+/// shows its 1/buckets share of each). Each collective one event, with bytes, group and
+/// algorithm in its args, placed in order with the task's compute split evenly between
+/// them. Split backward parts (grad-sync buckets) get none. Above `max_events` in all, only the tasks of the first and last 4
 /// microbatches keep theirs (the pipeline's fill and drain; the steady state repeats them),
 /// so a trace stays a few MB: GPT-3 175B on 1,024 GPUs has 111k. Deterministic; empty where
 /// the lowering lists no collectives.

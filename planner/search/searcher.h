@@ -52,6 +52,22 @@ using Clock = std::chrono::steady_clock;
 
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// A priced collective as the trace shows it (sim::BlockingCollective): `bytes` the buffer
+// per GPU, `group` the GPUs taking part, `e` what the cost model priced.
+inline sim::BlockingCollective traced_collective(cost_model::Collective kind, std::int64_t bytes, int group,
+                                                 const cost_model::CollectiveEstimate& e, std::string where,
+                                                 std::string category = "grad_collective") {
+  sim::BlockingCollective call;
+  call.collective = cost_model::collective_name(kind);
+  call.bytes = bytes;
+  call.group_size = group;
+  call.algorithm = cost_model::algorithm_text(e);
+  call.time = e.time;
+  call.where = std::move(where);
+  call.category = std::move(category);
+  return call;
+}
+
 // Costs of one model layer on one GPU of a stage mesh, per microbatch (optimizer and
 // gradient synchronisation: per iteration).
 struct LayerCost {
@@ -86,6 +102,10 @@ struct LayerCost {
   // that copying a LayerCost into a lowering stays cheap.
   using Calls = std::shared_ptr<const std::vector<sim::BlockingCollective>>;
   Calls fwd_calls, bwd_calls, rc_calls;
+  // The same for grad_sync_s (category grad_collective): the optimizer-phase operators'
+  // communication, then per set of replicated mesh axes either the reduce-scatter +
+  // all-gather (weight-update sharding) or the all-reduce that replaces them.
+  Calls sync_calls, replica_rs_ag_calls, replica_all_reduce_calls;
   double total_s() const { return fwd_s + bwd_s + rc_s; }
 };
 
@@ -675,6 +695,7 @@ class Searcher {
     std::vector<std::int64_t> tied_b(static_cast<std::size_t>(chunks), 0);
     std::vector<std::int64_t> tied_os(static_cast<std::size_t>(chunks), 0);
     std::vector<double> tied_ar_s(static_cast<std::size_t>(chunks), 0);
+    std::vector<std::vector<sim::BlockingCollective>> tied_calls(static_cast<std::size_t>(chunks));
     {
       std::set<std::pair<int, int>> counted;  // (mesh, owner layer)
       for (int c = 0; c < chunks; ++c) {
@@ -696,10 +717,15 @@ class Searcher {
           }
           if (pairs.empty()) continue;
           ALPASIM_ASSIGN_OR_RETURN(std::vector<cluster::GroupInfo> gi, cost_.concurrent_groups(pairs));
-          const double ar = cost_.collective(cost_model::Collective::kAllReduce,
-                                             core::bytes(l.tied_param_b), gi.front()).time.value();
-          tied_ar_s[static_cast<std::size_t>(c)] += ar;
-          tied_ar_s[static_cast<std::size_t>(oc)] += ar;
+          const cost_model::CollectiveEstimate e =
+              cost_.collective(cost_model::Collective::kAllReduce, core::bytes(l.tied_param_b), gi.front());
+          tied_ar_s[static_cast<std::size_t>(c)] += e.time.value();
+          tied_ar_s[static_cast<std::size_t>(oc)] += e.time.value();
+          const sim::BlockingCollective call = traced_collective(
+              cost_model::Collective::kAllReduce, l.tied_param_b, 2, e, "tied weights of layer " +
+              std::to_string(l.tied_owner));
+          tied_calls[static_cast<std::size_t>(c)].push_back(call);
+          tied_calls[static_cast<std::size_t>(oc)].push_back(call);
         }
       }
     }
@@ -778,9 +804,15 @@ class Searcher {
           if (gather > 1) {
             const std::vector<std::int64_t> first_group(nd.begin(), nd.begin() + gather);
             ALPASIM_ASSIGN_OR_RETURN(cluster::GroupInfo g, cost_.group(first_group));
-            st.reshard_all_gather_s =
-                cost_.collective(cost_model::Collective::kAllGather,
-                                 core::bytes(layers.back().boundary_b / (mesh_size / gather)), g).time;
+            const std::int64_t bytes = layers.back().boundary_b / (mesh_size / gather);
+            const cost_model::CollectiveEstimate e =
+                cost_.collective(cost_model::Collective::kAllGather, core::bytes(bytes), g);
+            st.reshard_all_gather_s = e.time;
+            if (list_collectives) {
+              st.reshard_collectives = {traced_collective(cost_model::Collective::kAllGather, bytes,
+                                                          static_cast<int>(gather), e, "stage boundary",
+                                                          "reshard_collective")};
+            }
           }
         }
       }
@@ -793,10 +825,18 @@ class Searcher {
           const auto kind = lw.grad_sync_mode == sim::GradSyncMode::kAllReduce
                                 ? cost_model::Collective::kAllReduce
                                 : cost_model::Collective::kReduceScatter;
-          st.grad_sync_s = cost_.collective(kind, core::bytes(par), gi.front()).time;
+          const cost_model::CollectiveEstimate e = cost_.collective(kind, core::bytes(par), gi.front());
+          st.grad_sync_s = e.time;
+          const int group = static_cast<int>(groups.front().size());
+          if (list_collectives) st.grad_sync_collectives = {traced_collective(kind, par, group, e, "gradients")};
           if (lw.grad_sync_mode == sim::GradSyncMode::kReduceScatterAllGather) {
-            st.param_all_gather_s =
-                cost_.collective(cost_model::Collective::kAllGather, core::bytes(par), gi.front()).time;
+            const cost_model::CollectiveEstimate ag =
+                cost_.collective(cost_model::Collective::kAllGather, core::bytes(par), gi.front());
+            st.param_all_gather_s = ag.time;
+            if (list_collectives) {
+              st.param_all_gather_collectives = {
+                  traced_collective(cost_model::Collective::kAllGather, par, group, ag, "parameters")};
+            }
           }
         }
       } else {
@@ -805,12 +845,28 @@ class Searcher {
         // iteration as their own task after the chunk's last backward, before the step.
         st.optimizer_step_s = core::seconds(opt);
         if (gs > 0) st.grad_sync_s = core::seconds(gs);
+        if (list_collectives && c < static_cast<int>(plan.stages.size())) {
+          const std::int64_t first_layer = plan.stages[static_cast<std::size_t>(c)].layer_begin;
+          for (std::size_t i = 0; i < layers.size(); ++i) {
+            for (const LayerCost::Calls& calls : {layers[i].sync_calls, layers[i].replica_rs_ag_calls}) {
+              if (!calls) continue;
+              for (sim::BlockingCollective call : *calls) {
+                call.where = "layer " + std::to_string(first_layer + static_cast<std::int64_t>(i)) + " " +
+                             call.where;
+                st.grad_sync_collectives.push_back(std::move(call));
+              }
+            }
+          }
+        }
       }
       if (const double ar = tied_ar_s[static_cast<std::size_t>(c)]; ar > 0) {
+        const auto& calls = tied_calls[static_cast<std::size_t>(c)];
         if (st.grad_sync_s) {
           *st.grad_sync_s += core::seconds(ar);
+          if (list_collectives) st.grad_sync_collectives.insert(st.grad_sync_collectives.end(), calls.begin(), calls.end());
         } else if (lw.data_parallel == 1) {
           st.grad_sync_s = core::seconds(ar);
+          if (list_collectives) st.grad_sync_collectives = calls;
         } else {
           st.optimizer_step_s += core::seconds(ar);  // a data-parallel chunk with no gradients
         }
@@ -960,6 +1016,7 @@ class Searcher {
           lc.tied_opt_b = lc.tied_opt_replicated_b;
           // Whole states on every replica: the replicas all-reduce their gradients.
           lc.grad_sync_s += lc.replica_sync_all_reduce_s - lc.replica_sync_rs_ag_s;
+          lc.replica_rs_ag_calls = lc.replica_all_reduce_calls;
         }
         if (l > st.layer_begin) {
           const BoundaryCost& b = layer_boundary(*pt, static_cast<int>(l), meshes[static_cast<std::size_t>(c)].first,
@@ -1181,6 +1238,7 @@ class Searcher {
     auto fwd = std::make_shared<std::vector<sim::BlockingCollective>>();
     auto bwd = std::make_shared<std::vector<sim::BlockingCollective>>();
     auto rc = std::make_shared<std::vector<sim::BlockingCollective>>();
+    auto sync = std::make_shared<std::vector<sim::BlockingCollective>>();
     for (std::size_t v = 0; v < g.nodes.size() && v < plan.shardings.size(); ++v) {
       const ir::Op& op = p.graph.op(ops[v]);
       double comm = plan.node_cost_s[v] - plan.node_compute_s[v];
@@ -1191,7 +1249,7 @@ class Searcher {
         case ir::Phase::kForward: to = fwd.get(); break;
         case ir::Phase::kBackward: to = bwd.get(); break;
         case ir::Phase::kRecompute: to = rc.get(); break;
-        case ir::Phase::kOptimizer: break;  // once per iteration: the grad-sync task
+        case ir::Phase::kOptimizer: to = sync.get(); break;  // once per iteration: the grad-sync task
       }
       if (to == nullptr) continue;
       const schema::OperatorSharding& sh = plan.shardings[v];
@@ -1222,11 +1280,13 @@ class Searcher {
       // name inside its layer; problem_of() prefixes the layer that runs it.
       const auto slash = op.name.find('/');
       call.where = slash == std::string::npos ? op.name : op.name.substr(slash + 1);
+      if (to == sync.get()) call.category = "grad_collective";
       to->push_back(std::move(call));
     }
     c->fwd_calls = std::move(fwd);
     c->bwd_calls = std::move(bwd);
     c->rc_calls = std::move(rc);
+    c->sync_calls = std::move(sync);
   }
 
   LayerCost to_layer_cost(const Point& p, int rep, const LogicalMesh& mesh, int variant,
@@ -1321,13 +1381,36 @@ class Searcher {
       }
     }
     // Reduce-scatter the accumulated gradients, update the shard, all-gather the weights.
+    auto rs_ag_calls = std::make_shared<std::vector<sim::BlockingCollective>>();
+    auto all_reduce_calls = std::make_shared<std::vector<sim::BlockingCollective>>();
     for (const auto& [axes, bytes] : sync_bytes) {
-      const double rs_ag = hook(intra_op::Collective::kReduceScatter, core::bytes(bytes), axes).value() +
-                           hook(intra_op::Collective::kAllGather, core::bytes(bytes), axes).value();
-      c.grad_sync_s += rs_ag;
-      c.replica_sync_rs_ag_s += rs_ag;
-      c.replica_sync_all_reduce_s += hook(intra_op::Collective::kAllReduce, core::bytes(bytes), axes).value();
+      const double rs = hook(intra_op::Collective::kReduceScatter, core::bytes(bytes), axes).value();
+      const double ag = hook(intra_op::Collective::kAllGather, core::bytes(bytes), axes).value();
+      const double ar = hook(intra_op::Collective::kAllReduce, core::bytes(bytes), axes).value();
+      c.grad_sync_s += rs + ag;
+      c.replica_sync_rs_ag_s += rs + ag;
+      c.replica_sync_all_reduce_s += ar;
+      // For the trace: the replicas over `axes`, each holding the gradients' `bytes`.
+      sim::BlockingCollective call;
+      call.bytes = bytes;
+      call.group_size = static_cast<int>(((axes & intra_op::kAxis0) ? mesh.rows : 1) *
+                                         ((axes & intra_op::kAxis1) ? mesh.cols : 1));
+      call.where = "gradients";
+      call.category = "grad_collective";
+      call.algorithm = "weight-update sharding";
+      call.collective = "reduce_scatter";
+      call.time = core::seconds(rs);
+      rs_ag_calls->push_back(call);
+      call.collective = "all_gather";
+      call.time = core::seconds(ag);
+      rs_ag_calls->push_back(call);
+      call.collective = "all_reduce";
+      call.algorithm = "replica all-reduce";
+      call.time = core::seconds(ar);
+      all_reduce_calls->push_back(std::move(call));
     }
+    c.replica_rs_ag_calls = std::move(rs_ag_calls);
+    c.replica_all_reduce_calls = std::move(all_reduce_calls);
     const auto& s = p.stats[static_cast<std::size_t>(rep)];
     c.boundary_b = s.boundary_bytes;
     const double d = static_cast<double>(devices);

@@ -571,18 +571,23 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   auto tp_time = [&](cost_model::Collective c, std::int64_t bytes) {
     return cost_model.collective(c, Bytes(bytes), *tp_group).time;
   };
-  // One tensor-parallel collective as the trace shows it (its time is tp_time's).
-  auto tp_call = [&](cost_model::Collective c, std::int64_t bytes, const std::string& where) {
-    const cost_model::CollectiveEstimate e = cost_model.collective(c, Bytes(bytes), *tp_group);
+  // A priced collective as the trace shows it: `bytes` the buffer per GPU, `e` its estimate.
+  auto traced = [](cost_model::Collective c, std::int64_t bytes, std::int64_t group,
+                   const cost_model::CollectiveEstimate& e, const std::string& where,
+                   const char* category) {
     sim::BlockingCollective call;
     call.collective = cost_model::collective_name(c);
     call.bytes = bytes;
-    call.group_size = static_cast<int>(tp);
-    call.algorithm = std::string(cost_model::algorithm_name(e.algorithm)) + "/" +
-                     cost_model::protocol_name(e.protocol);
+    call.group_size = static_cast<int>(group);
+    call.algorithm = cost_model::algorithm_text(e);
     call.time = e.time;
     call.where = where;
+    call.category = category;
     return call;
+  };
+  // One tensor-parallel collective as the trace shows it (its time is tp_time's).
+  auto tp_call = [&](cost_model::Collective c, std::int64_t bytes, const std::string& where) {
+    return traced(c, bytes, tp, cost_model.collective(c, Bytes(bytes), *tp_group), where, "tp_collective");
   };
 
   // ---- Per-layer costs.
@@ -900,15 +905,9 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       }
       // Trace events: dispatch and combine after the layer's tensor-parallel collectives in
       // the forward, their mirrors first in the backward.
-      sim::BlockingCollective call;
-      call.collective = cost_model::collective_name(cost_model::Collective::kAllToAll);
-      call.bytes = L.ep_all_to_all_bytes.value();
-      call.group_size = static_cast<int>(ep);
-      call.algorithm = std::string(cost_model::algorithm_name(e.algorithm)) + "/" +
-                       cost_model::protocol_name(e.protocol);
-      call.time = e.time;
-      call.where = L.costs.name;
-      call.category = "ep_collective";
+      const sim::BlockingCollective call = traced(cost_model::Collective::kAllToAll,
+                                                  L.ep_all_to_all_bytes.value(), ep, e, L.costs.name,
+                                                  "ep_collective");
       L.costs.forward_collectives.insert(L.costs.forward_collectives.end(), 2, call);
       L.costs.backward_collectives.insert(L.costs.backward_collectives.begin(), 2, call);
     }
@@ -1056,10 +1055,11 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   // Megatron's rank order: tp fastest, then cp, then dp, then pp. Gradients are
   // synchronised over the dp·cp GPUs of a stage that share a tp rank.
   const std::int64_t stage_stride = tp * cp * plan.dp;  // GPUs per pipeline stage
-  std::optional<Seconds> reshard_ag;
+  std::optional<sim::BlockingCollective> reshard_call;  // the receiving mesh's all-gather
   const std::int64_t boundary = stats.front().boundary_bytes;
   if (tp > 1 && !plan.sequence_parallel) {
-    reshard_ag = tp_time(cost_model::Collective::kAllGather, boundary);
+    reshard_call = tp_call(cost_model::Collective::kAllGather, boundary, "stage boundary");
+    reshard_call->category = "reshard_collective";
   }
   std::vector<std::vector<std::int64_t>> dp_groups;
   if (plan.dp * cp > 1) {
@@ -1082,17 +1082,17 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   // stage hold the tied word embedding; after the backward each tp rank all-reduces its
   // vocab shard's main_grad with its peer on the other end (all tp ranks at once), before
   // the optimizer. Added to the gradient sync of the first and last model chunk.
-  std::optional<Seconds> embedding_all_reduce;
+  std::optional<sim::BlockingCollective> embedding_all_reduce;
   if (plan.pp > 1 && plan.dp * cp > 1 && tcfg != nullptr && tcfg->tied_embeddings &&
       params[0].word_embedding_per_gpu > 0) {
     std::vector<std::vector<std::int64_t>> pairs;
     for (std::int64_t r = 0; r < tp * cp; ++r) pairs.push_back({r, (plan.pp - 1) * stage_stride + r});
     ALPASIM_ASSIGN_OR_RETURN(std::vector<cluster::GroupInfo> pair_infos, cost_model.concurrent_groups(pairs));
+    const std::int64_t bytes = params[0].word_embedding_per_gpu * main_grad_bytes;
     embedding_all_reduce =
-        cost_model
-            .collective(cost_model::Collective::kAllReduce,
-                        Bytes(params[0].word_embedding_per_gpu * main_grad_bytes), pair_infos.front())
-            .time;
+        traced(cost_model::Collective::kAllReduce, bytes, 2,
+               cost_model.collective(cost_model::Collective::kAllReduce, Bytes(bytes), pair_infos.front()),
+               "tied embedding", "grad_collective");
   }
   std::size_t first = 0;
   for (std::size_t j = 0; j < problem.stages.size(); ++j) {
@@ -1119,7 +1119,8 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     if (tp > 1 && !plan.sequence_parallel) {
       st.output_reshard = ReshardMode::kLocalAllGather;
       st.reshard_group = static_cast<int>(tp);
-      st.reshard_all_gather_s = reshard_ag;
+      st.reshard_all_gather_s = reshard_call->time;
+      st.reshard_collectives = {*reshard_call};
     } else if (tp > 1) {
       st.output_activation_bytes = Bytes(ceil_div(st.output_activation_bytes.value(), tp));
     }
@@ -1130,13 +1131,23 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
                                              : cost_model::Collective::kAllReduce;
       // One collective per bucket (the simulator runs grad_sync_s / buckets per bucket).
       const Bytes bucket_bytes(ceil_div(st.grad_sync_bytes.value(), buckets));
-      st.grad_sync_s = cost_model.collective(kind, bucket_bytes, info).time * static_cast<double>(buckets);
+      // The trace lists the buckets' collectives as one whole (a bucket's task shows 1/buckets).
+      sim::BlockingCollective sync =
+          traced(kind, st.grad_sync_bytes.value(), plan.dp * cp, cost_model.collective(kind, bucket_bytes, info),
+                 "gradients", "grad_collective");
+      sync.time = sync.time * static_cast<double>(buckets);
+      st.grad_sync_s = sync.time;
+      st.grad_sync_collectives = {sync};
       if (embedding_all_reduce && (j == 0 || j + 1 == problem.stages.size())) {
-        *st.grad_sync_s += *embedding_all_reduce;
+        *st.grad_sync_s += embedding_all_reduce->time;
+        st.grad_sync_collectives.push_back(*embedding_all_reduce);
       }
       if (plan.zero_stage >= 1) {
-        const Seconds bucket_ag =
-            cost_model.collective(cost_model::Collective::kAllGather, bucket_bytes, info).time;
+        sim::BlockingCollective gather = traced(
+            cost_model::Collective::kAllGather, st.grad_sync_bytes.value(), plan.dp * cp,
+            cost_model.collective(cost_model::Collective::kAllGather, bucket_bytes, info), "parameters",
+            "grad_collective");
+        const Seconds bucket_ag = gather.time;
         Seconds all_gather = bucket_ag * static_cast<double>(buckets);
         if (plan.overlap_param_gather) {
           // Behind the next iteration's forward: the first bucket is waited for, the rest
@@ -1144,6 +1155,8 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
           all_gather = bucket_ag + std::max(Seconds{0}, all_gather - bucket_ag - st.forward_s);
         }
         st.param_all_gather_s = all_gather;
+        gather.time = all_gather;  // its exposed part
+        st.param_all_gather_collectives = {gather};
       }
     }
   }

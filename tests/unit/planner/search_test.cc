@@ -131,6 +131,30 @@ TEST_CASE("a searched plan lists its intra-op communication operator by operator
         doctest::Approx(sum(st.forward_collectives)).epsilon(1e-12));
   CHECK(sum(again.value().problem.stages[0].backward_collectives) ==
         doctest::Approx(sum(st.backward_collectives)).epsilon(1e-12));
+  // The gradient collectives of its grad-sync task too: weight-update sharding's
+  // reduce-scatter + all-gather over the axes a weight is replicated on, per layer, and the
+  // optimizer-phase operators' communication; all inside grad_sync_s.
+  REQUIRE(st.grad_sync_s.has_value());
+  REQUIRE_FALSE(st.grad_sync_collectives.empty());
+  int scatters = 0, gathers = 0;
+  for (const auto& c : st.grad_sync_collectives) {
+    CAPTURE(c.where);
+    CHECK(c.category == "grad_collective");
+    CHECK(c.where.rfind("layer ", 0) == 0);
+    CHECK(c.group_size >= 1);
+    CHECK(c.group_size <= 4);
+    if (c.collective == "reduce_scatter" && c.algorithm == "weight-update sharding") {
+      ++scatters;
+      CHECK(c.bytes > 0);
+    }
+    gathers += c.collective == "all_gather" && c.algorithm == "weight-update sharding";
+  }
+  CHECK(scatters > 0);
+  CHECK(scatters == gathers);
+  CHECK(sum(st.grad_sync_collectives) > 0);
+  CHECK(sum(st.grad_sync_collectives) <= st.grad_sync_s->value() * (1 + 1e-12));
+  CHECK(sum(again.value().problem.stages[0].grad_sync_collectives) ==
+        doctest::Approx(sum(st.grad_sync_collectives)).epsilon(1e-12));
 }
 
 TEST_CASE("identical transformer blocks convert to the same intra-op graph") {

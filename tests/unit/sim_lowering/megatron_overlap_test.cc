@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -303,7 +305,9 @@ TEST_CASE("the trace shows each tensor-parallel collective inside its task") {
     int forwards = 0;
     for (std::size_t t = 0; t < slices.size(); ++t) {
       const TaskLabel& label = sim->graph.tasks()[t].label;
-      if (label.part >= 0 || label.chunk < 0) continue;
+      const bool compute = label.kind == TaskKind::kForward || label.kind == TaskKind::kBackward ||
+                           label.kind == TaskKind::kRecompute;
+      if (label.part >= 0 || label.chunk < 0 || !compute) continue;
       const StageCosts& st = lowered->problem.stages[static_cast<std::size_t>(label.chunk)];
       const Time length = sim->timeline.end[t] - sim->timeline.start[t];
       Time sum = 0;
@@ -355,7 +359,9 @@ TEST_CASE("the trace shows each tensor-parallel collective inside its task") {
     options.task_slices = slices;
     const std::string json = chrome_trace_json(sim->graph, sim->timeline, options);
     std::size_t events = 0;
-    for (const auto& s : slices) events += s.size();
+    for (const auto& task : slices) {
+      for (const auto& s : task) events += s.cat == "tp_collective";
+    }
     std::size_t found = 0;
     for (auto at = json.find("\"cat\":\"tp_collective\""); at != std::string::npos;
          at = json.find("\"cat\":\"tp_collective\"", at + 1)) {
@@ -373,6 +379,92 @@ TEST_CASE("the trace shows each tensor-parallel collective inside its task") {
       CHECK(bounded[t].size() == (edge ? slices[t].size() : 0u));
     }
   }
+}
+
+// Issue 17 #7: the gradient collectives (each bucket's data-parallel reduce-scatter, the
+// tied embedding's all-reduce between the first and last stage), the parameter all-gather
+// and the stage-boundary all-gather are trace events too, nested in their own tasks with
+// bytes, group and algorithm.
+TEST_CASE("the trace shows the gradient, parameter and stage-boundary collectives inside their tasks") {
+  const auto cm = testing::dgx(2);
+  const auto model = testing::gpt_model(2, 1024, 16, 512, 32768);
+  MegatronPlan plan;
+  plan.tp = 4;
+  plan.pp = 2;
+  plan.dp = 2;
+  plan.zero_stage = 1;
+  plan.overlap_grad_reduce = true;
+  plan.ddp_bucket_size_params = 2'000'000;  // several buckets per chunk
+  auto lowered = lower_megatron_plan(model, testing::training_setup(16, core::DType::kBf16), plan, cm);
+  REQUIRE(lowered.ok());
+  const PipelineProblem& pb = lowered->problem;
+  const int buckets = pb.grad_sync_buckets;
+  REQUIRE(buckets > 1);
+  auto sim = simulate_pipeline(pb);
+  REQUIRE(sim.ok());
+  const auto slices = collective_trace_slices(pb, sim->graph, sim->timeline);
+  // Per chunk: the bucket shares of each gradient collective, summed over the buckets.
+  std::vector<std::map<std::string, std::int64_t>> sync_bytes(pb.stages.size());
+  int reshards = 0, gathers = 0;
+  for (std::size_t t = 0; t < slices.size(); ++t) {
+    const TaskLabel& label = sim->graph.tasks()[t].label;
+    const Time length = sim->timeline.end[t] - sim->timeline.start[t];
+    for (const TraceSlice& s : slices[t]) CHECK(s.offset + s.duration <= length);
+    if (label.kind == TaskKind::kGradSync) {
+      const StageCosts& st = pb.stages[static_cast<std::size_t>(label.chunk)];
+      REQUIRE(slices[t].size() == st.grad_sync_collectives.size());
+      Time sum = 0;
+      for (std::size_t i = 0; i < slices[t].size(); ++i) {
+        const TraceSlice& s = slices[t][i];
+        CHECK(s.cat == "grad_collective");
+        const auto at = s.args.find("\"bytes\":");
+        REQUIRE(at != std::string::npos);
+        sync_bytes[static_cast<std::size_t>(label.chunk)][s.name] += std::stoll(s.args.substr(at + 8));
+        sum += s.duration;
+      }
+      // The bucket's task is its 1/buckets share of grad_sync_s: the slices fill it.
+      CHECK(std::abs(static_cast<double>(sum) - st.grad_sync_s->value() * 1e9 / buckets) <= 2.0 * slices[t].size());
+      CHECK(slices[t].front().name == "reduce_scatter gradients");
+      CHECK(slices[t].front().args.find("\"group\":2,\"algorithm\":\"") != std::string::npos);
+    }
+    if (label.kind == TaskKind::kParamAllGather) {
+      REQUIRE(slices[t].size() == 1u);
+      CHECK(slices[t][0].name == "all_gather parameters");
+      CHECK(slices[t][0].cat == "grad_collective");
+      ++gathers;
+    }
+    if (label.kind == TaskKind::kReshardAllGather) {
+      REQUIRE(slices[t].size() == 1u);
+      const StageCosts& st = pb.stages.front();
+      // The whole boundary tensor over the receiving mesh's tensor-parallel group.
+      CHECK(slices[t][0].args == "\"collective\":\"all_gather\",\"bytes\":" +
+                                     std::to_string(st.output_activation_bytes.value()) +
+                                     ",\"group\":4,\"algorithm\":\"" + st.reshard_collectives[0].algorithm +
+                                     "\",\"layer\":\"stage boundary\"");
+      CHECK(slices[t][0].cat == "reshard_collective");
+      CHECK(slices[t][0].duration == length);
+      ++reshards;
+    }
+  }
+  // Every microbatch crosses the one boundary twice (activation forward, gradient back).
+  CHECK(reshards == 2 * pb.num_microbatches);
+  CHECK(gathers == static_cast<int>(pb.stages.size()));
+  for (std::size_t c = 0; c < pb.stages.size(); ++c) {
+    CAPTURE(c);
+    const auto& got = sync_bytes[c];
+    // The buckets' shares add up to the chunk's gradients; the first and last chunk also
+    // all-reduce the tied word embedding's gradient (fp32 main_grad) with each other.
+    REQUIRE(got.count("reduce_scatter gradients") == 1u);
+    CHECK(got.at("reduce_scatter gradients") == pb.stages[c].grad_sync_bytes.value());
+    REQUIRE(got.count("all_reduce tied embedding") == 1u);
+    CHECK(got.at("all_reduce tied embedding") == pb.stages[c].grad_sync_collectives.back().bytes);
+    CHECK(pb.stages[c].grad_sync_collectives.back().group_size == 2);
+  }
+  TraceOptions options;
+  options.task_slices = slices;
+  const std::string json = chrome_trace_json(sim->graph, sim->timeline, options);
+  CHECK(json.find("\"cat\":\"grad_collective\"") != std::string::npos);
+  CHECK(json.find("\"cat\":\"reshard_collective\"") != std::string::npos);
 }
 
 }  // namespace
