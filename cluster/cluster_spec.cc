@@ -70,12 +70,22 @@ const std::vector<Preset>& presets() {
       {"hgx-h200", "h200", 8,
        {"nvswitch", 450, 25, 64, 2.0},
        {"infiniband", 8, 400, 5.0, "rail_optimized", 1}},
+      // AMD Instinct MI300X platform (8 OAM GPUs): Infinity Fabric (xGMI) as a full mesh,
+      // every GPU pair one link of 64 GB/s per direction, 7 per GPU = 448 GB/s per direction
+      // (ml-engineering network README; collectives.csv line 138); PCIe Gen5 x16 (64 GB/s)
+      // to the host and one 400 Gb/s NIC per GPU, as the platform and the common
+      // MI300X cloud nodes (8 x 400 Gb/s); the InfiniBand/RoCE fabric is modelled as
+      // InfiniBand with DGX H100's calibration (no published MI300X multi-node curve).
+      {"mi300x", "mi300x", 8,
+       {"infinity_fabric", 448, 64, 64, 2.0},
+       {"infiniband", 8, 400, 5.0, "rail_optimized", 1}},
   };
   return kPresets;
 }
 
 const std::vector<std::string>& intra_fabrics() {
-  static const std::vector<std::string> k = {"nvswitch", "nvlink_hybrid_cube_mesh", "pcie"};
+  static const std::vector<std::string> k = {"nvswitch", "nvlink_hybrid_cube_mesh", "infinity_fabric",
+                                             "pcie"};
   return k;
 }
 const std::vector<std::string>& inter_fabrics() {

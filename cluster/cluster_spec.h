@@ -12,11 +12,13 @@ namespace alpasim::cluster {
 /// How the GPUs inside one node are connected.
 struct IntraNodeSpec {
   /// "nvswitch" (every GPU pair at full NVLink speed), "nvlink_hybrid_cube_mesh" (V100
-  /// DGX-1/p3: 6 NVLinks per GPU, some pairs over PCIe), or "pcie".
+  /// DGX-1/p3: 6 NVLinks per GPU, some pairs over PCIe), "infinity_fabric" (AMD xGMI full
+  /// mesh: one link per GPU pair, at most 8 GPUs), or "pcie".
   std::string fabric;
   /// Unidirectional NVLink (or PCIe) bandwidth out of one GPU, summed over its links.
   double gpu_bandwidth_gbyte_per_s = 0;
-  /// One NVLink's unidirectional bandwidth (cube-mesh: a GPU pair has 1 or 2 links).
+  /// One NVLink's unidirectional bandwidth (cube-mesh: a GPU pair has 1 or 2 links;
+  /// Infinity Fabric: the one xGMI link of a pair).
   double link_bandwidth_gbyte_per_s = 0;
   /// PCIe bandwidth per GPU (host bridge, also the path of cube-mesh pairs without NVLink).
   double pcie_bandwidth_gbyte_per_s = 0;

@@ -76,6 +76,13 @@ const std::vector<GpuSpec>& gpu_specs() {
       {"gb300", "NVIDIA GB300 (Blackwell Ultra 279GB HBM3e, NVL72)", core::Bytes(279'000'000'000),
        gbyte_per_s(8000), tflops_per_s(80), tflops_per_s(1250), tflops_per_s(2500),
        tflops_per_s(2500), tflops_per_s(5000), tflops_per_s(15000)},
+      // AMD Instinct MI300X (750 W): the ml-engineering per-chip table (citing AMD's MI300X
+      // specification page): dense FP32 163.4, TF32 653.7, FP16/BF16 1,300, FP8 2,610
+      // TFLOP/s (AMD's page rounds 1,307.4 / 2,614.9); no block-scaled formats (CDNA 4
+      // adds them); its memory table: 192 GB HBM3 at 5.3 TB/s (gemm.csv lines 38-39).
+      {"mi300x", "AMD Instinct MI300X 192GB HBM3 (OAM)", core::Bytes(192'000'000'000),
+       gbyte_per_s(5300), tflops_per_s(163.4), tflops_per_s(653.7), tflops_per_s(1300),
+       tflops_per_s(1300), tflops_per_s(2610)},
   };
   return kSpecs;
 }

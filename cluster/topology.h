@@ -17,7 +17,8 @@ namespace alpasim::cluster {
 /// latency per class (cost_model/calibration.h).
 enum class LinkClass : std::int8_t {
   kNvswitch = 0,  ///< GPU <-> NVSwitch (all NVLinks of a GPU, aggregated)
-  kNvlink,        ///< direct GPU <-> GPU NVLink bundle (V100 hybrid cube-mesh, bridges)
+  kNvlink,        ///< direct GPU <-> GPU link: NVLink bundle (V100 hybrid cube-mesh, bridges)
+                  ///< or AMD Infinity Fabric (xGMI) link
   kPcie,          ///< GPU/NIC <-> PCIe switch <-> CPU, and the CPU <-> CPU socket link
   kInfiniband,    ///< NIC <-> leaf <-> spine on an InfiniBand fabric
   kEthernet,      ///< ... on an Ethernet (TCP or RoCE) fabric

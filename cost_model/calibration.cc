@@ -759,6 +759,9 @@ core::Result<std::map<std::string, Calibration>> calibrate_shipped_profiles(
       {"dgx-h100", "hgx-h200"},
       // B200 keeps the NDR InfiniBand of dgx-h100 and fits its own GEMM and NVLink5 rows.
       {"dgx-b200", "dgx-h100"},
+      // MI300X fits its GEMM and xGMI all-reduce rows; latencies and the network are
+      // dgx-h100's (no published RCCL size curve or multi-node row).
+      {"mi300x", "dgx-h100"},
   };
   std::map<std::string, Calibration> out;
   for (const auto& [machine, prior] : kChain) {

@@ -6,7 +6,7 @@ Usage: profiles/derive_from_reference.py [REFERENCE_DIR] [--check]
   shipped profile differs from what the generator produces (CTest validation/profiles_in_sync).
 
 Writes profiles/<machine>/2026-08-22-derived.json for dgx-a100-80gb, hgx-h200, dgx-h100,
-aws-p3.16xlarge and dgx-b200. Every entry cites its CSV line and marks its role:
+aws-p3.16xlarge, dgx-b200 and mi300x. Every entry cites its CSV line and marks its role:
   fit   - calibration fits the cost model to it;
   check - calibration only predicts it (validation measures prediction, not memory).
 The split (docs/profiles.md):
@@ -20,6 +20,8 @@ The split (docs/profiles.md):
   * B200 (dgx-b200): the bf16 MAMF fits; the 8-GPU NVLink5 all-reduce curve (AWS p6-b200)
     fits at 2^odd sizes, checks at 2^even; the 4-node rows of that system cross EFA, not the
     preset's InfiniBand, so they are left out (the network is inherited from dgx-h100).
+  * MI300X (mi300x): the bf16 MAMF fits; the 8-GPU all-reduce at 4 GiB fits, the 2-GPU
+    row checks (one xGMI link against seven).
 The output is deterministic (sorted keys, fixed order).
 """
 import csv
@@ -192,10 +194,25 @@ def b200():
             "gemm": g, "conv": [], "collectives": c, "links": []}
 
 
+def mi300x():
+    # MI300X: the bf16 MAMF fits; the 8-GPU all-reduce at 4 GiB (all 7 xGMI links in use)
+    # fits the direct-link efficiency; the 2-GPU row (one link) checks it. No fp8 MAMF, no
+    # size curve and no multi-node row is published: the rest comes from dgx-h100.
+    g = [gemm(38, "fit", "bf16", *shape(38))]
+    c = [coll(139, "fit"), coll(140, "check")]
+    return {"schema_version": 1,
+            "provenance": provenance("mi300x", "mi300x", "RCCL (version not stated)",
+                                     "torch 2.5.1+rocm6.3.42131 (MAMF, hipBLASLt)",
+                                     "validation/data/collectives.csv lines 138-140 (MI300X "
+                                     "xGMI spec, 8- and 2-GPU all-reduce) and gemm.csv line 38 "
+                                     "(MI300X MAMF)"),
+            "gemm": g, "conv": [], "collectives": c, "links": []}
+
+
 def main():
     stale = []
     for machine, fn in (("dgx-a100-80gb", a100), ("hgx-h200", h200), ("dgx-h100", h100),
-                        ("aws-p3.16xlarge", p3), ("dgx-b200", b200)):
+                        ("aws-p3.16xlarge", p3), ("dgx-b200", b200), ("mi300x", mi300x)):
         path = os.path.join(HERE, machine, f"{DATE}-derived.json")
         text = json.dumps(fn(), indent=2, sort_keys=True) + "\n"
         if CHECK:

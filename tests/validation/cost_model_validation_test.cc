@@ -106,7 +106,7 @@ std::optional<double> number(const std::string& s) {
 std::map<std::string, std::string> profile_roles() {
   std::map<std::string, std::string> roles;
   for (const char* machine :
-       {"dgx-a100-80gb", "hgx-h200", "dgx-h100", "aws-p3.16xlarge", "dgx-b200"}) {
+       {"dgx-a100-80gb", "hgx-h200", "dgx-h100", "aws-p3.16xlarge", "dgx-b200", "mi300x"}) {
     auto p = schema::read_profile_file(kProfilesDir / machine / "2026-08-22-derived.json");
     REQUIRE_MESSAGE(p.ok(), p.status().to_string());
     auto note = [&](const schema::ProfileEntryMeta& m) {
@@ -319,6 +319,9 @@ void collectives_against_csv(Family family) {
     } else if (has(gpu, "H100") || has(gpu, "H20")) {
       machine = "dgx-h100";  // H20: same NVLink4 node, 8 x NDR per node
       spec = preset(machine, nodes);
+    } else if (has(gpu, "MI300X")) {
+      machine = "mi300x";  // xGMI full mesh: the 8-GPU row fits, the 2-GPU row (one link) checks
+      spec = preset(machine, nodes);
     } else {
       skip("GPU not modelled");
       continue;
@@ -483,6 +486,9 @@ TEST_CASE("large-GEMM throughput against gemm.csv") {
     } else if (has(gpu, "H100")) {
       machine = "dgx-h100";
       gpu_kind = "h100-sxm";
+    } else if (has(gpu, "MI300X")) {
+      machine = "mi300x";  // its MAMF is the fit row: reproduced by construction
+      gpu_kind = "mi300x";
     } else {
       continue;
     }

@@ -79,7 +79,7 @@ TEST_CASE("bad clusters give exact errors") {
   CHECK(parse_text(R"({"preset": "dgx-a100", "nodes": 2})").status().message() ==
         "c.json: /preset: expected one of \"aws-p3.16xlarge\", \"dgx-a100-40gb\", "
         "\"dgx-a100-80gb\", \"dgx-b200\", \"dgx-b300\", \"dgx-h100\", \"dgx-h800\", "
-        "\"gb200-nvl72\", \"gb300-nvl72\", or \"hgx-h200\", got \"dgx-a100\"; "
+        "\"gb200-nvl72\", \"gb300-nvl72\", \"hgx-h200\", or \"mi300x\", got \"dgx-a100\"; "
         "did you mean \"dgx-a100-40gb\"?");
   CHECK(parse_text(R"({"preset": "dgx-h100", "nodes": -1})").status().message() ==
         "c.json: /nodes: expected a positive integer at most 16384, got -1");

@@ -122,6 +122,32 @@ TEST_CASE("V100 hybrid cube-mesh: NV1/NV2 pairs, PCIe pairs and six links per GP
   CHECK(gbs(t.group(pair).value().intra_ring_bandwidth) == doctest::Approx(16).epsilon(kRel));
 }
 
+TEST_CASE("MI300X Infinity Fabric: a full mesh of one 64 GB/s link per GPU pair") {
+  Topology t = preset("mi300x", 1);
+  // Every pair: its one xGMI link, direct (GPUs never forward traffic).
+  for (std::int64_t b = 1; b < 8; ++b) {
+    PathInfo p = t.point_to_point(0, b);
+    CHECK(gbs(p.bandwidth) == doctest::Approx(64).epsilon(kRel));
+    CHECK(p.hops == 1);
+    CHECK(p.bottleneck_class == LinkClass::kNvlink);
+  }
+  // All 8 GPUs: the greedy ring packing takes 6 link-disjoint directed Hamiltonian rings
+  // (6 x 64 = 384 GB/s per GPU) and leaves one outgoing link per GPU (8 arcs with no ring
+  // through them all). A 7th ring exists (the complete digraph on 8 vertices splits into 7,
+  // Tillson 1980), so this is 6/7 of the links; the fitted link efficiency absorbs it. The
+  // PCIe detour of a used link (also 64 GB/s) is never taken: rings stay on xGMI.
+  GroupInfo g = t.submesh_group(1, 8).value();
+  CHECK(gbs(g.intra_ring_bandwidth) == doctest::Approx(384).epsilon(kRel));
+  CHECK(g.intra_class == LinkClass::kNvlink);
+  CHECK_FALSE(g.nvls_capable);
+  // A pair: its one link each way, a ring of 2 ranks: 64 GB/s. 4 GPUs: the complete digraph
+  // on 4 vertices has no split into 3 Hamiltonian cycles (Tillson: none for 4 and 6), so 2
+  // rings: 128 GB/s.
+  const std::vector<std::int64_t> pair = {0, 1};
+  CHECK(gbs(t.group(pair).value().intra_ring_bandwidth) == doctest::Approx(64).epsilon(kRel));
+  CHECK(gbs(t.submesh_group(1, 4).value().intra_ring_bandwidth) == doctest::Approx(128).epsilon(kRel));
+}
+
 TEST_CASE("two DGX A100 nodes: eight rail channels of one HDR NIC each") {
   Topology t = preset("dgx-a100-80gb", 2);
   GroupInfo g = t.submesh_group(2, 8).value();

@@ -96,7 +96,7 @@ TEST_CASE("physically impossible profile values are errors naming the entry and 
 
 TEST_CASE("the shipped profiles load") {
   for (const char* machine :
-       {"dgx-a100-80gb", "hgx-h200", "dgx-h100", "aws-p3.16xlarge", "dgx-b200"}) {
+       {"dgx-a100-80gb", "hgx-h200", "dgx-h100", "aws-p3.16xlarge", "dgx-b200", "mi300x"}) {
     auto p = read_profile_file(std::string(ALPASIM_SOURCE_DIR "/profiles/") + machine +
                                "/2026-08-22-derived.json");
     CHECK_MESSAGE(p.ok(), p.status().to_string());
