@@ -110,6 +110,11 @@ const std::vector<std::string>& schedule_names() {
 }
 std::string_view schedule_name(Schedule s) { return schedule_names().at(static_cast<int>(s)); }
 
+const std::vector<std::string>& p2p_mode_names() {
+  static const std::vector<std::string> k = {"async", "blocking"};
+  return k;
+}
+
 const std::vector<std::string>& recompute_names() {
   static const std::vector<std::string> k = {"none", "selective", "full"};
   return k;
@@ -142,6 +147,8 @@ Result<Plan> parse_plan(const JsonValue& value, const std::filesystem::path& bas
   plan.schedule = enum_from_name<Schedule>(schedule, schedule_names());
   ALPASIM_ASSIGN_OR_RETURN(plan.interleave,
                            obj.get_count_or("interleave", core::limits::kMaxInterleave, 1));
+  ALPASIM_ASSIGN_OR_RETURN(std::string p2p, obj.get_enum_or("p2p", p2p_mode_names(), "async"));
+  plan.p2p = enum_from_name<P2pMode>(p2p, p2p_mode_names());
   ALPASIM_ASSIGN_OR_RETURN(std::string recompute, obj.get_enum("recompute", recompute_names()));
   plan.recompute = parse_recompute(recompute);
   ALPASIM_ASSIGN_OR_RETURN(JsonValue stages, obj.required("stages", "an array of stages"));
@@ -255,6 +262,8 @@ core::Json plan_to_json(const Plan& plan) {
   j["num_microbatches"] = plan.num_microbatches;
   j["schedule"] = std::string(schedule_name(plan.schedule));
   j["interleave"] = plan.interleave;
+  // Only when not the default, so plan files of the search (async sends) stay as they were.
+  if (plan.p2p != P2pMode::kAsync) j["p2p"] = p2p_mode_names().at(static_cast<std::size_t>(plan.p2p));
   j["recompute"] = std::string(recompute_name(plan.recompute));
   Json stages = Json::array();
   for (const auto& st : plan.stages) {

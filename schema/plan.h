@@ -48,6 +48,12 @@ const std::vector<std::string>& schedule_names();
 
 /// Activation recomputation: none, selective (attention core only, Korthikanti et al.),
 /// full (every layer's forward again in the backward pass).
+/// How a stage's pipeline sends behave: "async" (Alpa's MPMD runtime: only the receiver
+/// waits) or "blocking" (Megatron-LM's batched send/recv: the sender's next step waits for
+/// its sends to complete; sim::PipelineProblem::blocking_p2p).
+enum class P2pMode { kAsync, kBlocking };
+const std::vector<std::string>& p2p_mode_names();  ///< "async", "blocking"
+
 enum class Recompute { kNone, kSelective, kFull };
 std::string_view recompute_name(Recompute r);
 const std::vector<std::string>& recompute_names();
@@ -64,6 +70,7 @@ struct Plan {
   std::int64_t num_microbatches = 0;   ///< per iteration; microbatch = batch / (dp · this)
   Schedule schedule = Schedule::kOneFOneB;
   std::int64_t interleave = 1;  ///< virtual stages per device (interleaved 1F1B)
+  P2pMode p2p = P2pMode::kAsync;  ///< "p2p" key, optional; written only when blocking
   Recompute recompute = Recompute::kNone;
   std::vector<PlanStage> stages;
   std::string generator;  ///< who wrote it, e.g. "alpa-sim 0.1.0 search.mode=alpa"

@@ -993,6 +993,7 @@ class Searcher {
       }
     }
     Lowering lw;
+    lw.blocking_p2p = plan.p2p == schema::P2pMode::kBlocking;
     const int p = chunks / v;
     for (int c = 0; c < chunks; ++c) {
       const auto& st = plan.stages[static_cast<std::size_t>(c)];

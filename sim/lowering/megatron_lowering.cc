@@ -1345,6 +1345,8 @@ core::Result<schema::Plan> megatron_plan_file(const ir::ModelConfig& model,
   out.num_microbatches = training.global_batch_size / replicas;
   out.schedule = plan.interleave > 1 ? schema::Schedule::kInterleavedOneFOneB : schema::Schedule::kOneFOneB;
   out.interleave = plan.interleave;
+  // Megatron's p2p blocks unless overlapped (lower_megatron_plan's blocking_p2p).
+  out.p2p = plan.overlap_p2p_comm && plan.interleave > 1 ? schema::P2pMode::kAsync : schema::P2pMode::kBlocking;
   out.recompute = plan.recompute == ir::RecomputePolicy::kFull        ? schema::Recompute::kFull
                   : plan.recompute == ir::RecomputePolicy::kSelective ? schema::Recompute::kSelective
                                                                       : schema::Recompute::kNone;

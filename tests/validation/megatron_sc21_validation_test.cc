@@ -668,6 +668,8 @@ OneEvaluatorRow one_evaluator_row(const std::string& name, const ir::ModelConfig
   REQUIRE(cm.ok());
   auto file = megatron_plan_file(model, training, plan, spec);
   REQUIRE_MESSAGE(file.ok(), file.status().message());
+  // Megatron-LM of these runs blocks on its pipeline sends (no overlap_p2p_comm).
+  CHECK(file->p2p == schema::P2pMode::kBlocking);
   planner::SearchInput in;
   in.model = model;
   in.cluster = spec;

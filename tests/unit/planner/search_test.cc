@@ -213,6 +213,28 @@ TEST_CASE("the search is deterministic and its plan re-evaluates to the same pre
   CHECK(e.value().prediction.peak_memory_bytes == a.value().prediction.peak_memory_bytes);
 }
 
+TEST_CASE("a plan file's blocking p2p makes each stage wait for its sends, as Megatron-LM does") {
+  // Two p3.16xlarge nodes of one GPU each: the stages' sends cross the 25 Gb/s network.
+  planner::SearchInput in = tiny_input("inter_op_only");
+  in.cluster.nodes = 2;
+  in.cluster.gpus_per_node = 1;
+  price_with_shipped_p3(in);
+  auto r = planner::search(in);
+  REQUIRE(r.ok());
+  schema::Plan plan = r.value().plan;
+  REQUIRE(plan.stages.size() == 2);
+  auto async = planner::evaluate_plan(in, plan);
+  plan.p2p = schema::P2pMode::kBlocking;
+  auto blocking = planner::evaluate_plan(in, plan);
+  REQUIRE(async.ok());
+  REQUIRE(blocking.ok());
+  CHECK_FALSE(async.value().problem.blocking_p2p);
+  CHECK(blocking.value().problem.blocking_p2p);
+  // Waiting for a send can only delay a stage: never faster, and slower here (a send over
+  // the network is on the critical path of the stage that waits for it).
+  CHECK(blocking.value().prediction.iteration_time_s > async.value().prediction.iteration_time_s);
+}
+
 TEST_CASE("a searched plan with sharded multi-GPU stages re-evaluates to the same memory") {
   // intra_op_only: one stage on the 4 GPUs with per-operator shardings. During the search
   // that stage's memory is a sum over layers; the emitted plan is priced by the executor's

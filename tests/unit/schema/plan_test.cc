@@ -50,6 +50,20 @@ TEST_CASE("a plan round-trips through JSON unchanged") {
   CHECK(plan_to_json(again).dump() == j.dump());
 }
 
+TEST_CASE("the p2p key: async by default and not written, blocking read and written back") {
+  Plan plan = parse_text(kPlan).value();
+  CHECK(plan.p2p == P2pMode::kAsync);
+  CHECK_FALSE(plan_to_json(plan).contains("p2p"));
+  std::string text = kPlan;
+  text.replace(text.find("\"schedule\""), 0, "\"p2p\": \"blocking\", ");
+  Plan blocking = parse_text(text).value();
+  CHECK(blocking.p2p == P2pMode::kBlocking);
+  CHECK(plan_to_json(blocking)["p2p"] == "blocking");
+  CHECK_FALSE(blocking == plan);
+  CHECK(error_of(text, "\"blocking\"", "\"sync\"") ==
+        "p.json: /p2p: expected one of \"async\" or \"blocking\", got \"sync\"; did you mean \"async\"?");
+}
+
 TEST_CASE("validation names the stage and the problem") {
   CHECK(error_of(kPlan, "\"layers\": [2, 4]", "\"layers\": [3, 4]") ==
         "p.json: /: stages/1: layers must start at 2 (contiguous from 0), got 3");

@@ -86,6 +86,26 @@ TEST_CASE("tp=pp=dp=1: the iteration is B x (forward + backward) + optimizer, GE
   CHECK(simulated->report.bubble_fraction == doctest::Approx(0.0).epsilon(1e-6));
 }
 
+TEST_CASE("a Megatron plan file blocks on its pipeline sends unless they overlap (interleaved)") {
+  const auto cm = dgx(1);
+  const auto model = gpt_model(4, 256, 8, 128, 1024);
+  MegatronPlan plan;
+  plan.tp = 2;
+  plan.pp = 2;
+  plan.dp = 2;
+  plan.interleave = 2;
+  auto blocking = megatron_plan_file(model, testing::training_setup(8, core::DType::kBf16), plan, cm.spec());
+  REQUIRE(blocking.ok());
+  CHECK(blocking->p2p == schema::P2pMode::kBlocking);
+  plan.overlap_p2p_comm = true;
+  auto overlapped = megatron_plan_file(model, testing::training_setup(8, core::DType::kBf16), plan, cm.spec());
+  REQUIRE(overlapped.ok());
+  CHECK(overlapped->p2p == schema::P2pMode::kAsync);
+  // The lowering itself agrees.
+  CHECK(lower_megatron_plan(model, testing::training_setup(8, core::DType::kBf16), plan, cm)->problem.blocking_p2p ==
+        false);
+}
+
 TEST_CASE("tensor parallelism: 2 forward + 2 backward all-reduces per block of mbs·s·h bytes") {
   const auto cm = dgx(1);
   MegatronPlan plan;
