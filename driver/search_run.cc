@@ -124,6 +124,11 @@ void add_search_json(const SearchRun& run, bool include_timing, Json* out) {
               {"candidates_simulated", r.candidates_simulated},
               {"explanation", r.explanation}};
   if (include_timing) search["wall_time_s"] = r.wall_time_s;
+  if (!r.answered_by.empty()) {
+    // The answer is a baseline's plan (planner::SearchResult::answered_by).
+    search["answered_by"] = r.answered_by;
+    search["searched_prediction"] = prediction_members(r.searched_prediction);
+  }
   j["search"] = search;
 }
 

@@ -123,6 +123,9 @@ struct BaselineRow {
   bool ok = false;
   std::string description;  ///< the configuration chosen, or why none
   Prediction prediction;
+  /// Priced by the one evaluator (evaluate_plan of its plan file), as the searched plan is;
+  /// false for analytic prices (zero2 / zero3, and grids the plan format cannot write).
+  bool by_evaluator = false;
 };
 
 /// The result of search() / evaluate_plan().
@@ -133,6 +136,11 @@ struct SearchResult {
   /// again, or make a trace from it.
   sim::PipelineProblem problem;
   std::vector<BaselineRow> baselines;  ///< mode "alpa" with compare_baselines
+  /// "" when plan is the search's own; else the baseline mode whose plan is the answer: a
+  /// baseline priced by the same evaluator that fits and is faster than the searched plan
+  /// (then searched_prediction is the searched plan's and prediction the answer's).
+  std::string answered_by;
+  Prediction searched_prediction;
   double wall_time_s = 0;
   /// Human-readable reasoning: layers, points tried, DP statistics, why this plan won.
   std::vector<std::string> explanation;
@@ -155,7 +163,8 @@ core::Result<SearchResult> evaluate_plan(const SearchInput& input, const schema:
 /// A fixed-width text table of result.baselines with the chosen plan first.
 std::string format_comparison(const SearchResult& result);
 /// "" unless a baseline row that fits is faster than the searched plan; then one line that
-/// says which (the fastest), by how much, and how to get its plan (its mode as search.mode).
+/// says which (the fastest), by how much, and either that it is the answer (answered_by) or
+/// how to get its plan (its mode as search.mode).
 std::string faster_baseline_note(const SearchResult& result);
 
 }  // namespace alpasim::planner

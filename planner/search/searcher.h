@@ -171,6 +171,8 @@ struct Evaluated {
   std::vector<int> variants;  // intra-op variant per plan stage
   bool ok = false;
   std::string error;
+  // Priced by evaluate() (the one evaluator of plan files), not an analytic grid price.
+  bool by_evaluator = false;
 };
 
 class Searcher {
@@ -1062,6 +1064,7 @@ class Searcher {
     ALPASIM_RETURN_IF_ERROR(fill_stage_memory(plan, as_written, &lw));
     ALPASIM_ASSIGN_OR_RETURN(Evaluated e, simulate(lw, plan));
     e.variants = std::move(variants);
+    e.by_evaluator = true;
     return e;
   }
 
