@@ -188,7 +188,10 @@ class Lowerer {
     ALPASIM_ASSIGN_OR_RETURN(ir::Graph two, training_graph(2));
     const ir::Graph& g = prog_.graphs[0];
     const std::size_t n = g.size();
-    ALPASIM_ASSIGN_OR_RETURN(layout_, schema::classify_batch_layouts(g, one, two));
+    // Tensors whose batch is not axis 0 (MoE's token groups and expert buffers): fine where
+    // nothing splits them (checked below, once the stages are known).
+    std::vector<OpId> inner_batch;
+    ALPASIM_ASSIGN_OR_RETURN(layout_, schema::classify_batch_layouts(g, one, two, &inner_batch));
     // Stages, per-iteration ops, final gradients.
     op_stage_.assign(n, 0);
     per_iter_.assign(n, 0);
@@ -236,6 +239,19 @@ class Lowerer {
     for (const ir::Op& o : g.ops()) {
       for (OpId in : o.inputs) {
         consumer_stages_[static_cast<std::size_t>(in)].insert(op_stage_[static_cast<std::size_t>(o.id)]);
+      }
+    }
+    for (OpId t : inner_batch) {
+      const auto i = static_cast<std::size_t>(t);
+      const std::int32_t s = op_stage_[i];
+      bool kept = mesh_size(s) == 1;
+      for (std::int32_t k : consumer_stages_[i]) kept = kept && k == s;
+      if (!kept) {
+        return core::unimplemented("op " + g.op(t).name +
+                                   ": the batch is not the leading axis of its output; the executor "
+                                   "splits batches along axis 0 only, so it runs only on a one-device "
+                                   "stage that keeps it (stage " + std::to_string(s) + " has " +
+                                   std::to_string(mesh_size(s)) + " devices)");
       }
     }
     // Partial sums can only move 1:1 between meshes of equal size.

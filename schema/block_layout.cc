@@ -36,7 +36,8 @@ bool map_axes(const std::vector<std::int64_t>& in, const std::vector<std::int64_
 }  // namespace
 
 core::Result<std::vector<BatchLayout>> classify_batch_layouts(const ir::Graph& g, const ir::Graph& one,
-                                                              const ir::Graph& two) {
+                                                              const ir::Graph& two,
+                                                              std::vector<ir::OpId>* inner_batch) {
   const std::size_t n = g.size();
   if (one.size() != n || two.size() != n) {
     return core::unimplemented("model " + g.meta.model_name + ": the graph's operators change with the batch size");
@@ -53,11 +54,12 @@ core::Result<std::vector<BatchLayout>> classify_batch_layouts(const ir::Graph& g
       for (std::size_t k = 1; axis0 && k < a.out.shape.size(); ++k) {
         axis0 = a.out.shape[k] == b.out.shape[k];
       }
-      if (!axis0) {
+      if (!axis0 && inner_batch == nullptr) {
         return core::unimplemented("op " + o.name +
                                    ": the batch is not the leading axis of its output; the "
                                    "executor splits batches along axis 0 only");
       }
+      if (!axis0) inner_batch->push_back(static_cast<OpId>(i));
       layout[i] = BatchLayout::kBatch;
       any_batch = true;
       continue;

@@ -26,9 +26,12 @@ enum class BatchLayout {
 /// tensor computed from batch or partial tensors without a batch axis is a partial sum;
 /// parameters and optimizer outputs are replicated.
 /// Errors: kUnimplemented when the graphs differ in operators, when a batch axis is not
-/// axis 0, or when no tensor has one.
+/// axis 0, or when no tensor has one. With `inner_batch` a tensor whose batch is another
+/// axis (MoE's token groups and expert buffers) is no error: it is listed there (op id)
+/// and marked kBatch, for a caller that never splits it (a one-device stage).
 core::Result<std::vector<BatchLayout>> classify_batch_layouts(const ir::Graph& g, const ir::Graph& one,
-                                                              const ir::Graph& two);
+                                                              const ir::Graph& two,
+                                                              std::vector<ir::OpId>* inner_batch = nullptr);
 
 /// How a tensor lies on a stage's 2-D mesh (exec/lower.cc, docs/executor.md "Sharded
 /// stages"): per tensor axis the mesh axes splitting it (only axes longer than 1, major

@@ -126,8 +126,7 @@ TEST_CASE("tiny Wide-ResNet: sharded equals the reference with the same batch-no
 TEST_CASE("tiny LLaMA runs on the CPU backend, pipelined and data-parallel equal the reference") {
   // The tiny GPT (2 blocks, hidden 8) as LLaMA: RMSNorm, rotary, SwiGLU, grouped-query
   // attention; tests/unit/exec/gradient_check_test.cc checks the kernels' gradients. (MoE
-  // plans do not lower yet: the dispatch's output leads with the expert axis, and the
-  // executor splits batches along axis 0 only.)
+  // plans run on one-device stages only: below.)
   ir::ModelConfig llama = testing::tiny_gpt();
   auto& t = std::get<ir::TransformerConfig>(llama.spec);
   t.builtin = "llama";
@@ -138,6 +137,35 @@ TEST_CASE("tiny LLaMA runs on the CPU backend, pipelined and data-parallel equal
           false);
   compare(run_on_cpu(testing::make_plan(llama, {{0, 2, 1, 2, {0, 1}}, {2, 4, 1, 2, {2, 3}}}, Schedule::kOneFOneB, 2, 8)),
           ref, false);
+}
+
+TEST_CASE("tiny Mixtral runs pipelined on one-device stages and equals the reference") {
+  // Issue 20: MoE plans execute on the CPU backend where no stage splits the token groups
+  // (their batch is not axis 0: one group of all a microbatch's tokens). The reference runs
+  // the same microbatches, so every group routes the same tokens.
+  ir::ModelConfig mixtral = testing::tiny_gpt();
+  auto& t = std::get<ir::TransformerConfig>(mixtral.spec);
+  t.builtin = "mixtral";
+  t.num_kv_heads = 1;
+  t.ffn_hidden_size = 12;
+  t.num_experts = 3;
+  t.top_k = 2;
+  t.moe_layer_interval = 1;
+  t.capacity_factor = 1.0;  // tokens are dropped: the same ones in both runs
+  ir::set_architecture_defaults(t);
+  const auto ref = run_on_cpu(reference_of(testing::make_plan(mixtral, {{0, 4, 1, 1, {0}}}, Schedule::kGpipe, 4, 8), 4));
+  compare(run_on_cpu(testing::make_plan(mixtral, {{0, 2, 1, 1, {0}}, {2, 4, 1, 1, {1}}}, Schedule::kOneFOneB, 4, 8)),
+          ref, true);
+  compare(run_on_cpu(testing::make_plan(mixtral, {{0, 1, 1, 1, {0}}, {1, 2, 1, 1, {1}}, {2, 3, 1, 1, {2}}, {3, 4, 1, 1, {3}}},
+                                        Schedule::kOneFOneB, 4, 8)),
+          ref, true);
+  // Two devices in a stage would split a group's tokens: refused, naming the op and stage.
+  auto split = lower_plan(testing::make_plan(mixtral, {{0, 2, 1, 2, {0, 1}}, {2, 4, 1, 2, {2, 3}}}, Schedule::kOneFOneB, 2, 8));
+  REQUIRE_FALSE(split.ok());
+  CHECK(split.status().message() ==
+        "op block0/moe/group_tokens: the batch is not the leading axis of its output; the executor splits "
+        "batches along axis 0 only, so it runs only on a one-device stage that keeps it (stage 0 has 2 "
+        "devices)");
 }
 
 TEST_CASE("an op the CPU backend cannot run fails with kUnimplemented naming it") {
