@@ -328,8 +328,12 @@ std::optional<MegatronShape> megatron_shape(const Plan& plan) {
   m.vp = plan.interleave;
   m.pp = static_cast<std::int64_t>(plan.stages.size()) / plan.interleave;
   m.recompute = plan.recompute;
-  // Megatron's tensor-parallel group lives inside a node.
-  if (m.tp < 1 || m.dp < 1 || m.tp > std::max<std::int64_t>(1, first.submesh_gpus_per_node)) return std::nullopt;
+  // Megatron's tensor-parallel group lives inside one NVLink domain: a node, or the trays of
+  // a multi-node NVLink rack (GB200 NVL72).
+  const std::int64_t nvlink_gpus = plan.cluster.nvlink_domain_nodes_in_use() > 1
+                                       ? plan.cluster.nvlink_domain_gpus()
+                                       : std::max<std::int64_t>(1, first.submesh_gpus_per_node);
+  if (m.tp < 1 || m.dp < 1 || m.tp > nvlink_gpus) return std::nullopt;
   if (m.pp > 1 && plan.schedule == Schedule::kGpipe) return std::nullopt;
   const std::int64_t per_microbatch = plan.global_batch_size / plan.num_microbatches;
   if (plan.global_batch_size % plan.num_microbatches != 0 || per_microbatch % m.dp != 0) return std::nullopt;

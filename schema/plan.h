@@ -91,7 +91,8 @@ struct MegatronShape {
 };
 
 /// The plan as a 3D grid, or nullopt when it is not one: every physical stage (stages /
-/// interleave) on a logical mesh of the same rows x cols inside whole nodes or one node,
+/// interleave) on a logical mesh of the same rows x cols inside whole nodes or one node
+/// (cols at most a node's GPUs, or an NVLink domain's when the cluster's spans nodes),
 /// a 1F1B schedule when pp > 1, and each microbatch split evenly over the rows. Then
 /// tp = cols (the model axis), dp = rows, mbs = global_batch_size / (num_microbatches · dp),
 /// cp = ep = 1. The operator shardings are not checked: tp names the grid's model axis, not

@@ -49,11 +49,13 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
   const SearchInput& in = s.input();
   const std::int64_t nodes = s.nodes(), gpn = s.gpn();
   const std::vector<SubmeshShape> subs = alpa_submeshes(nodes, gpn);
-  const std::int64_t max_cols = nodes > 8 ? gpn : std::numeric_limits<std::int64_t>::max();
+  // Model axes up to an NVLink domain (a node, or a multi-node NVLink rack's trays).
+  const std::int64_t max_cols =
+      nodes > 8 ? std::max(gpn, s.nvlink_gpus()) : std::numeric_limits<std::int64_t>::max();
   std::vector<std::pair<SubmeshShape, LogicalMesh>> meshes;
   std::vector<std::vector<LogicalMesh>> logical(subs.size());
   for (std::size_t j = 0; j < subs.size(); ++j) {
-    for (const auto& m : logical_shapes(subs[j], restrict_to_data_parallel_meshes ? 1 : max_cols)) {
+    for (const auto& m : logical_shapes(subs[j], restrict_to_data_parallel_meshes ? 1 : max_cols, s.nvlink_gpus())) {
       logical[j].push_back(m);
       meshes.push_back({subs[j], m});
     }

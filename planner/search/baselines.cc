@@ -57,9 +57,9 @@ core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages,
         }
         std::vector<LogicalMesh> meshes;
         std::vector<std::pair<SubmeshShape, LogicalMesh>> to_solve;
-        for (const auto& mesh : logical_shapes(sub, std::numeric_limits<std::int64_t>::max())) {
+        for (const auto& mesh : logical_shapes(sub, std::numeric_limits<std::int64_t>::max(), s.nvlink_gpus())) {
           if (forced_cols > 0 && mesh.cols != forced_cols) continue;
-          if (forced_cols == 0 && !model_axis_ok(mesh.cols, s.gpn())) continue;
+          if (forced_cols == 0 && !model_axis_ok(mesh.cols, s.gpn(), s.nvlink_gpus())) continue;
           meshes.push_back(mesh);
           to_solve.emplace_back(sub, mesh);
         }
@@ -117,7 +117,8 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
     std::string description;
   };
   std::vector<GridCandidate> cands;
-  for (std::int64_t tp = 1; tp <= std::min(N, s.gpn()); tp *= 2) {
+  // tp within an NVLink domain: a node, or several trays of a multi-node NVLink rack.
+  for (std::int64_t tp = 1; tp <= std::min(N, std::max(s.gpn(), s.nvlink_gpus())); tp *= 2) {
     if (N % tp != 0 || (f.tp1 && tp != 1)) continue;
     for (std::int64_t pp = 1; pp <= N / tp; ++pp) {
       if ((N / tp) % pp != 0 || (f.pp1 && pp != 1) || (f.pp_gt1 && pp == 1)) continue;

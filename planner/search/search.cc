@@ -348,27 +348,38 @@ std::string format_comparison(const SearchResult& result) {
 }
 
 std::string faster_baseline_note(const SearchResult& result) {
+  const double searched_s = result.searched_prediction.iteration_time_s;
+  auto percent_faster = [](double fast_s, double slow_s) {
+    return core::format_fixed(100 * (1 - fast_s / slow_s), 1) + " % faster than";
+  };
+  std::string out;
+  const BaselineRow* answer = nullptr;
+  for (const BaselineRow& b : result.baselines) {
+    if (b.mode == result.answered_by) answer = &b;
+  }
+  if (answer != nullptr) {
+    out += "note: the " + answer->mode + " baseline (" + core::format_fixed(answer->prediction.iteration_time_s, 3) +
+           " s) is " + percent_faster(answer->prediction.iteration_time_s, searched_s) + " the searched plan (" +
+           core::format_fixed(searched_s, 3) +
+           " s) under the same evaluator: its plan is the answer (the prediction above, plan.json)\n";
+  }
+  // Any other fitting row faster than the answer: pointed out with the mode that plans it.
+  const double answer_s = result.prediction.iteration_time_s;
   const BaselineRow* fastest = nullptr;
   for (const BaselineRow& b : result.baselines) {
-    if (!b.ok || !b.prediction.fits) continue;
-    if (b.prediction.iteration_time_s >= result.searched_prediction.iteration_time_s) continue;
+    if (!b.ok || !b.prediction.fits || &b == answer) continue;
+    if (b.prediction.iteration_time_s >= answer_s) continue;
     if (fastest == nullptr || b.prediction.iteration_time_s < fastest->prediction.iteration_time_s) {
       fastest = &b;
     }
   }
-  if (fastest == nullptr) return "";
-  const double searched_s = result.searched_prediction.iteration_time_s;
-  const double gain = 1 - fastest->prediction.iteration_time_s / searched_s;
-  const std::string head = "note: the " + fastest->mode + " baseline (" +
-                           core::format_fixed(fastest->prediction.iteration_time_s, 3) + " s) is " +
-                           core::format_fixed(100 * gain, 1) + " % faster than the searched plan (" +
-                           core::format_fixed(searched_s, 3) + " s)";
-  if (fastest->mode == result.answered_by) {
-    return head + " under the same evaluator: its plan is the answer (the prediction above, plan.json)\n";
-  }
-  return head + ": the search space does not contain its plan; \"search\": {\"mode\": \"" +
-         fastest->mode + "\"} plans it" +
-         (fastest->by_evaluator ? "" : " (its price is analytic, not the evaluator's)") + "\n";
+  if (fastest == nullptr) return out;
+  return out + "note: the " + fastest->mode + " baseline (" +
+         core::format_fixed(fastest->prediction.iteration_time_s, 3) + " s) is " +
+         percent_faster(fastest->prediction.iteration_time_s, answer_s) +
+         (answer != nullptr ? " the answer (" : " the searched plan (") + core::format_fixed(answer_s, 3) +
+         " s): the search space does not contain its plan; \"search\": {\"mode\": \"" + fastest->mode +
+         "\"} plans it" + (fastest->by_evaluator ? "" : " (its price is analytic, not the evaluator's)") + "\n";
 }
 
 }  // namespace alpasim::planner

@@ -162,9 +162,10 @@ core::Result<SearchResult> evaluate_plan(const SearchInput& input, const schema:
 
 /// A fixed-width text table of result.baselines with the chosen plan first.
 std::string format_comparison(const SearchResult& result);
-/// "" unless a baseline row that fits is faster than the searched plan; then one line that
-/// says which (the fastest), by how much, and either that it is the answer (answered_by) or
-/// how to get its plan (its mode as search.mode).
+/// "" unless a baseline row that fits is faster than the searched plan. Then a line for the
+/// answer when a baseline is it (answered_by: by how much it beats the searched plan), and
+/// a line for the fastest other row faster than the answer: by how much, and how to get its
+/// plan (its mode as search.mode; "analytic" when the evaluator did not price it).
 std::string faster_baseline_note(const SearchResult& result);
 
 }  // namespace alpasim::planner

@@ -149,16 +149,19 @@ inline std::string mesh_key(const SubmeshShape& s, const LogicalMesh& m) {
   return std::to_string(s.nodes) + "x" + std::to_string(s.gpus_per_node) + "/" + m.to_string();
 }
 
-// The model axis (cols) of a logical mesh: a power of two inside one node, or the whole
-// node (the search-space restriction of docs/search.md; rows then carry data parallelism).
-inline bool model_axis_ok(std::int64_t cols, std::int64_t gpus_per_node) {
-  return cols == gpus_per_node || (cols <= gpus_per_node && (cols & (cols - 1)) == 0);
+// The model axis (cols) of a logical mesh: a power of two within one NVLink domain
+// (`nvlink_gpus`: a node, or a GB200 NVL72 rack's trays, ClusterSpec::nvlink_domain_gpus),
+// or the whole node (the search-space restriction of docs/search.md; rows then carry data
+// parallelism). Across NVLink domains a model axis would put its collectives on the NICs.
+inline bool model_axis_ok(std::int64_t cols, std::int64_t gpus_per_node, std::int64_t nvlink_gpus) {
+  return cols == gpus_per_node || (cols <= std::max(gpus_per_node, nvlink_gpus) && (cols & (cols - 1)) == 0);
 }
 
-inline std::vector<LogicalMesh> logical_shapes(const SubmeshShape& s, std::int64_t max_cols) {
+inline std::vector<LogicalMesh> logical_shapes(const SubmeshShape& s, std::int64_t max_cols,
+                                               std::int64_t nvlink_gpus) {
   std::vector<LogicalMesh> out;
   for (std::int64_t c = 1; c <= s.size(); ++c) {
-    if (s.size() % c != 0 || c > max_cols || !model_axis_ok(c, s.gpus_per_node)) continue;
+    if (s.size() % c != 0 || c > max_cols || !model_axis_ok(c, s.gpus_per_node, nvlink_gpus)) continue;
     out.push_back({s.size() / c, c});
   }
   return out;
@@ -221,6 +224,9 @@ class Searcher {
   std::int64_t num_gpus() const { return num_gpus_; }
   std::int64_t nodes() const { return nodes_; }
   std::int64_t gpn() const { return gpn_; }
+  /// GPUs of one NVLink domain in use (a node, or several on multi-node NVLink): the widest
+  /// model axis (tensor parallelism) the searches consider.
+  std::int64_t nvlink_gpus() const { return in_.cluster.nvlink_domain_gpus(); }
   int solves() const { return solves_; }
   int queries() const { return queries_; }
 

@@ -620,6 +620,14 @@ TEST_CASE("a baseline faster than the searched plan is pointed out") {
   CHECK(planner::faster_baseline_note(r) ==
         "note: the megatron baseline (8.500 s) is 15.0 % faster than the searched plan (10.000 s) "
         "under the same evaluator: its plan is the answer (the prediction above, plan.json)\n");
+  // A row faster than the answer is pointed out after it.
+  r.baselines.push_back(row("dp_ep", 8.0, true, false));
+  CHECK(planner::faster_baseline_note(r) ==
+        "note: the megatron baseline (8.500 s) is 15.0 % faster than the searched plan (10.000 s) "
+        "under the same evaluator: its plan is the answer (the prediction above, plan.json)\n"
+        "note: the dp_ep baseline (8.000 s) is 5.9 % faster than the answer (8.500 s): the search space "
+        "does not contain its plan; \"search\": {\"mode\": \"dp_ep\"} plans it (its price is analytic, "
+        "not the evaluator's)\n");
   const std::string table = planner::format_comparison(r);
   CHECK(table.find("searched        10.000 s") != std::string::npos);
   CHECK(table.find("(not the answer: the megatron baseline is faster)") != std::string::npos);
@@ -930,6 +938,42 @@ TEST_CASE("a baseline the one evaluator prices faster than the searched plan is 
   REQUIRE(full.ok());
   CHECK(full.value().prediction.iteration_time_s <= res.prediction.iteration_time_s);
   CHECK(full.value().answered_by == "inter_op_only");
+}
+
+TEST_CASE("tensor parallelism may span the trays of one NVLink domain (GB200 NVL72)") {
+  // Issue 16: on 4-GPU GB200 trays an 8-way model axis stays on NVLink when the trays share
+  // a rack's NVLink domain. One large layer and one sequence per iteration (one microbatch:
+  // a pipeline only idles) make tp = 8 on 2 trays the Megatron grid's best point; while tp
+  // stopped at a node the grid could only answer tp 4 x pp 2, twice as slow.
+  planner::SearchInput in;
+  in.model = ir::gpt_model_config("one-layer", 1, 8192, 64, 2048, 51200);
+  in.cluster = cluster::make_preset_cluster("gb200-nvl72", 2).value();
+  auto price = [&]() {
+    in.cost = cost_model::CostModel::create(in.cluster,
+                                            cost_model::params_for_preset(shipped(), "gb200-nvl72").value())
+                  .value();
+  };
+  price();
+  in.global_batch_size = 1;
+  in.dtype = core::DType::kBf16;
+  in.mode = "megatron";
+  in.options.compare_baselines = false;
+  REQUIRE(in.cluster.nvlink_domain_gpus() == 8);
+  auto wide = planner::search(in);
+  REQUIRE_MESSAGE(wide.ok(), wide.status().message());
+  const auto shape = schema::megatron_shape(wide.value().plan);
+  REQUIRE(shape.has_value());  // an 8-wide model axis over 2 trays still reads as tp
+  CHECK(shape->tp == 8);
+  CHECK(shape->pp == 1);
+  // One-tray NVLink domains: the trays meet over InfiniBand, no model axis wider than 4.
+  in.cluster.nvlink_domain_nodes = 1;
+  price();
+  auto narrow = planner::search(in);
+  REQUIRE_MESSAGE(narrow.ok(), narrow.status().message());
+  const auto narrow_shape = schema::megatron_shape(narrow.value().plan);
+  REQUIRE(narrow_shape.has_value());
+  CHECK(narrow_shape->tp == 4);
+  CHECK(wide.value().prediction.iteration_time_s < narrow.value().prediction.iteration_time_s);
 }
 
 TEST_CASE("max_points is a deterministic work budget") {

@@ -133,6 +133,10 @@ TEST_CASE("a 3D grid plan reads in Megatron-LM's terms, other plans do not") {
     st.logical_cols = 4;
   }
   CHECK_FALSE(megatron_shape(wide).has_value());
+  // ... unless the nodes share one NVLink domain (GB200 NVL72 trays): then it is one.
+  wide.cluster = cluster::make_preset_cluster("gb200-nvl72", 2).value();
+  REQUIRE(wide.cluster.nvlink_domain_nodes_in_use() == 2);
+  CHECK(megatron_shape(wide)->to_string() == "tp=4 pp=2 dp=1 cp=1 ep=1 mbs=4 vp=1 recompute=none");
 }
 
 }  // namespace
