@@ -61,6 +61,7 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
     }
   }
   Evaluated best;
+  bool said_points_stop = false;  // "time limit reached after N points" is said once
   for (schema::Recompute rc : in.options.recompute) {
     // Microbatch sizes in increasing order; stop once a size simulates slower than the one
     // before (iteration time is unimodal in it: more microbatches shrink the bubble, smaller
@@ -70,7 +71,8 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
       Evaluated point_best;
       const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
       if (stats.points > 0 && elapsed > in.options.time_limit_s) {
-        if (!stats.stopped_by_clock) {
+        if (!said_points_stop) {
+          said_points_stop = true;
           stats.lines.push_back("stopped by the wall clock: time limit " +
                                 core::format_fixed(in.options.time_limit_s, 3) + " s reached after " +
                                 std::to_string(stats.points) + " (microbatch, recompute) points");
@@ -107,10 +109,12 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
       // Past the first point the time limit also stops a point in the middle: no solve
       // starts after it and none runs past it, no candidate is simulated after it, and the
       // cut point is dropped whole (its plans are not compared), so the answer is that of
-      // the points before it.
-      if (stats.points > 1) {
-        s.deadline = Searcher::deadline_after(start, in.options.time_limit_s);
-      }
+      // the points before it. The first point must answer: past the limit its remaining
+      // solves run under a hard limit of a millisecond and keep the layouts they reached
+      // (Searcher::accept_cut_solves), and it simulates candidates until one fits.
+      const bool first = stats.points == 1;
+      s.deadline = Searcher::deadline_after(start, in.options.time_limit_s);
+      s.accept_cut_solves = first;
       auto cut_by_clock = [&]() {
         s.deadline.reset();
         s.interrupted = false;
@@ -123,10 +127,20 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
                               std::to_string(stats.points) + " (microbatch, recompute) points explored");
         stats.stopped_by_clock = true;
       };
+      const int approximate_before = s.approximate_solves;
       ALPASIM_RETURN_IF_ERROR(s.ensure_costs(*pt, meshes));
+      s.accept_cut_solves = false;
       if (s.interrupted) {
         cut_by_clock();
         break;
+      }
+      if (s.approximate_solves > approximate_before) {
+        stats.lines.push_back("stopped by the wall clock: time limit " +
+                              core::format_fixed(in.options.time_limit_s, 3) + " s reached during the first point: " +
+                              std::to_string(s.approximate_solves - approximate_before) +
+                              " intra-op solves kept the layouts they reached in " +
+                              core::format_fixed(1e3 * Searcher::kCutSolveLimitS, 0) + " ms (perhaps not optimal)");
+        stats.stopped_by_clock = true;
       }
       const auto tp2 = Clock::now();
       const std::int64_t B = in.global_batch_size / mbs;
@@ -211,6 +225,7 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
       const inter_op::InterOpResult res = inter_op::solve_inter_op(prob, opt);
       stats.dp_passes += res.t_max_enumerated;
       stats.t_max_candidates += res.t_max_candidates;
+      bool first_cut = false;  // the first point stopped at its first fitting candidate
       for (const auto& sol : res.solutions) {
         std::vector<schema::PlanStage> stages;
         std::vector<int> vars;
@@ -258,7 +273,20 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
             for (int x : vars) same = same && x == vars[0];
             if (!same) continue;
           }
-          if (s.past_deadline()) {
+          // Past the limit the first point stops once it has a fitting candidate; a later
+          // point is dropped.
+          const bool first_needs_more = first && !(point_best.ok && point_best.prediction.fits);
+          if (s.past_deadline() && !first_needs_more) {
+            if (first) {
+              if (!stats.stopped_by_clock) {
+                stats.lines.push_back("stopped by the wall clock: time limit " +
+                                      core::format_fixed(in.options.time_limit_s, 3) +
+                                      " s reached while the first point's candidates were simulated");
+              }
+              stats.stopped_by_clock = true;
+              first_cut = true;
+              break;
+            }
             s.interrupted = true;
             break;
           }
@@ -267,7 +295,7 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
           ++stats.simulated;
           if (better(s, e, point_best)) point_best = std::move(e);
         }
-        if (s.interrupted) break;
+        if (s.interrupted || first_cut) break;
       }
       if (s.interrupted) {
         cut_by_clock();

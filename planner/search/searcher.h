@@ -207,6 +207,13 @@ class Searcher {
   /// or cut any. The search uses it to stop a point in the middle (docs/search.md).
   std::optional<Clock::time_point> deadline;
   bool interrupted = false;
+  /// With `deadline` (the search's first point, which must answer): a solve due past the
+  /// deadline still runs, under kCutSolveLimitS as a hard limit, and a result it did not
+  /// prove optimal is cached as it is: a valid layout priced as such, perhaps not the best
+  /// one. Counted in approximate_solves; `interrupted` is not set for them.
+  bool accept_cut_solves = false;
+  int approximate_solves = 0;
+  static constexpr double kCutSolveLimitS = 1e-3;
   bool past_deadline() const { return deadline && Clock::now() >= *deadline; }
   /// The instant `limit_s` seconds (SearchOptions::time_limit_s) after `start`.
   static Clock::time_point deadline_after(Clock::time_point start, double limit_s) {
@@ -366,12 +373,12 @@ class Searcher {
         double limit_s = kSolveLimitS;
         if (deadline) {
           const double left_s = std::chrono::duration<double>(*deadline - Clock::now()).count();
-          if (left_s <= 0) {
+          if (left_s <= 0 && !accept_cut_solves) {
             skipped[i] = 1;
             continue;
           }
           if (left_s < limit_s) {
-            limit_s = left_s;
+            limit_s = std::max(left_s, accept_cut_solves ? kCutSolveLimitS : 0.0);
             shortened[i] = 1;
           }
         }
@@ -384,6 +391,14 @@ class Searcher {
         o.stop_at_time_limit = shortened[i] != 0;
         const auto& graph = t.variant == 0 ? p.graphs.at(t.rep) : p.graphs_w.at(t.rep);
         results[i] = pass.run(graph, t.mesh, h, o);
+        if (accept_cut_solves && shortened[i] != 0 && results[i].ok() &&
+            results[i].value().node_cost_s.size() != graph.nodes.size()) {
+          // Cut before it had any layout: the first point needs one, so solve it fully.
+          o.time_limit = core::seconds(kSolveLimitS);
+          o.stop_at_time_limit = false;
+          shortened[i] = 0;
+          results[i] = pass.run(graph, t.mesh, h, o);
+        }
       }
     };
     const int threads = std::max(1, std::min<int>(in_.options.threads, static_cast<int>(tasks.size())));
@@ -399,8 +414,11 @@ class Searcher {
       ++solves_;
       if (!results[i].ok()) return results[i].status();
       if (shortened[i] != 0 && !results[i].value().proven_optimal) {
-        interrupted = true;  // perhaps cut by the deadline: not the answer without one
-        continue;
+        if (!accept_cut_solves) {
+          interrupted = true;  // perhaps cut by the deadline: not the answer without one
+          continue;
+        }
+        ++approximate_solves;  // the first point's: kept as solved
       }
       const Task& t = tasks[i];
       const std::string key = cost_key(p, t.rep, t.sub, t.mesh, t.variant);

@@ -869,10 +869,10 @@ TEST_CASE("lower-bound skips of points and equal partitions never change a plan 
 }
 
 TEST_CASE("the time limit covers the whole search: past it no point, seed or baseline starts, and the output says so") {
-  // time_limit_s = 0: the first (microbatch, recompute) point always completes (no plan
-  // otherwise); then the clock has run out, so no further point, no equal-partition seed
-  // (not even at the explored point) and no baseline starts (issue 18 #8: before, the
-  // seeds and all baselines ignored the limit).
+  // time_limit_s = 0: the first (microbatch, recompute) point always answers (its solves
+  // under a 1 ms hard limit, its candidates until one fits); then the clock has run out, so
+  // no further point, no equal-partition seed (not even at the explored point) and no
+  // baseline starts (issue 18 #8: before, the seeds and all baselines ignored the limit).
   planner::SearchInput in = tiny_input("alpa");
   in.model = tiny_gpt(4);
   in.options.microbatch_sizes = {1, 2, 4, 8};
@@ -884,7 +884,9 @@ TEST_CASE("the time limit covers the whole search: past it no point, seed or bas
   for (const auto& line : r.value().explanation) {
     clock_lines += line.rfind("stopped by the wall clock: ", 0) == 0;
   }
-  CHECK(clock_lines == 3);  // the point loop, the seeds and the baselines
+  // The point loop, the seeds and the baselines; and, depending on the machine's speed,
+  // lines for solves or candidates of the first point cut at the limit.
+  CHECK(clock_lines >= 3);
   CHECK(std::find(r.value().explanation.begin(), r.value().explanation.end(),
                   "stopped by the wall clock: the equal-partition seeds were cut at the time limit "
                   "(0.000 s)") != r.value().explanation.end());
