@@ -1077,6 +1077,24 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   if (!dp_groups.empty()) {
     ALPASIM_ASSIGN_OR_RETURN(dp_infos, cost_model.concurrent_groups(dp_groups));
   }
+  // Expert weights' gradients are synchronised over the expert-data-parallel group (the
+  // tp·cp·dp / (ep·etp) GPUs of a stage with the same expert shard; Megatron-Core's expert
+  // rank order: etp fastest, then ep, then expert-data-parallel), the dense ones over dp·cp.
+  // The two groups are the same GPUs when ep·etp = tp (no expert parallelism): one sync.
+  const std::int64_t expert_dp = num_experts > 0 ? tp * cp * plan.dp / (ep * etp) : 0;
+  const bool expert_sync = num_experts > 0 && ep * etp != tp && expert_dp > 1;
+  std::vector<cluster::GroupInfo> edp_infos;  // per stage (ep·etp groups each), the first's
+  if (expert_sync) {
+    std::vector<std::vector<std::int64_t>> edp_groups;
+    for (std::int64_t s = 0; s < plan.pp; ++s) {
+      for (std::int64_t e = 0; e < ep * etp; ++e) {
+        std::vector<std::int64_t> ids;
+        for (std::int64_t k = 0; k < expert_dp; ++k) ids.push_back(s * stage_stride + k * ep * etp + e);
+        edp_groups.push_back(std::move(ids));
+      }
+    }
+    ALPASIM_ASSIGN_OR_RETURN(edp_infos, cost_model.concurrent_groups(edp_groups));
+  }
   // Megatron's embedding-gradient all-reduce (megatron/training.py, "All-reduce
   // word_embeddings' grad across first and last stages"): with pp > 1 the first and last
   // stage hold the tied word embedding; after the backward each tp rank all-reduces its
@@ -1124,29 +1142,53 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     } else if (tp > 1) {
       st.output_activation_bytes = Bytes(ceil_div(st.output_activation_bytes.value(), tp));
     }
+    // The chunk's expert gradient bytes (per GPU), synchronised apart when expert_sync.
+    std::int64_t expert_bytes = 0;
+    if (expert_sync) {
+      for (std::size_t l = first - count; l < first; ++l) expert_bytes += params[l].experts_per_gpu * dtype_bytes;
+    }
     if (plan.dp * cp > 1 && st.grad_sync_bytes.value() > 0) {
       const std::size_t mesh = j % static_cast<std::size_t>(plan.pp);
       const cluster::GroupInfo& info = dp_infos[mesh * static_cast<std::size_t>(tp)];
       const auto kind = plan.zero_stage >= 1 ? cost_model::Collective::kReduceScatter
                                              : cost_model::Collective::kAllReduce;
       // One collective per bucket (the simulator runs grad_sync_s / buckets per bucket).
-      const Bytes bucket_bytes(ceil_div(st.grad_sync_bytes.value(), buckets));
+      const std::int64_t dense_bytes = st.grad_sync_bytes.value() - expert_bytes;
+      const Bytes bucket_bytes(ceil_div(dense_bytes, buckets));
       // The trace lists the buckets' collectives as one whole (a bucket's task shows 1/buckets).
       sim::BlockingCollective sync =
-          traced(kind, st.grad_sync_bytes.value(), plan.dp * cp, cost_model.collective(kind, bucket_bytes, info),
+          traced(kind, dense_bytes, plan.dp * cp, cost_model.collective(kind, bucket_bytes, info),
                  "gradients", "grad_collective");
       sync.time = sync.time * static_cast<double>(buckets);
       st.grad_sync_s = sync.time;
       st.grad_sync_collectives = {sync};
+      std::optional<cluster::GroupInfo> expert_info;
+      if (expert_bytes > 0) {
+        expert_info = edp_infos[mesh * static_cast<std::size_t>(ep * etp)];
+        sim::BlockingCollective experts =
+            traced(kind, expert_bytes, expert_dp,
+                   cost_model.collective(kind, Bytes(ceil_div(expert_bytes, buckets)), *expert_info),
+                   "expert gradients", "grad_collective");
+        experts.time = experts.time * static_cast<double>(buckets);
+        *st.grad_sync_s += experts.time;
+        st.grad_sync_collectives.push_back(experts);
+      }
       if (embedding_all_reduce && (j == 0 || j + 1 == problem.stages.size())) {
         *st.grad_sync_s += embedding_all_reduce->time;
         st.grad_sync_collectives.push_back(*embedding_all_reduce);
       }
       if (plan.zero_stage >= 1) {
         sim::BlockingCollective gather = traced(
-            cost_model::Collective::kAllGather, st.grad_sync_bytes.value(), plan.dp * cp,
+            cost_model::Collective::kAllGather, dense_bytes, plan.dp * cp,
             cost_model.collective(cost_model::Collective::kAllGather, bucket_bytes, info), "parameters",
             "grad_collective");
+        if (expert_info) {
+          // The expert shards' all-gather over their own group, after the dense one's.
+          gather.time += cost_model
+                             .collective(cost_model::Collective::kAllGather,
+                                         Bytes(ceil_div(expert_bytes, buckets)), *expert_info)
+                             .time;
+        }
         const Seconds bucket_ag = gather.time;
         Seconds all_gather = bucket_ag * static_cast<double>(buckets);
         if (plan.overlap_param_gather) {

@@ -545,6 +545,47 @@ TEST_CASE("expert parallelism: experts split ep ways, token all-to-alls over the
   CHECK(dense.status().message() == "/search/megatron/ep: needs a mixture-of-experts model (num_experts > 0)");
 }
 
+TEST_CASE("expert gradients synchronise over the expert-data-parallel group, dense ones over dp") {
+  // 16 H100 (2 nodes), dp 16, ep 8: each GPU holds one of the 8 experts of a layer, and the
+  // 16 / 8 = 2 GPUs holding the same expert (GPUs e and 8 + e: one per node) all-reduce its
+  // gradient; the dense weights' gradients go over all 16 (Megatron-Core's expert DDP).
+  const ir::ModelConfig model = two_block_model("mixtral", 64, 128, 64, 128, /*experts=*/8);
+  const auto cm = preset_cost_model("dgx-h100", 2);
+  TrainingSetup bf16 = training(16);
+  bf16.dtype = core::DType::kBf16;
+  MegatronPlan plan;
+  plan.dp = 16;
+  plan.ep = 8;
+  auto lowered = lower_megatron_plan(model, bf16, plan, cm);
+  REQUIRE_MESSAGE(lowered.ok(), lowered.status().message());
+  const sim::StageCosts& st = lowered->problem.stages.at(0);
+  REQUIRE(st.grad_sync_collectives.size() == 2);
+  const auto& dense = st.grad_sync_collectives[0];
+  const auto& experts = st.grad_sync_collectives[1];
+  // Per GPU: one expert of each of the 2 MoE layers, 3 x 64 x 128 weights, bf16.
+  const std::int64_t expert_bytes = 2 * 3 * 64 * 128 * 2;
+  CHECK(experts.where == "expert gradients");
+  CHECK(experts.group_size == 2);
+  CHECK(experts.bytes == expert_bytes);
+  CHECK(dense.where == "gradients");
+  CHECK(dense.group_size == 16);
+  CHECK(dense.bytes + experts.bytes == st.grad_sync_bytes.value());
+  const std::vector<std::vector<std::int64_t>> pairs = {{0, 8}, {1, 9}, {2, 10}, {3, 11},
+                                                        {4, 12}, {5, 13}, {6, 14}, {7, 15}};
+  const double pair_s = cm.collective(cost_model::Collective::kAllReduce, core::Bytes(expert_bytes),
+                                      cm.concurrent_groups(pairs).value().front())
+                            .time.value();
+  CHECK(experts.time.value() == doctest::Approx(pair_s).epsilon(1e-12));
+  CHECK(st.grad_sync_s->value() == doctest::Approx(dense.time.value() + experts.time.value()).epsilon(1e-12));
+  // Without expert parallelism the two groups are the same GPUs: one all-reduce of all.
+  plan.ep = 1;
+  auto folded = lower_megatron_plan(model, bf16, plan, cm);
+  REQUIRE(folded.ok());
+  REQUIRE(folded->problem.stages.at(0).grad_sync_collectives.size() == 1);
+  CHECK(folded->problem.stages.at(0).grad_sync_collectives[0].bytes ==
+        folded->problem.stages.at(0).grad_sync_bytes.value());
+}
+
 TEST_CASE("full recomputation re-runs each block's forward with its collectives") {
   const auto cm = dgx(1);
   MegatronPlan plan;
