@@ -244,14 +244,18 @@ class Lowerer {
     for (OpId t : inner_batch) {
       const auto i = static_cast<std::size_t>(t);
       const std::int32_t s = op_stage_[i];
-      bool kept = mesh_size(s) == 1;
-      for (std::int32_t k : consumer_stages_[i]) kept = kept && k == s;
-      if (!kept) {
-        return core::unimplemented("op " + g.op(t).name +
-                                   ": the batch is not the leading axis of its output; the executor "
-                                   "splits batches along axis 0 only, so it runs only on a one-device "
-                                   "stage that keeps it (stage " + std::to_string(s) + " has " +
-                                   std::to_string(mesh_size(s)) + " devices)");
+      const std::string head = "op " + g.op(t).name +
+                               ": the batch is not the leading axis of its output; the executor splits "
+                               "batches along axis 0 only, so it runs only on a one-device stage that keeps it (";
+      if (mesh_size(s) != 1) {
+        return core::unimplemented(head + "stage " + std::to_string(s) + " has " + std::to_string(mesh_size(s)) +
+                                   " devices)");
+      }
+      for (std::int32_t k : consumer_stages_[i]) {
+        if (k != s) {
+          return core::unimplemented(head + "stage " + std::to_string(k) + " reads it from stage " +
+                                     std::to_string(s) + ")");
+        }
       }
     }
     // Partial sums can only move 1:1 between meshes of equal size.

@@ -334,6 +334,8 @@ std::optional<MegatronShape> megatron_shape(const Plan& plan) {
                                        ? plan.cluster.nvlink_domain_gpus()
                                        : std::max<std::int64_t>(1, first.submesh_gpus_per_node);
   if (m.tp < 1 || m.dp < 1 || m.tp > nvlink_gpus) return std::nullopt;
+  // Wider than a node: a whole part of the domain, so no tp group straddles two domains.
+  if (m.tp > first.submesh_gpus_per_node && nvlink_gpus % m.tp != 0) return std::nullopt;
   if (m.pp > 1 && plan.schedule == Schedule::kGpipe) return std::nullopt;
   const std::int64_t per_microbatch = plan.global_batch_size / plan.num_microbatches;
   if (plan.global_batch_size % plan.num_microbatches != 0 || per_microbatch % m.dp != 0) return std::nullopt;

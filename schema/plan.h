@@ -46,14 +46,14 @@ enum class Schedule { kGpipe, kOneFOneB, kInterleavedOneFOneB };
 std::string_view schedule_name(Schedule s);
 const std::vector<std::string>& schedule_names();
 
-/// Activation recomputation: none, selective (attention core only, Korthikanti et al.),
-/// full (every layer's forward again in the backward pass).
 /// How a stage's pipeline sends behave: "async" (Alpa's MPMD runtime: only the receiver
 /// waits) or "blocking" (Megatron-LM's batched send/recv: the sender's next step waits for
 /// its sends to complete; sim::PipelineProblem::blocking_p2p).
 enum class P2pMode { kAsync, kBlocking };
 const std::vector<std::string>& p2p_mode_names();  ///< "async", "blocking"
 
+/// Activation recomputation: none, selective (attention core only, Korthikanti et al.),
+/// full (every layer's forward again in the backward pass).
 enum class Recompute { kNone, kSelective, kFull };
 std::string_view recompute_name(Recompute r);
 const std::vector<std::string>& recompute_names();

@@ -5,7 +5,9 @@
 #   bench/search/deadline.sh [ALPA_SIM] [SCENARIO] [LIMITS...]
 #     defaults: build/bin/alpa-sim, scenarios/gpt3_175b_dgx_a100_search.json, 0.001 0.5 1 2 5 10
 # Prints one line per limit: wall seconds, overshoot, allowance max(10 %, 1 s), verdict; exits 1
-# when any limit is overshot beyond its allowance. Needs python3 (to rewrite the scenario).
+# when any limit is overshot beyond its allowance. Needs python3 (to rewrite the scenario) and
+# bc. The rewritten copies lie next to the scenario (its relative paths resolve the same) as
+# hidden files, removed on exit.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 alpa_sim=${1:-$root/build/bin/alpa-sim}
@@ -16,12 +18,12 @@ limits=("$@")
 [ -x "$alpa_sim" ] || { echo "build first: $alpa_sim is missing" >&2; exit 1; }
 alpa_sim="$(cd "$(dirname "$alpa_sim")" && pwd)/$(basename "$alpa_sim")"
 scenario="$(cd "$(dirname "$scenario")" && pwd)/$(basename "$scenario")"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+copies=()
+trap 'rm -f "${copies[@]}"' EXIT
 status=0
 for limit in "${limits[@]}"; do
-  copy="$work/limit_$limit.json"
-  # The copy keeps its directory-relative paths working: it is read from the scenario's folder.
+  copy="$(dirname "$scenario")/.deadline_$$_$limit.json"
+  copies+=("$copy")
   python3 - "$scenario" "$limit" "$copy" <<'EOF'
 import json, sys
 scenario, limit, out = sys.argv[1], float(sys.argv[2]), sys.argv[3]
@@ -30,7 +32,7 @@ d.setdefault("search", {})["time_limit_s"] = limit
 json.dump(d, open(out, "w"))
 EOF
   start=$(date +%s.%N)
-  (cd "$(dirname "$scenario")" && "$alpa_sim" "$copy" -q >/dev/null)
+  "$alpa_sim" "$copy" -q >/dev/null
   end=$(date +%s.%N)
   wall=$(echo "$end - $start" | bc)
   over=$(echo "$wall - $limit" | bc)

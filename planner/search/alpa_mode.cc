@@ -70,14 +70,14 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
     // simulates no slower than the one before, then down from below start_at the same way.
     // The first policy starts at the smallest size (an upward scan, as before); a later one
     // where the policy before it was fastest, so under unimodality it finds the same
-    // minimum without the small sizes' expensive points (GPT-3 175B: full recomputation at
-    // microbatches 1 and 2, 10 of the search's 54 s).
+    // minimum without the small sizes' points; it scans down only when no larger size was
+    // faster than its start (else the minimum lies above, by unimodality).
     bool stop_policy = false;  // the clock or the budget ended this policy's scan
     double at_start = kInf;    // the time at sizes[start_at], for the downward scan
     double fastest = kInf;
     std::size_t fastest_at = start_at;
     for (const int direction : {+1, -1}) {
-      if (stop_policy || (direction < 0 && start_at == 0)) break;
+      if (stop_policy || (direction < 0 && (start_at == 0 || fastest_at != start_at))) break;
       double previous = direction > 0 ? kInf : at_start;
       for (std::size_t at = direction > 0 ? start_at : start_at - 1; at < sizes.size();
            at = direction > 0 ? at + 1 : (at == 0 ? sizes.size() : at - 1)) {
@@ -142,6 +142,7 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
                                 std::string(schema::recompute_name(rc)) + "), dropped unfinished; " +
                                 std::to_string(stats.points) + " (microbatch, recompute) points explored");
           stats.stopped_by_clock = true;
+          said_points_stop = true;  // no "reached after N points" line after this one
         };
         const int approximate_before = s.approximate_solves;
         ALPASIM_RETURN_IF_ERROR(s.ensure_costs(*pt, meshes));
@@ -155,8 +156,8 @@ core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_poin
           stats.lines.push_back("stopped by the wall clock: time limit " +
                                 core::format_fixed(in.options.time_limit_s, 3) + " s reached during the first point: " +
                                 std::to_string(s.approximate_solves - approximate_before) +
-                                " intra-op solves kept the layouts they reached in " +
-                                core::format_fixed(1e3 * Searcher::kCutSolveLimitS, 0) + " ms (perhaps not optimal)");
+                                " intra-op solves were cut at the limit and kept the layouts they had "
+                                "reached (perhaps not optimal)");
           stats.stopped_by_clock = true;
         }
         const auto tp2 = Clock::now();

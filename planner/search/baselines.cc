@@ -120,6 +120,7 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
   // tp within an NVLink domain: a node, or several trays of a multi-node NVLink rack.
   for (std::int64_t tp = 1; tp <= std::min(N, std::max(s.gpn(), s.nvlink_gpus())); tp *= 2) {
     if (N % tp != 0 || (f.tp1 && tp != 1)) continue;
+    if (tp > s.gpn() && s.nvlink_gpus() % tp != 0) continue;  // would straddle two NVLink domains
     for (std::int64_t pp = 1; pp <= N / tp; ++pp) {
       if ((N / tp) % pp != 0 || (f.pp1 && pp != 1) || (f.pp_gt1 && pp == 1)) continue;
       const std::int64_t dp = N / tp / pp;
@@ -154,7 +155,7 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
             lw.all_gather_group = tp;
             lw.grad_sync_mode = f.zero >= 2 ? sim::GradSyncMode::kReduceScatterAllGather
                                             : sim::GradSyncMode::kAllReduce;
-            // tp group (inside a node) and dp groups per stage.
+            // tp group (inside an NVLink domain) and dp groups per stage.
             std::vector<std::int64_t> tp_ids;
             for (std::int64_t t = 0; t < tp; ++t) tp_ids.push_back(t);
             ALPASIM_ASSIGN_OR_RETURN(cluster::GroupInfo tp_group, s.cost().group(tp_ids));

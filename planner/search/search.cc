@@ -289,18 +289,24 @@ core::Result<SearchResult> search(const SearchInput& input) {
       // searched plan would have been (same plan, same price).
       Evaluated answer = std::move(*best_baseline);
       ALPASIM_RETURN_IF_ERROR(finish_answer(s, best_baseline_mode, &answer));
-      result.answered_by = best_baseline_mode;
-      result.plan = answer.plan;
-      result.prediction = answer.prediction;
-      auto answer_problem = sim::resolve_collectives(answer.problem);
-      result.problem = answer_problem.ok() ? std::move(answer_problem).value() : answer.problem;
-      result.explanation.push_back(
-          "answer: the " + best_baseline_mode + " baseline (" + best_baseline_description + ", " +
-          core::format_fixed(answer.prediction.iteration_time_s, 3) + " s) is faster than the searched plan (" +
-          core::format_fixed(result.searched_prediction.iteration_time_s, 3) +
-          " s) under the same evaluator: its plan is the answer");
-      for (std::string& line : result.explanation) {
-        if (line.rfind("chosen: ", 0) == 0) line = "chosen: " + describe_plan(answer.plan);
+      // Its exact memory (finish_answer) may no longer fit: then the searched plan stays.
+      if (better(s, answer, best)) {
+        for (BaselineRow& row : result.baselines) {
+          if (row.mode == best_baseline_mode) row.prediction = answer.prediction;  // as finished
+        }
+        result.answered_by = best_baseline_mode;
+        result.plan = answer.plan;
+        result.prediction = answer.prediction;
+        auto answer_problem = sim::resolve_collectives(answer.problem);
+        result.problem = answer_problem.ok() ? std::move(answer_problem).value() : answer.problem;
+        result.explanation.push_back(
+            "answer: the " + best_baseline_mode + " baseline (" + best_baseline_description + ", " +
+            core::format_fixed(answer.prediction.iteration_time_s, 3) + " s) is faster than the searched plan (" +
+            core::format_fixed(result.searched_prediction.iteration_time_s, 3) +
+            " s) under the same evaluator: its plan is the answer");
+        for (std::string& line : result.explanation) {
+          if (line.rfind("chosen: ", 0) == 0) line = "chosen: " + describe_plan(answer.plan);
+        }
       }
     }
   }

@@ -40,9 +40,11 @@ bool is_search_mode(std::string_view mode);
 struct SearchOptions {
   /// Wall-clock budget of the whole search, baselines included (docs/search.md
   /// "Deadlines"): no new (microbatch, recompute) point, equal-partition seed at an
-  /// unexplored point, or baseline starts after it; the first point always completes (no
-  /// plan otherwise), so the overshoot is at most one point's time. The result says when
-  /// the clock cut the search (SearchResult::explanation, "stopped by the wall clock").
+  /// unexplored point, or baseline starts after it, and one running then stops; the first
+  /// point still answers (no plan otherwise): its solves due past the limit are cut after
+  /// 1 ms keeping the layouts they reached, and it simulates candidates until one fits.
+  /// The result says when the clock cut the search (SearchResult::explanation, "stopped by
+  /// the wall clock").
   double time_limit_s = 60;
   /// Deterministic work budget: at most this many (microbatch, recompute) points (0: no
   /// limit). Unlike time_limit_s it gives the same plan on any machine.

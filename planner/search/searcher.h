@@ -57,15 +57,8 @@ inline constexpr double kInf = std::numeric_limits<double>::infinity();
 inline sim::BlockingCollective traced_collective(cost_model::Collective kind, std::int64_t bytes, int group,
                                                  const cost_model::CollectiveEstimate& e, std::string where,
                                                  std::string category = "grad_collective") {
-  sim::BlockingCollective call;
-  call.collective = cost_model::collective_name(kind);
-  call.bytes = bytes;
-  call.group_size = group;
-  call.algorithm = cost_model::algorithm_text(e);
-  call.time = e.time;
-  call.where = std::move(where);
-  call.category = std::move(category);
-  return call;
+  return sim::BlockingCollective{cost_model::collective_name(kind), bytes, group, cost_model::algorithm_text(e),
+                                 e.time, std::move(where), std::move(category)};
 }
 
 // Costs of one model layer on one GPU of a stage mesh, per microbatch (optimizer and
@@ -103,9 +96,10 @@ struct LayerCost {
   using Calls = std::shared_ptr<const std::vector<sim::BlockingCollective>>;
   Calls fwd_calls, bwd_calls, rc_calls;
   // The same for grad_sync_s (category grad_collective): the optimizer-phase operators'
-  // communication, then per set of replicated mesh axes either the reduce-scatter +
-  // all-gather (weight-update sharding) or the all-reduce that replaces them.
-  Calls sync_calls, replica_rs_ag_calls, replica_all_reduce_calls;
+  // communication, and per set of replicated mesh axes the replicas' gradient sync as the
+  // plan runs it (replica_sync_calls: the weight-update-sharding reduce-scatter + all-gather,
+  // or, when the plan keeps whole optimizer states, replica_all_reduce_calls, the all-reduce).
+  Calls sync_calls, replica_sync_calls, replica_all_reduce_calls;
   double total_s() const { return fwd_s + bwd_s + rc_s; }
 };
 
@@ -154,7 +148,10 @@ inline std::string mesh_key(const SubmeshShape& s, const LogicalMesh& m) {
 // or the whole node (the search-space restriction of docs/search.md; rows then carry data
 // parallelism). Across NVLink domains a model axis would put its collectives on the NICs.
 inline bool model_axis_ok(std::int64_t cols, std::int64_t gpus_per_node, std::int64_t nvlink_gpus) {
-  return cols == gpus_per_node || (cols <= std::max(gpus_per_node, nvlink_gpus) && (cols & (cols - 1)) == 0);
+  if (cols == gpus_per_node) return true;
+  if ((cols & (cols - 1)) != 0) return false;
+  // Wider than a node: only as whole parts of the domain, so no group straddles two domains.
+  return cols <= gpus_per_node || (cols <= nvlink_gpus && nvlink_gpus % cols == 0);
 }
 
 inline std::vector<LogicalMesh> logical_shapes(const SubmeshShape& s, std::int64_t max_cols,
@@ -392,7 +389,7 @@ class Searcher {
         const auto& graph = t.variant == 0 ? p.graphs.at(t.rep) : p.graphs_w.at(t.rep);
         results[i] = pass.run(graph, t.mesh, h, o);
         if (accept_cut_solves && shortened[i] != 0 && results[i].ok() &&
-            results[i].value().node_cost_s.size() != graph.nodes.size()) {
+            results[i].value().feasibility == intra_op::Feasibility::kTimedOut) {
           // Cut before it had any layout: the first point needs one, so solve it fully.
           o.time_limit = core::seconds(kSolveLimitS);
           o.stop_at_time_limit = false;
@@ -874,7 +871,7 @@ class Searcher {
         if (list_collectives && c < static_cast<int>(plan.stages.size())) {
           const std::int64_t first_layer = plan.stages[static_cast<std::size_t>(c)].layer_begin;
           for (std::size_t i = 0; i < layers.size(); ++i) {
-            for (const LayerCost::Calls& calls : {layers[i].sync_calls, layers[i].replica_rs_ag_calls}) {
+            for (const LayerCost::Calls& calls : {layers[i].sync_calls, layers[i].replica_sync_calls}) {
               if (!calls) continue;
               for (sim::BlockingCollective call : *calls) {
                 call.where = "layer " + std::to_string(first_layer + static_cast<std::int64_t>(i)) + " " +
@@ -1043,7 +1040,7 @@ class Searcher {
           lc.tied_opt_b = lc.tied_opt_replicated_b;
           // Whole states on every replica: the replicas all-reduce their gradients.
           lc.grad_sync_s += lc.replica_sync_all_reduce_s - lc.replica_sync_rs_ag_s;
-          lc.replica_rs_ag_calls = lc.replica_all_reduce_calls;
+          lc.replica_sync_calls = lc.replica_all_reduce_calls;
         }
         if (l > st.layer_begin) {
           const BoundaryCost& b = layer_boundary(*pt, static_cast<int>(l), meshes[static_cast<std::size_t>(c)].first,
@@ -1437,7 +1434,7 @@ class Searcher {
       call.time = core::seconds(ar);
       all_reduce_calls->push_back(std::move(call));
     }
-    c.replica_rs_ag_calls = std::move(rs_ag_calls);
+    c.replica_sync_calls = std::move(rs_ag_calls);
     c.replica_all_reduce_calls = std::move(all_reduce_calls);
     const auto& s = p.stats[static_cast<std::size_t>(rep)];
     c.boundary_b = s.boundary_bytes;

@@ -575,15 +575,8 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   auto traced = [](cost_model::Collective c, std::int64_t bytes, std::int64_t group,
                    const cost_model::CollectiveEstimate& e, const std::string& where,
                    const char* category) {
-    sim::BlockingCollective call;
-    call.collective = cost_model::collective_name(c);
-    call.bytes = bytes;
-    call.group_size = static_cast<int>(group);
-    call.algorithm = cost_model::algorithm_text(e);
-    call.time = e.time;
-    call.where = where;
-    call.category = category;
-    return call;
+    return sim::BlockingCollective{cost_model::collective_name(c), bytes, static_cast<int>(group),
+                                   cost_model::algorithm_text(e), e.time, where, category};
   };
   // One tensor-parallel collective as the trace shows it (its time is tp_time's).
   auto tp_call = [&](cost_model::Collective c, std::int64_t bytes, const std::string& where) {
@@ -1082,9 +1075,9 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   // rank order: etp fastest, then ep, then expert-data-parallel), the dense ones over dp·cp.
   // The two groups are the same GPUs when ep·etp = tp (no expert parallelism): one sync.
   const std::int64_t expert_dp = num_experts > 0 ? tp * cp * plan.dp / (ep * etp) : 0;
-  const bool expert_sync = num_experts > 0 && ep * etp != tp && expert_dp > 1;
-  std::vector<cluster::GroupInfo> edp_infos;  // per stage (ep·etp groups each), the first's
-  if (expert_sync) {
+  const bool expert_split = num_experts > 0 && ep * etp != tp;
+  std::vector<cluster::GroupInfo> edp_infos;  // per stage, ep·etp concurrent groups each
+  if (expert_split && expert_dp > 1) {
     std::vector<std::vector<std::int64_t>> edp_groups;
     for (std::int64_t s = 0; s < plan.pp; ++s) {
       for (std::int64_t e = 0; e < ep * etp; ++e) {
@@ -1142,63 +1135,75 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     } else if (tp > 1) {
       st.output_activation_bytes = Bytes(ceil_div(st.output_activation_bytes.value(), tp));
     }
-    // The chunk's expert gradient bytes (per GPU), synchronised apart when expert_sync.
+    // The chunk's expert gradient bytes (per GPU): synchronised over their own group, not
+    // with the dense ones, when it differs (expert_split); not at all when each expert
+    // shard is on one GPU of the stage (expert_dp 1).
     std::int64_t expert_bytes = 0;
-    if (expert_sync) {
+    if (expert_split) {
       for (std::size_t l = first - count; l < first; ++l) expert_bytes += params[l].experts_per_gpu * dtype_bytes;
     }
-    if (plan.dp * cp > 1 && st.grad_sync_bytes.value() > 0) {
+    const std::int64_t dense_bytes = st.grad_sync_bytes.value() - expert_bytes;
+    const bool dense_sync = plan.dp * cp > 1 && dense_bytes > 0;
+    const bool expert_sync = expert_dp > 1 && expert_bytes > 0;
+    if (dense_sync || expert_sync) {
       const std::size_t mesh = j % static_cast<std::size_t>(plan.pp);
-      const cluster::GroupInfo& info = dp_infos[mesh * static_cast<std::size_t>(tp)];
       const auto kind = plan.zero_stage >= 1 ? cost_model::Collective::kReduceScatter
                                              : cost_model::Collective::kAllReduce;
-      // One collective per bucket (the simulator runs grad_sync_s / buckets per bucket).
-      const std::int64_t dense_bytes = st.grad_sync_bytes.value() - expert_bytes;
-      const Bytes bucket_bytes(ceil_div(dense_bytes, buckets));
-      // The trace lists the buckets' collectives as one whole (a bucket's task shows 1/buckets).
-      sim::BlockingCollective sync =
-          traced(kind, dense_bytes, plan.dp * cp, cost_model.collective(kind, bucket_bytes, info),
-                 "gradients", "grad_collective");
-      sync.time = sync.time * static_cast<double>(buckets);
-      st.grad_sync_s = sync.time;
-      st.grad_sync_collectives = {sync};
-      std::optional<cluster::GroupInfo> expert_info;
-      if (expert_bytes > 0) {
-        expert_info = edp_infos[mesh * static_cast<std::size_t>(ep * etp)];
-        sim::BlockingCollective experts =
-            traced(kind, expert_bytes, expert_dp,
-                   cost_model.collective(kind, Bytes(ceil_div(expert_bytes, buckets)), *expert_info),
-                   "expert gradients", "grad_collective");
-        experts.time = experts.time * static_cast<double>(buckets);
-        *st.grad_sync_s += experts.time;
-        st.grad_sync_collectives.push_back(experts);
+      // One collective per bucket (the simulator runs grad_sync_s / buckets per bucket); the
+      // trace lists the buckets' collectives as one whole (a bucket's task shows 1/buckets).
+      // `group` priced with `info`; `where` names it in the trace.
+      struct Sync {
+        std::int64_t bytes;
+        std::int64_t group;
+        cluster::GroupInfo info;
+        const char* where;
+        const char* gather_where;
+      };
+      std::vector<Sync> syncs;
+      if (dense_sync) {
+        syncs.push_back({dense_bytes, plan.dp * cp, dp_infos[mesh * static_cast<std::size_t>(tp)], "gradients",
+                         "parameters"});
+      }
+      if (expert_sync) {
+        syncs.push_back({expert_bytes, expert_dp, edp_infos[mesh * static_cast<std::size_t>(ep * etp)],
+                         "expert gradients", "expert parameters"});
+      }
+      st.grad_sync_s = Seconds{0};
+      st.grad_sync_collectives.clear();
+      for (const Sync& y : syncs) {
+        sim::BlockingCollective call =
+            traced(kind, y.bytes, y.group, cost_model.collective(kind, Bytes(ceil_div(y.bytes, buckets)), y.info),
+                   y.where, "grad_collective");
+        call.time = call.time * static_cast<double>(buckets);
+        *st.grad_sync_s += call.time;
+        st.grad_sync_collectives.push_back(std::move(call));
       }
       if (embedding_all_reduce && (j == 0 || j + 1 == problem.stages.size())) {
         *st.grad_sync_s += embedding_all_reduce->time;
         st.grad_sync_collectives.push_back(*embedding_all_reduce);
       }
       if (plan.zero_stage >= 1) {
-        sim::BlockingCollective gather = traced(
-            cost_model::Collective::kAllGather, dense_bytes, plan.dp * cp,
-            cost_model.collective(cost_model::Collective::kAllGather, bucket_bytes, info), "parameters",
-            "grad_collective");
-        if (expert_info) {
-          // The expert shards' all-gather over their own group, after the dense one's.
-          gather.time += cost_model
-                             .collective(cost_model::Collective::kAllGather,
-                                         Bytes(ceil_div(expert_bytes, buckets)), *expert_info)
-                             .time;
+        std::vector<sim::BlockingCollective> gathers;
+        Seconds bucket_ag{0};  // one bucket of every group's all-gather, one after the other
+        for (const Sync& y : syncs) {
+          gathers.push_back(traced(cost_model::Collective::kAllGather, y.bytes, y.group,
+                                   cost_model.collective(cost_model::Collective::kAllGather,
+                                                         Bytes(ceil_div(y.bytes, buckets)), y.info),
+                                   y.gather_where, "grad_collective"));
+          bucket_ag += gathers.back().time;
         }
-        const Seconds bucket_ag = gather.time;
-        Seconds all_gather = bucket_ag * static_cast<double>(buckets);
+        const Seconds whole = bucket_ag * static_cast<double>(buckets);
+        Seconds all_gather = whole;
         if (plan.overlap_param_gather) {
           // Behind the next iteration's forward: the first bucket is waited for, the rest
           // hides behind the chunk's first microbatch forward as far as it lasts.
           all_gather = bucket_ag + std::max(Seconds{0}, all_gather - bucket_ag - st.forward_s);
         }
         st.param_all_gather_s = all_gather;
-        gather.time = all_gather;  // its exposed part
-        st.param_all_gather_collectives = {gather};
+        // The trace shows each group's share of the exposed part.
+        const double exposed = whole.value() > 0 ? all_gather.value() / whole.value() : 0.0;
+        for (sim::BlockingCollective& gather : gathers) gather.time = gather.time * (static_cast<double>(buckets) * exposed);
+        st.param_all_gather_collectives = std::move(gathers);
       }
     }
   }

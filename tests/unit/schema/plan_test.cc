@@ -137,6 +137,22 @@ TEST_CASE("a 3D grid plan reads in Megatron-LM's terms, other plans do not") {
   wide.cluster = cluster::make_preset_cluster("gb200-nvl72", 2).value();
   REQUIRE(wide.cluster.nvlink_domain_nodes_in_use() == 2);
   CHECK(megatron_shape(wide)->to_string() == "tp=4 pp=2 dp=1 cp=1 ep=1 mbs=4 vp=1 recompute=none");
+  // 36 trays use two 18-tray (72-GPU) domains: an 8-wide axis divides a domain, a 16-wide
+  // one would straddle two of them (GPUs 64-79), so it is no tensor-parallel group.
+  wide.cluster = cluster::make_preset_cluster("gb200-nvl72", 36).value();
+  REQUIRE(wide.cluster.nvlink_domain_gpus() == 72);
+  for (auto& st : wide.stages) {
+    st.submesh_nodes = 4;
+    st.submesh_gpus_per_node = 4;
+    st.logical_rows = 2;
+    st.logical_cols = 8;
+  }
+  CHECK(megatron_shape(wide)->tp == 8);
+  for (auto& st : wide.stages) {
+    st.logical_rows = 1;
+    st.logical_cols = 16;
+  }
+  CHECK_FALSE(megatron_shape(wide).has_value());
 }
 
 }  // namespace

@@ -584,6 +584,33 @@ TEST_CASE("expert gradients synchronise over the expert-data-parallel group, den
   REQUIRE(folded->problem.stages.at(0).grad_sync_collectives.size() == 1);
   CHECK(folded->problem.stages.at(0).grad_sync_collectives[0].bytes ==
         folded->problem.stages.at(0).grad_sync_bytes.value());
+  // ep = dp = 8 on one node: every expert shard lives on one GPU, nothing to synchronise;
+  // the dense gradients alone go over the 8 GPUs.
+  const auto node = preset_cost_model("dgx-h100", 1);
+  TrainingSetup eight = training(8);
+  eight.dtype = core::DType::kBf16;
+  plan.dp = 8;
+  plan.ep = 8;
+  auto full_ep = lower_megatron_plan(model, eight, plan, node);
+  REQUIRE(full_ep.ok());
+  const sim::StageCosts& f = full_ep->problem.stages.at(0);
+  REQUIRE(f.grad_sync_collectives.size() == 1);
+  CHECK(f.grad_sync_collectives[0].where == "gradients");
+  CHECK(f.grad_sync_collectives[0].bytes == f.grad_sync_bytes.value() - expert_bytes);
+  // tp 2, etp 1, ep 1, no data parallelism: each GPU holds every expert whole, so the tp
+  // group's 2 GPUs are the experts' data-parallel group and all-reduce their gradients; the
+  // dense weights are split by tp and have no replica to synchronise with.
+  plan.dp = 1;
+  plan.ep = 1;
+  plan.tp = 2;
+  plan.etp = 1;
+  auto tp2 = lower_megatron_plan(model, training(2), plan, preset_cost_model("dgx-h100", 1, /*gpus_per_node=*/2));
+  REQUIRE_MESSAGE(tp2.ok(), tp2.status().message());
+  const sim::StageCosts& t2 = tp2->problem.stages.at(0);
+  REQUIRE(t2.grad_sync_collectives.size() == 1);
+  CHECK(t2.grad_sync_collectives[0].where == "expert gradients");
+  CHECK(t2.grad_sync_collectives[0].group_size == 2);
+  CHECK(t2.grad_sync_s->value() > 0);
 }
 
 TEST_CASE("full recomputation re-runs each block's forward with its collectives") {
