@@ -1,6 +1,7 @@
 #include "ir/onnx_import.h"
 
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -17,7 +18,10 @@ namespace {
 std::filesystem::path write(const std::string& name, const std::string& bytes) {
   const auto dir = std::filesystem::path(ALPASIM_BINARY_DIR) / "ir_onnx_test";
   std::filesystem::create_directories(dir);
-  const auto p = dir / name;
+  // CTest runs test cases in parallel processes, several writing the same model: one file
+  // per process and call, so none reads another's half-written file.
+  static int calls = 0;
+  const auto p = dir / (std::to_string(::getpid()) + "_" + std::to_string(calls++) + "_" + name);
   std::ofstream(p, std::ios::binary) << bytes;
   return p;
 }
