@@ -389,8 +389,10 @@ class Searcher {
         const auto& graph = t.variant == 0 ? p.graphs.at(t.rep) : p.graphs_w.at(t.rep);
         results[i] = pass.run(graph, t.mesh, h, o);
         if (accept_cut_solves && shortened[i] != 0 && results[i].ok() &&
-            results[i].value().feasibility == intra_op::Feasibility::kTimedOut) {
-          // Cut before it had any layout: the first point needs one, so solve it fully.
+            (results[i].value().feasibility == intra_op::Feasibility::kTimedOut ||
+             results[i].value().node_cost_s.size() != graph.nodes.size())) {
+          // Cut before it had any layout: the first point needs one, so solve it fully. (The
+          // search's solves have no memory limit, so none ends out of memory without one.)
           o.time_limit = core::seconds(kSolveLimitS);
           o.stop_at_time_limit = false;
           shortened[i] = 0;
