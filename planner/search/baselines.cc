@@ -120,7 +120,7 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
   // tp within an NVLink domain: a node, or several trays of a multi-node NVLink rack.
   for (std::int64_t tp = 1; tp <= std::min(N, std::max(s.gpn(), s.nvlink_gpus())); tp *= 2) {
     if (N % tp != 0 || (f.tp1 && tp != 1)) continue;
-    if (tp > s.gpn() && s.nvlink_gpus() % tp != 0) continue;  // would straddle two NVLink domains
+    if (!model_axis_ok(tp, s.gpn(), s.nvlink_gpus())) continue;  // e.g. straddling two NVLink domains
     for (std::int64_t pp = 1; pp <= N / tp; ++pp) {
       if ((N / tp) % pp != 0 || (f.pp1 && pp != 1) || (f.pp_gt1 && pp == 1)) continue;
       const std::int64_t dp = N / tp / pp;

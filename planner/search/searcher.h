@@ -1418,23 +1418,14 @@ class Searcher {
       c.replica_sync_rs_ag_s += rs + ag;
       c.replica_sync_all_reduce_s += ar;
       // For the trace: the replicas over `axes`, each holding the gradients' `bytes`.
-      sim::BlockingCollective call;
-      call.bytes = bytes;
-      call.group_size = static_cast<int>(((axes & intra_op::kAxis0) ? mesh.rows : 1) *
-                                         ((axes & intra_op::kAxis1) ? mesh.cols : 1));
-      call.where = "gradients";
-      call.category = "grad_collective";
-      call.algorithm = "weight-update sharding";
-      call.collective = "reduce_scatter";
-      call.time = core::seconds(rs);
-      rs_ag_calls->push_back(call);
-      call.collective = "all_gather";
-      call.time = core::seconds(ag);
-      rs_ag_calls->push_back(call);
-      call.collective = "all_reduce";
-      call.algorithm = "replica all-reduce";
-      call.time = core::seconds(ar);
-      all_reduce_calls->push_back(std::move(call));
+      const int group = static_cast<int>(intra_op::group_size(mesh, axes));
+      auto call = [&](const char* collective, const char* algorithm, double seconds) {
+        return sim::BlockingCollective{collective, bytes, group, algorithm, core::seconds(seconds), "gradients",
+                                       "grad_collective"};
+      };
+      rs_ag_calls->push_back(call("reduce_scatter", "weight-update sharding", rs));
+      rs_ag_calls->push_back(call("all_gather", "weight-update sharding", ag));
+      all_reduce_calls->push_back(call("all_reduce", "replica all-reduce", ar));
     }
     c.replica_sync_calls = std::move(rs_ag_calls);
     c.replica_all_reduce_calls = std::move(all_reduce_calls);

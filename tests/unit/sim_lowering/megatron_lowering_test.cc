@@ -94,16 +94,16 @@ TEST_CASE("a Megatron plan file blocks on its pipeline sends unless they overlap
   plan.pp = 2;
   plan.dp = 2;
   plan.interleave = 2;
-  auto blocking = megatron_plan_file(model, testing::training_setup(8, core::DType::kBf16), plan, cm.spec());
+  const TrainingSetup bf16 = testing::training_setup(8, core::DType::kBf16);
+  auto blocking = megatron_plan_file(model, bf16, plan, cm.spec());
   REQUIRE(blocking.ok());
   CHECK(blocking->p2p == schema::P2pMode::kBlocking);
   plan.overlap_p2p_comm = true;
-  auto overlapped = megatron_plan_file(model, testing::training_setup(8, core::DType::kBf16), plan, cm.spec());
+  auto overlapped = megatron_plan_file(model, bf16, plan, cm.spec());
   REQUIRE(overlapped.ok());
   CHECK(overlapped->p2p == schema::P2pMode::kAsync);
   // The lowering itself agrees.
-  CHECK(lower_megatron_plan(model, testing::training_setup(8, core::DType::kBf16), plan, cm)->problem.blocking_p2p ==
-        false);
+  CHECK(lower_megatron_plan(model, bf16, plan, cm)->problem.blocking_p2p == false);
 }
 
 TEST_CASE("tensor parallelism: 2 forward + 2 backward all-reduces per block of mbs·s·h bytes") {
@@ -317,8 +317,7 @@ TEST_CASE("fp8: block linears' GEMMs at the fp8 rate, fp8 weight copies, bf16 ev
   const auto cm = preset_cost_model("dgx-h100", 1);
   const auto [model, plan] = gemm_sized_gpt();
   const std::int64_t hidden = kGemmSizedHidden;
-  TrainingSetup bf16 = training(4);
-  bf16.dtype = core::DType::kBf16;
+  const TrainingSetup bf16 = testing::training_setup(4, core::DType::kBf16);
   TrainingSetup fp8 = bf16;
   fp8.dtype = core::DType::kFp8;
   auto a = lower_megatron_plan(model, bf16, plan, cm);
@@ -364,8 +363,7 @@ TEST_CASE("mxfp8 and nvfp4 (Blackwell): fp8's GEMMs at the fp8 and fp4 rates, bl
   const auto cm = preset_cost_model("dgx-b200", 1);
   const auto [model, plan] = gemm_sized_gpt();
   const std::int64_t hidden = kGemmSizedHidden;
-  TrainingSetup bf16 = training(4);
-  bf16.dtype = core::DType::kBf16;
+  const TrainingSetup bf16 = testing::training_setup(4, core::DType::kBf16);
   TrainingSetup fp8 = bf16;
   fp8.dtype = core::DType::kFp8;
   TrainingSetup mx = bf16;
@@ -456,8 +454,7 @@ TEST_CASE("low precision saves the linears' quantized inputs for the backward (L
   MegatronPlan plan;
   plan.dp = 8;
   const ir::ModelConfig model = two_block_model("llama", 256, 704, 128, 512);
-  TrainingSetup bf16 = training(8);
-  bf16.dtype = core::DType::kBf16;
+  const TrainingSetup bf16 = testing::training_setup(8, core::DType::kBf16);
   TrainingSetup fp8 = bf16;
   fp8.dtype = core::DType::kFp8;
   TrainingSetup nv = bf16;
@@ -484,8 +481,7 @@ TEST_CASE("expert parallelism: experts split ep ways, token all-to-alls over the
   // elements, 16,384 bytes in bf16 (tp 1: one GPU sends all of it).
   const ir::ModelConfig model = two_block_model("mixtral", 64, 128, 64, 128, /*experts=*/8);
   const auto cm = preset_cost_model("dgx-h100", 1);
-  TrainingSetup bf16 = training(8);
-  bf16.dtype = core::DType::kBf16;
+  const TrainingSetup bf16 = testing::training_setup(8, core::DType::kBf16);
   MegatronPlan plan;
   plan.dp = 8;
   plan.zero_stage = 1;
@@ -551,8 +547,7 @@ TEST_CASE("expert gradients synchronise over the expert-data-parallel group, den
   // gradient; the dense weights' gradients go over all 16 (Megatron-Core's expert DDP).
   const ir::ModelConfig model = two_block_model("mixtral", 64, 128, 64, 128, /*experts=*/8);
   const auto cm = preset_cost_model("dgx-h100", 2);
-  TrainingSetup bf16 = training(16);
-  bf16.dtype = core::DType::kBf16;
+  const TrainingSetup bf16 = testing::training_setup(16, core::DType::kBf16);
   MegatronPlan plan;
   plan.dp = 16;
   plan.ep = 8;
@@ -587,8 +582,7 @@ TEST_CASE("expert gradients synchronise over the expert-data-parallel group, den
   // ep = dp = 8 on one node: every expert shard lives on one GPU, nothing to synchronise;
   // the dense gradients alone go over the 8 GPUs.
   const auto node = preset_cost_model("dgx-h100", 1);
-  TrainingSetup eight = training(8);
-  eight.dtype = core::DType::kBf16;
+  const TrainingSetup eight = testing::training_setup(8, core::DType::kBf16);
   plan.dp = 8;
   plan.ep = 8;
   auto full_ep = lower_megatron_plan(model, eight, plan, node);
