@@ -1419,9 +1419,10 @@ class Searcher {
       c.replica_sync_all_reduce_s += ar;
       // For the trace: the replicas over `axes`, each holding the gradients' `bytes`.
       const int group = static_cast<int>(intra_op::group_size(mesh, axes));
+      const std::int64_t gradient_bytes = bytes;  // a lambda cannot capture a structured binding (C++17)
       auto call = [&](const char* collective, const char* algorithm, double seconds) {
-        return sim::BlockingCollective{collective, bytes, group, algorithm, core::seconds(seconds), "gradients",
-                                       "grad_collective"};
+        return sim::BlockingCollective{collective, gradient_bytes, group, algorithm, core::seconds(seconds),
+                                       "gradients", "grad_collective"};
       };
       rs_ag_calls->push_back(call("reduce_scatter", "weight-update sharding", rs));
       rs_ag_calls->push_back(call("all_gather", "weight-update sharding", ag));
