@@ -23,31 +23,31 @@ constexpr Band kBands[] = {
     {{"a100", nullptr}, "16-bit", 0.093,
      "Megatron-LM SC'21 Table 1 (10 runs, 32-3,072 A100, fp16): MAPE 9.3 %"},
     // The H200 is an H100 with more and faster memory: the same tensor cores and fabric.
-    // NVIDIA NeMo / Megatron-Bridge H100 pre-training runs: 19 expressible rows (held out).
-    {{"h100", "h200"}, "fp8", 0.311,
-     "NVIDIA NeMo / Megatron-Bridge H100 runs (19 rows, fp8): MAPE 31.1 %"},
+    // NVIDIA NeMo / Megatron-Bridge H100 pre-training runs: 19 expressible rows.
+    {{"h100", "h200"}, "fp8", 0.151,
+     "NVIDIA NeMo / Megatron-Bridge H100 runs (19 rows, fp8): MAPE 15.1 %"},
     // Megatron-Core README H100 weak scaling: 9 runs of GPT 2B-462B, bf16, published overlaps.
-    {{"h100", "h200"}, "16-bit", 0.161,
-     "Megatron-Core README H100 weak scaling (9 runs, bf16): MAPE 16.1 %"},
-    // The same sources' Blackwell runs (held out): B200 on dgx-b200; GB200 and GB300 NVL72 on
-    // their presets with dgx-b200's calibration; the block-scaled rows are Llama 3 8B/70B and
+    {{"h100", "h200"}, "16-bit", 0.331,
+     "Megatron-Core README H100 weak scaling (9 runs, bf16): MAPE 33.1 %"},
+    // The same sources' Blackwell runs: B200 on dgx-b200; GB200 and GB300 NVL72 on their
+    // presets with dgx-b200's calibration; the block-scaled rows are Llama 3 8B/70B and
     // 3.1 405B.
-    {{"b200", nullptr}, "fp8", 0.322,
-     "NVIDIA NeMo / Megatron-Bridge B200 runs (7 rows, fp8): MAPE 32.1 %"},
-    {{"b200", nullptr}, "mxfp8", 0.340,
-     "NVIDIA NeMo / Megatron-Bridge B200 runs (4 rows, mxfp8): MAPE 34.0 %"},
-    {{"gb200", nullptr}, "fp8", 0.343,
-     "NVIDIA NeMo / Megatron-Bridge GB200 NVL72 runs (11 rows, fp8): MAPE 34.3 %"},
-    {{"gb200", nullptr}, "mxfp8", 0.265,
-     "NVIDIA NeMo / Megatron-Bridge GB200 NVL72 runs (13 rows, mxfp8): MAPE 26.5 %"},
-    {{"gb200", nullptr}, "nvfp4", 0.274,
-     "NVIDIA NeMo / Megatron-Bridge GB200 NVL72 runs (9 rows, nvfp4): MAPE 27.4 %"},
-    {{"gb300", nullptr}, "fp8", 0.498,
-     "NVIDIA NeMo / Megatron-Bridge GB300 NVL72 runs (7 rows, fp8): MAPE 49.8 %"},
-    {{"gb300", nullptr}, "mxfp8", 0.554,
-     "NVIDIA NeMo / Megatron-Bridge GB300 NVL72 runs (10 rows, mxfp8): MAPE 55.4 %"},
-    {{"gb300", nullptr}, "nvfp4", 0.540,
-     "NVIDIA NeMo / Megatron-Bridge GB300 NVL72 runs (9 rows, nvfp4): MAPE 54.0 %"},
+    {{"b200", nullptr}, "fp8", 0.193,
+     "NVIDIA NeMo / Megatron-Bridge B200 runs (7 rows, fp8): MAPE 19.3 %"},
+    {{"b200", nullptr}, "mxfp8", 0.194,
+     "NVIDIA NeMo / Megatron-Bridge B200 runs (4 rows, mxfp8): MAPE 19.4 %"},
+    {{"gb200", nullptr}, "fp8", 0.180,
+     "NVIDIA NeMo / Megatron-Bridge GB200 NVL72 runs (11 rows, fp8): MAPE 18.0 %"},
+    {{"gb200", nullptr}, "mxfp8", 0.216,
+     "NVIDIA NeMo / Megatron-Bridge GB200 NVL72 runs (13 rows, mxfp8): MAPE 21.5 %"},
+    {{"gb200", nullptr}, "nvfp4", 0.244,
+     "NVIDIA NeMo / Megatron-Bridge GB200 NVL72 runs (9 rows, nvfp4): MAPE 24.3 %"},
+    {{"gb300", nullptr}, "fp8", 0.022,
+     "NVIDIA NeMo / Megatron-Bridge GB300 NVL72 runs (7 rows, fp8): MAPE 2.1 %"},
+    {{"gb300", nullptr}, "mxfp8", 0.074,
+     "NVIDIA NeMo / Megatron-Bridge GB300 NVL72 runs (10 rows, mxfp8): MAPE 7.4 %"},
+    {{"gb300", nullptr}, "nvfp4", 0.184,
+     "NVIDIA NeMo / Megatron-Bridge GB300 NVL72 runs (9 rows, nvfp4): MAPE 18.4 %"},
 };
 
 bool starts_with(std::string_view s, std::string_view prefix) {
@@ -65,18 +65,18 @@ ValidatedError validated_error(std::string_view gpu, core::DType dtype,
                 : dtype == core::DType::kFp16 || dtype == core::DType::kBf16 ? "16-bit"
                                                                               : "";
   }
-  double largest = 0;
+  const Band* largest = &kBands[0];
   for (const Band& b : kBands) {
     const bool kind = std::any_of(b.gpus.begin(), b.gpus.end(), [&](const char* prefix) {
       return prefix != nullptr && starts_with(gpu, prefix);
     });
     if (kind && precision == b.precision) return {b.error, true, b.source};
-    largest = std::max(largest, b.error);
+    if (b.error > largest->error) largest = &b;
   }
   // No published run on this GPU and precision: the largest validated error as the band.
-  return {largest, false,
-          "no published run on this GPU and dtype was compared: the largest validated error "
-          "(55.4 %, GB300 mxfp8) as the band"};
+  return {largest->error, false,
+          std::string("no published run on this GPU and dtype was compared: the largest "
+                      "validated error as the band (") + largest->source + ")"};
 }
 
 }  // namespace alpasim::cost_model

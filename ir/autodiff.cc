@@ -127,6 +127,8 @@ class Differentiator {
     o.layer = source.layer;
     o.source = source.id;
     o.grad_role = role;
+    // The softmax gradient of a flash kernel's backward is computed on chip.
+    if (!o.is_einsum() && runs_in_flash_attention(fwd_, source)) o.bytes_read = o.bytes_written = 0;
   }
 
   GradRole role_for(OpId input) const {

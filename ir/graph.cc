@@ -432,4 +432,38 @@ std::int32_t Graph::num_layers() const {
   return n;
 }
 
+namespace {
+
+// The forward op a derived op comes from (itself when forward): the key of the flash tests.
+const Op& forward_origin(const Graph& g, const Op& op) {
+  return op.phase != Phase::kForward && op.source != kNoOp ? g.op(op.source) : op;
+}
+
+// The fused op (scores, softmax or dropout) that `f` is or reads: attention x V reads the
+// fused probabilities. Null when `f` is not in a flash kernel.
+const Op* fused_attention_op(const Graph& g, const Op& f) {
+  if (f.phase != Phase::kForward) return nullptr;
+  if (f.fused_attention) return &f;
+  if (!f.is_einsum() || !f.selective_recompute) return nullptr;
+  for (OpId in : f.inputs) {
+    if (g.op(in).fused_attention) return &g.op(in);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool runs_in_flash_attention(const Graph& g, const Op& op) {
+  return fused_attention_op(g, forward_origin(g, op)) != nullptr;
+}
+
+double flash_attention_work_fraction(const Graph& g, const Op& op) {
+  if (!op.is_einsum()) return 1.0;
+  const Op* fused = fused_attention_op(g, forward_origin(g, op));
+  if (fused == nullptr || fused->out.shape.empty()) return 1.0;
+  const std::int64_t keys = fused->out.shape.back();  // scores and softmax: (..., s, t)
+  const std::int64_t tiles = std::max<std::int64_t>(1, (keys + kFlashAttentionTile - 1) / kFlashAttentionTile);
+  return static_cast<double>(tiles + 1) / static_cast<double>(2 * tiles);
+}
+
 }  // namespace alpasim::ir

@@ -128,4 +128,22 @@ std::optional<DotSpec> parse_dot_spec(std::string_view spec);
 /// "ab,bc->ac".
 std::string dot_spec_string(const DotSpec& spec);
 
+/// Query and key rows of one tile of a flash-attention kernel (FlashAttention-2 and cuDNN's
+/// fused attention run 128 x 128 tiles at head dimension 128).
+inline constexpr std::int64_t kFlashAttentionTile = 128;
+
+/// True for an op a fused (Flash) attention kernel runs (Op::fused_attention): the scores,
+/// their softmax and dropout, the attention x V that reads them, and the recomputed and
+/// backward ops derived from them (the kernel's backward: recomputed scores, dP, dV, the
+/// softmax gradient, dQ, dK). Their s x s tensors stay on chip: such an op moves no HBM
+/// bytes of its own (its inputs and outputs are the GEMMs' operands).
+bool runs_in_flash_attention(const Graph& g, const Op& op);
+
+/// The fraction of a dot's multiply-adds its kernel performs: for a dot that runs in a
+/// flash-attention kernel, whose attention is causal (the builders make decoder language
+/// models), the key tiles wholly above the diagonal are skipped: with n = ceil(keys / tile)
+/// tiles per row, n(n+1)/2 of n^2 are computed, (n + 1) / 2n (0.5078 at 8,192 keys).
+/// 1 for every other op. Model FLOPs still count the whole s x s product (Megatron's formula).
+double flash_attention_work_fraction(const Graph& g, const Op& op);
+
 }  // namespace alpasim::ir

@@ -415,7 +415,7 @@ core::Seconds op_compute(const ir::Graph& training, const ir::Op& op, std::int64
     s.n = n;
     s.k = k;
     s.dtype = training.meta.dtype;
-    time = cost.gemm(s).time;
+    time = cost.gemm(s).time * ir::flash_attention_work_fraction(training, op);
   } else {
     time = cost.memory_bound(core::bytes((op.bytes_read + op.bytes_written) / d));
   }

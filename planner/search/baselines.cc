@@ -379,10 +379,15 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
     return better(s, *analytic[a], *analytic[b]);
   });
   for (std::size_t k = 0; k < by_time.size() && k + 1 < static_cast<std::size_t>(kRescored); ++k) {
-    ALPASIM_ASSIGN_OR_RETURN(schema::Plan plan, s.with_megatron_layouts(analytic[by_time[k]]->plan));
+    auto plan = s.with_megatron_layouts(analytic[by_time[k]]->plan);
+    if (!plan.ok()) {
+      // A point the plan format cannot express is not an answer of the one evaluator.
+      if (plan.status().code() == core::StatusCode::kUnimplemented) continue;
+      return plan.status();
+    }
     // Only a fitting answer is taken here, so a plan that cannot fit is not simulated.
     s.skip_unfit = true;
-    auto evaluated = s.evaluate(plan);
+    auto evaluated = s.evaluate(*plan);
     s.skip_unfit = false;
     ALPASIM_ASSIGN_OR_RETURN(Evaluated e, std::move(evaluated));
     if (e.prediction.fits) {

@@ -1209,6 +1209,13 @@ class Searcher {
     ALPASIM_ASSIGN_OR_RETURN(Point * pt, point(mbs, plan.recompute, false));
     for (auto& st : out.stages) {
       if (st.logical_rows * st.logical_cols == 1) continue;
+      if (st.submesh_nodes * st.submesh_gpus_per_node != st.logical_rows * st.logical_cols) {
+        // E.g. dp 3 x tp 4 = 12 GPUs on 8-GPU nodes: a node and a half, which a plan file's
+        // submesh (nodes x GPUs per node) cannot describe.
+        return core::unimplemented("a stage of " + std::to_string(st.logical_rows * st.logical_cols) +
+                                   " GPUs spans part of a node: not expressible as a submesh of " +
+                                   std::to_string(gpn()) + "-GPU nodes");
+      }
       ALPASIM_ASSIGN_OR_RETURN(st.shardings,
                                schema::megatron_operator_shardings(pt->graph, in_.model, mbs, st.layer_begin,
                                                                    st.layer_end, st.logical_rows,

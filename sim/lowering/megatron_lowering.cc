@@ -647,7 +647,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
         }
       }
       const auto est = cost_model.gemm(shape);
-      t.gemm = Seconds(est.time.value() * time_scale);
+      t.gemm = Seconds(est.time.value() * time_scale * ir::flash_attention_work_fraction(g, op));
       t.flops = cost_model::gemm_flops(shape);
       // Forward: the fp8 copy of the input is written by the kernel that produces it (a
       // fused cast: +1 byte per element). Backward: the output gradient is cast to fp8

@@ -138,6 +138,57 @@ TEST_CASE("fused (Flash) attention stores no s x s tensor and recomputes QK^T in
   CHECK(model_config_to_json(m).at("fused_attention") == true);
 }
 
+TEST_CASE("a flash kernel moves no s x s tensor through HBM and skips the causal mask's tiles") {
+  const std::int64_t l = 2, h = 64, a = 4, b = 1, V = 100;
+  for (const std::int64_t s : {128, 1000, 8192}) {
+    CAPTURE(s);
+    auto c = gpt(l, h, a, s, V);
+    c.fused_attention = true;
+    const Graph fused = train(c, RecomputePolicy::kNone, b);
+    const Graph unfused = train(gpt(l, h, a, s, V), RecomputePolicy::kNone, b);
+    // n = ceil(s / 128) key tiles per query tile, n(n+1)/2 of n² computed.
+    const double n = static_cast<double>((s + kFlashAttentionTile - 1) / kFlashAttentionTile);
+    const double causal = (n + 1) / (2 * n);
+    int flash_softmax = 0, flash_softmax_grad = 0, flash_dots = 0;
+    for (const Op& o : fused.ops()) {
+      const std::string& name = o.name;
+      const bool core = name.find("/attn/scores") != std::string::npos ||
+                        name.find("/attn/softmax") != std::string::npos ||
+                        name.find("/attn/probs_dropout") != std::string::npos ||
+                        name.find("/attn/context") != std::string::npos;
+      CHECK(runs_in_flash_attention(fused, o) == core);
+      if (!core) {
+        CHECK(flash_attention_work_fraction(fused, o) == 1.0);
+        continue;
+      }
+      if (o.is_einsum()) {
+        ++flash_dots;
+        CHECK(flash_attention_work_fraction(fused, o) == doctest::Approx(causal).epsilon(1e-12));
+      } else {
+        CHECK(o.bytes_read + o.bytes_written == 0);
+        CHECK(flash_attention_work_fraction(fused, o) == 1.0);
+        if (name.find("/attn/softmax") != std::string::npos) {
+          (o.phase == Phase::kBackward ? flash_softmax_grad : flash_softmax) += 1;
+        }
+      }
+    }
+    // Per layer: QK^T and attention x V forward, QK^T recomputed, dP, dV, dQ, dK; the
+    // softmax forward and recomputed, its gradient.
+    CHECK(flash_dots == l * 7);
+    CHECK(flash_softmax == l * 2);
+    CHECK(flash_softmax_grad == l);
+    // Unfused attention streams the scores through HBM and computes every tile.
+    for (const Op& o : unfused.ops()) {
+      CHECK_FALSE(runs_in_flash_attention(unfused, o));
+      CHECK(flash_attention_work_fraction(unfused, o) == 1.0);
+      if (o.name.find("/attn/softmax") != std::string::npos && o.phase == Phase::kForward) {
+        CHECK(o.bytes_read + o.bytes_written == 2 * b * a * s * s * 2);  // fp16 in and out
+      }
+    }
+  }
+  CHECK(flash_attention_work_fraction(Graph{}, Op{}) == 1.0);
+}
+
 // Alpa's benchmark logs a parameter count computed by a formula (benchmark/util.py
 // compute_gpt_parameter_count), not by counting the model: per layer 12H² + 11H (its
 // QKV bias term is H instead of 3H, fc1's H instead of 4H, fc2's 4H instead of H: net

@@ -17,6 +17,7 @@
 #include "planner/intra_op/strategies.h"
 #include "planner/search/pipeline_bound.h"
 #include "planner/search/search.h"
+#include "planner/search/searcher.h"
 #include "schema/plan.h"
 #include "sim/pipeline_sim.h"
 #include "tests/support/shipped_calibration.h"
@@ -1135,6 +1136,46 @@ TEST_CASE("the Megatron grid's winner is priced by the one evaluator, its plan w
   REQUIRE(analytic.ok());
   CHECK(schema::megatron_shape(analytic.value().plan)->to_string() == schema::megatron_shape(plan)->to_string());
   for (const auto& st : analytic.value().plan.stages) CHECK(st.shardings.empty());
+}
+
+TEST_CASE("a Megatron grid point whose stage spans part of a node is not written as a plan file") {
+  // 3 nodes of 4 GPUs: pp 2 gives each stage dp 3 x tp 2 = 6 GPUs, a node and a half, which
+  // a plan file's submesh (nodes x GPUs per node) cannot describe. Writing it used to give
+  // the stage a 1 x 4 submesh under a 3 x 2 mesh, and evaluating that aborted on a CHECK
+  // (alpa-sim capacity on GPT-3 175B: dp 3 x tp 4 on 8-GPU nodes). Now it is "unimplemented",
+  // which the grid's re-scoring skips.
+  planner::SearchInput in = tiny_input("megatron");
+  in.cluster = cluster::make_preset_cluster("aws-p3.16xlarge", 3).value();
+  in.cluster.gpus_per_node = 4;
+  price_with_shipped_p3(in);
+  in.global_batch_size = 24;
+  planner::search_detail::Searcher s(in);
+  schema::Plan plan = s.base_plan();
+  plan.num_microbatches = 4;  // microbatch 2 per replica: 24 = 3 replicas x 4 x 2
+  const auto graph = training_graph_of(in, plan);
+  const std::int64_t layers = graph.num_layers();
+  for (std::int64_t c = 0; c < 2; ++c) {
+    schema::PlanStage st;
+    st.layer_begin = c * layers / 2;
+    st.layer_end = (c + 1) * layers / 2;
+    st.submesh_nodes = 1;
+    st.submesh_gpus_per_node = 4;
+    st.logical_rows = 3;
+    st.logical_cols = 2;
+    for (std::int64_t d = 0; d < 6; ++d) st.device_ids.push_back(c * 6 + d);
+    plan.stages.push_back(st);
+  }
+  auto written = s.with_megatron_layouts(plan);
+  REQUIRE_FALSE(written.ok());
+  CHECK(written.status().code() == core::StatusCode::kUnimplemented);
+  CHECK(written.status().message().find("a stage of 6 GPUs spans part of a node") != std::string::npos);
+  // The whole grid still answers (with every point the format can express re-scored).
+  in.options.microbatch_sizes = {2};
+  auto r = planner::search(in);
+  REQUIRE_MESSAGE(r.ok(), r.status().message());
+  for (const auto& st : r.value().plan.stages) {
+    CHECK(st.submesh_nodes * st.submesh_gpus_per_node == st.logical_rows * st.logical_cols);
+  }
 }
 
 TEST_CASE("a searched stage's gradient collectives are their own task, not part of the optimizer step") {
