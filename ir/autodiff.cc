@@ -76,7 +76,7 @@ class Differentiator {
     clone_.assign(n_, kNoOp);
     for (const Op& o : fwd_.ops()) {
       if (o.is_source() || o.phase != Phase::kForward) continue;
-      const bool r = o.fused_attention ||
+      const bool r = o.fused_attention || o.fused_swiglu ||
                      (opt_.recompute == RecomputePolicy::kSelective ? o.selective_recompute
                       : opt_.recompute == RecomputePolicy::kFull    ? is_block_layer(fwd_, o.layer)
                                                                     : false);
@@ -110,11 +110,12 @@ class Differentiator {
 
   /// The tensor a backward op of forward op `user` reads in place of forward tensor `t`:
   /// the recomputed copy when both lie in the same recompute region, or when `t` is one
-  /// of a fused attention kernel's tensors (its backward, attention x V's included,
-  /// reads the probabilities it recomputes), else the stash.
+  /// of a fused kernel's recomputed tensors (a flash attention's backward, attention x V's
+  /// included, reads the probabilities it recomputes; a fused SwiGLU's, the SiLU), else
+  /// the stash.
   OpId fwd_tensor(const Op& user, OpId t) {
     const Op& produced = fwd_.op(t);
-    const bool fused = produced.fused_attention && in_r_[static_cast<std::size_t>(t)] &&
+    const bool fused = (produced.fused_attention || produced.fused_swiglu) && in_r_[static_cast<std::size_t>(t)] &&
                        produced.layer == user.layer;
     if (!fused && !same_region(user.id, t)) return t;
     ensure_clones(user.layer);

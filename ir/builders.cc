@@ -177,6 +177,7 @@ Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
         OpId gate = b.dot("mlp/gate", "bsh,hf->bsf", ln2, b.param("mlp/gate_weight", {H, F}));
         OpId up = b.dot("mlp/up", "bsh,hf->bsf", ln2, b.param("mlp/up_weight", {H, F}));
         OpId act = b.ew("mlp/silu", "silu", {gate}, kSiluFlops);
+        g.mutable_op(act).fused_swiglu = c.fused_swiglu;
         OpId prod = b.ew("mlp/swiglu", "mul", {act, up}, 1);
         mlp = b.dot("mlp/down", "bsf,fh->bsh", prod, b.param("mlp/down_weight", {F, H}));
       } else {
@@ -203,6 +204,7 @@ Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
         OpId up = b.dot("moe/expert_up", "exch,ehf->excf", dispatched,
                         b.param("moe/expert_up_weight", {E, H, F}));
         OpId act = b.ew("moe/expert_silu", "silu", {gate}, kSiluFlops);
+        g.mutable_op(act).fused_swiglu = c.fused_swiglu;
         OpId prod = b.ew("moe/expert_swiglu", "mul", {act, up}, 1);
         expert_out = b.dot("moe/expert_down", "excf,efh->exch", prod,
                            b.param("moe/expert_down_weight", {E, F, H}));
@@ -303,6 +305,7 @@ core::Result<Graph> build_forward_graph(const ModelConfig& config, const BuildOp
   if (f.format == "hf_config") {
     ALPASIM_ASSIGN_OR_RETURN(TransformerConfig t, read_hf_config(f.path, f.path_as_written, f.seq_len));
     t.fused_attention = f.fused_attention;
+    t.fused_swiglu = f.fused_swiglu;
     // The same size limits as a builtin model (core/limits.h), for this microbatch.
     if (std::string problem = model_size_problem(ModelConfig{config.name, t}, options.microbatch_size);
         !problem.empty()) {

@@ -243,6 +243,8 @@ class Reader {
     g_.mutable_op(id).selective_recompute = sel;
     ALPASIM_ASSIGN_OR_RETURN(bool fused, obj.get_bool_or("fused_attention", false));
     g_.mutable_op(id).fused_attention = fused;
+    ALPASIM_ASSIGN_OR_RETURN(bool swiglu, obj.get_bool_or("fused_swiglu", false));
+    g_.mutable_op(id).fused_swiglu = swiglu;
     ALPASIM_RETURN_IF_ERROR(obj.finish());
     names_[name] = id;
     return core::ok_status();
@@ -420,6 +422,7 @@ Json graph_to_json(const Graph& g) {
     if (!ng.empty()) e["no_grad_inputs"] = ng;
     if (o.selective_recompute) e["selective_recompute"] = true;
     if (o.fused_attention) e["fused_attention"] = true;
+    if (o.fused_swiglu) e["fused_swiglu"] = true;
     ops.push_back(std::move(e));
   }
   j["ops"] = ops;

@@ -74,6 +74,7 @@ Result<TransformerConfig> parse_transformer(JsonObject& obj, const std::string& 
   }
   set_architecture_defaults(c);
   ALPASIM_ASSIGN_OR_RETURN(c.fused_attention, obj.get_bool_or("fused_attention", true));
+  ALPASIM_ASSIGN_OR_RETURN(c.fused_swiglu, obj.get_bool_or("fused_swiglu", true));
   return c;
 }
 
@@ -200,6 +201,7 @@ Result<ModelConfig> parse_model_config(const core::JsonValue& value,
     ALPASIM_ASSIGN_OR_RETURN(f.format, obj.get_enum("format", file_formats()));
     if (f.format == "hf_config") {
       ALPASIM_ASSIGN_OR_RETURN(f.fused_attention, obj.get_bool_or("fused_attention", true));
+      ALPASIM_ASSIGN_OR_RETURN(f.fused_swiglu, obj.get_bool_or("fused_swiglu", true));
       if (obj.has("seq_len")) {
         ALPASIM_ASSIGN_OR_RETURN(f.seq_len, obj.get_count("seq_len", L::kMaxSeqLen));
       }
@@ -240,6 +242,7 @@ core::Json model_config_to_json(const ModelConfig& config) {
     j["vocab_size"] = t->vocab_size;
     j["ffn_hidden_size"] = t->ffn_hidden_size;
     j["fused_attention"] = t->fused_attention;
+    j["fused_swiglu"] = t->fused_swiglu;
     if (t->num_experts > 0) {
       j["num_experts"] = t->num_experts;
       j["top_k"] = t->top_k;
@@ -259,6 +262,7 @@ core::Json model_config_to_json(const ModelConfig& config) {
     j["file"] = f.path_as_written;
     j["format"] = f.format;
     if (f.format == "hf_config") j["fused_attention"] = f.fused_attention;
+    if (f.format == "hf_config") j["fused_swiglu"] = f.fused_swiglu;
     if (f.format == "hf_config" && f.seq_len > 0) j["seq_len"] = f.seq_len;
   }
   return j;

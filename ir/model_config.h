@@ -52,6 +52,12 @@ struct TransformerConfig {
   /// attention of Megatron-LM 2021 and Alpa 2022, the published runs validated against).
   /// Written by model_config_to_json, so plan files carry it.
   bool fused_attention = false;
+  /// SwiGLU MLPs ("llama", "mixtral") run as one fused kernel that saves the gate and up
+  /// projections and recomputes the SiLU in the backward (Op::fused_swiglu); without it the
+  /// SiLU's output is stored as well (s·b·ffn values per layer). The scenario key
+  /// "fused_swiglu" defaults to true (Megatron-Core's bias_swiglu_fusion); a config built in
+  /// code defaults to false. Written by model_config_to_json.
+  bool fused_swiglu = false;
 };
 
 /// Sets the architecture details of `config` from config.builtin: "gpt"/"moe": tied
@@ -76,6 +82,9 @@ struct ModelFileConfig {
   /// "hf_config" only: TransformerConfig::fused_attention of the imported model (the
   /// scenario key "fused_attention", default true).
   bool fused_attention = true;
+  /// "hf_config" only: TransformerConfig::fused_swiglu (the scenario key "fused_swiglu",
+  /// default true).
+  bool fused_swiglu = true;
   /// "hf_config" only: tokens per sequence (the model key "seq_len", or the scenario's
   /// training.seq_len); 0 = the config's max_position_embeddings (n_positions), the
   /// longest context the model supports, which is rarely the training length.

@@ -134,6 +134,12 @@ struct Op {
   /// on chip and recomputes them in the backward, so derive_training_graph recomputes
   /// these ops under every recomputation policy and nothing stores them.
   bool fused_attention = false;
+  /// Set by builders on the SiLU of a SwiGLU MLP (dense or expert) when the model trains
+  /// with a fused SwiGLU kernel (Megatron-Core's bias_swiglu_fusion, on by default): the
+  /// kernel saves the gate and up projections and recomputes the SiLU in the backward, so
+  /// derive_training_graph recomputes this op under every recomputation policy and nothing
+  /// stores its output.
+  bool fused_swiglu = false;
 
   DotSpec dot;      ///< kDot, kMoeDispatch, kMoeCombine
   /// kDot, kMoeDispatch, kMoeCombine: the loop dims of `dot`; kConv2d: conv.gemm_dims().

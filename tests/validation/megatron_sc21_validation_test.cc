@@ -443,6 +443,9 @@ std::vector<ModernRow> nemo_rows(const std::string& gpu_type, const std::string&
     }
     ir::set_architecture_defaults(t);
     t.fused_attention = true;
+    // Megatron-Core's bias_swiglu_fusion (on by default; added 2026-11-26, sixth stop, with
+    // these rows in view: before, the SiLU's output was stored as well).
+    t.fused_swiglu = true;
     ir::ModelConfig model;
     model.spec = t;
     MegatronPlan plan;

@@ -138,6 +138,59 @@ TEST_CASE("fused (Flash) attention stores no s x s tensor and recomputes QK^T in
   CHECK(model_config_to_json(m).at("fused_attention") == true);
 }
 
+TEST_CASE("a fused SwiGLU stores the gate and up projections, not the SiLU, and recomputes it") {
+  const std::int64_t l = 2, h = 64, a = 4, s = 32, b = 2, V = 100, ffn = 176;
+  for (const char* builtin : {"llama", "mixtral"}) {
+    CAPTURE(builtin);
+    TransformerConfig c;
+    c.builtin = builtin;
+    c.num_layers = l;
+    c.hidden_size = h;
+    c.num_heads = a;
+    c.num_kv_heads = a;
+    c.seq_len = s;
+    c.vocab_size = V;
+    c.ffn_hidden_size = ffn;
+    if (std::string(builtin) == "mixtral") {
+      c.num_experts = 4;
+      c.top_k = 2;
+      c.moe_layer_interval = 1;
+      c.capacity_factor = 1.0;
+    }
+    set_architecture_defaults(c);
+    TransformerConfig fused = c;
+    fused.fused_swiglu = true;
+    for (auto r : {RecomputePolicy::kNone, RecomputePolicy::kSelective}) {
+      const Graph plain = train(c, r, b);
+      const Graph with = train(fused, r, b);
+      const auto kept_plain = activation_bytes_per_layer(plain);
+      const auto kept_fused = activation_bytes_per_layer(with);
+      // Per block, exactly the SiLU's output is no longer kept: s·b·ffn fp16 values (for the
+      // experts, its tokens x capacity buffer).
+      std::int64_t silu_bytes = 0, recomputed = 0;
+      for (const Op& o : with.ops()) {
+        if (o.function != "silu" || o.layer != 1) continue;
+        if (o.phase == Phase::kForward) {
+          CHECK(o.fused_swiglu);
+          silu_bytes += o.out.bytes();
+        }
+        if (o.phase == Phase::kRecompute) ++recomputed;
+      }
+      CHECK(recomputed == 1);
+      if (std::string(builtin) == "llama") CHECK(silu_bytes == s * b * ffn * 2);
+      for (std::int64_t i = 1; i <= l; ++i) {
+        CHECK(kept_plain[static_cast<std::size_t>(i)] - kept_fused[static_cast<std::size_t>(i)] == silu_bytes);
+      }
+      // The model's matmuls are the same.
+      CHECK(phase_flops(with).matmul_forward == phase_flops(plain).matmul_forward);
+      CHECK(phase_flops(with).matmul_backward == phase_flops(plain).matmul_backward);
+    }
+    // The flag travels with the model's JSON (plan files carry it).
+    CHECK(model_config_to_json(ModelConfig{"m", fused}).at("fused_swiglu") == true);
+    CHECK(model_config_to_json(ModelConfig{"m", c}).at("fused_swiglu") == false);
+  }
+}
+
 TEST_CASE("a flash kernel moves no s x s tensor through HBM and skips the causal mask's tiles") {
   const std::int64_t l = 2, h = 64, a = 4, b = 1, V = 100;
   for (const std::int64_t s : {128, 1000, 8192}) {

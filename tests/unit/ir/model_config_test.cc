@@ -19,6 +19,13 @@ TEST_CASE("the fixed GPT spelling parses with documented defaults") {
   CHECK(t.num_kv_heads == 96);
   CHECK(t.num_experts == 0);
   CHECK(m.name == "gpt L96 H12288");
+  // Fused kernels unless the scenario says otherwise (docs/scenario.md).
+  CHECK(t.fused_attention);
+  CHECK(t.fused_swiglu);
+  ModelConfig plain = parse_text(R"({"builtin": "llama", "num_layers": 2, "hidden_size": 64,
+      "num_heads": 4, "seq_len": 8, "vocab_size": 10, "ffn_hidden_size": 96,
+      "fused_swiglu": false})").value();
+  CHECK_FALSE(std::get<TransformerConfig>(plain.spec).fused_swiglu);
 }
 
 TEST_CASE("model configs round-trip") {
