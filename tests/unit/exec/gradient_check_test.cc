@@ -414,6 +414,24 @@ TEST_CASE("gradient check: fused (Flash) attention recomputes the scores in the 
   }
 }
 
+TEST_CASE("gradient check: a fused SwiGLU recomputes the SiLU in the backward") {
+  for (const std::string builtin : {"llama", "mixtral"}) {
+    CAPTURE(builtin);
+    ir::TransformerConfig t = tiny_transformer(builtin);
+    t.fused_swiglu = true;
+    t.fused_attention = true;  // both recompute regions in one block
+    const Graph forward = tiny_model(t, "tiny fused-SwiGLU " + builtin);
+    // Not vacuous: every block's SiLU is recomputed and its consumer's backward reads the copy.
+    const Graph training = ir::derive_training_graph(forward, ir::TrainingOptions{});
+    int recomputed_silu = 0;
+    for (const ir::Op& op : training.ops()) {
+      if (op.phase == ir::Phase::kRecompute && op.function == "silu") ++recomputed_silu;
+    }
+    CHECK(recomputed_silu == t.num_layers);
+    expect_gradients_match(forward);
+  }
+}
+
 TEST_CASE("gradient check: whole tiny Wide-ResNet") {
   ir::BuildOptions o;
   o.microbatch_size = 2;
