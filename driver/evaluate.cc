@@ -102,7 +102,11 @@ core::Result<Evaluation> evaluate_fixed_plan(const Scenario& scenario,
     if (!lowered.ok()) return lowered.status().with_context(scenario.file);
     e.lowered = std::move(*lowered);
     auto file = sim::lowering::megatron_plan_file(scenario.model, training, plan, scenario.cluster);
-    if (file.ok()) e.plan_file = std::move(file).value();
+    if (file.ok()) {
+      e.plan_file = std::move(file).value();
+    } else {
+      e.plan_file_unavailable = file.status().message();
+    }
   } else if (scenario.search.plan_file) {
     ALPASIM_ASSIGN_OR_RETURN(schema::Plan plan, schema::read_plan_file(*scenario.search.plan_file));
     auto lowered = sim::lowering::lower_plan_file(plan, cost_model);
@@ -199,6 +203,7 @@ core::Json prediction_json(const Evaluation& evaluation) {
   Json notes = Json::array();
   for (const auto& n : lowered.notes) notes.push_back(n);
   j["notes"] = notes;
+  if (!evaluation.plan_file_unavailable.empty()) j["plan_file_unavailable"] = evaluation.plan_file_unavailable;
   return j;
 }
 
@@ -248,6 +253,9 @@ std::string prediction_text(const Evaluation& evaluation) {
     break;
   }
   for (const auto& n : lowered.notes) s << "  note: " << n << "\n";
+  if (!evaluation.plan_file_unavailable.empty()) {
+    s << "  note: no plan file (--out writes no plan.json): " << evaluation.plan_file_unavailable << "\n";
+  }
   return s.str();
 }
 

@@ -28,6 +28,9 @@ struct Evaluation {
   /// `--out` writes as plan.json for `"mode": "fixed", "plan"` and alpa-exec; unset where
   /// the format cannot express the plan yet (cp > 1, ZeRO-2/3, models other than "gpt").
   std::optional<schema::Plan> plan_file;
+  /// Why plan_file is unset (the format's limit, e.g. "search.megatron.cp: context
+  /// parallelism has no plan-file form yet"); empty when it is set or for plan files.
+  std::string plan_file_unavailable;
 };
 
 /// Lowers the scenario's fixed plan (search.megatron or search.plan_file) and simulates one
