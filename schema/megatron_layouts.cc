@@ -28,9 +28,17 @@ core::Result<std::vector<OperatorSharding>> megatron_operator_shardings(
     std::int64_t layer_begin, std::int64_t layer_end, std::int64_t data_parallel,
     std::int64_t tensor_parallel, bool sequence_parallel) {
   const auto* t = std::get_if<ir::TransformerConfig>(&model.spec);
-  if (t == nullptr || t->builtin != "gpt" || t->num_experts > 0) {
-    return core::unimplemented("Megatron layouts are written for the builtin \"gpt\" only; " +
+  if (t == nullptr || (t->builtin != "gpt" && t->builtin != "llama") || t->num_experts > 0) {
+    return core::unimplemented("Megatron layouts are written for the builtin \"gpt\" and \"llama\" only; " +
                                model.name + " is not one");
+  }
+  // Megatron splits the attention by query group (a key/value head and its queries): with
+  // grouped-query attention the split dimension is the key/value heads', which tp must
+  // divide (Megatron-Core asserts num_query_groups % tp == 0).
+  const std::int64_t head_groups = t->num_kv_heads > 0 ? t->num_kv_heads : t->num_heads;
+  if (tensor_parallel > 1 && head_groups % tensor_parallel != 0) {
+    return core::unimplemented("Megatron layouts: " + std::to_string(head_groups) +
+                               " key/value heads do not split over tp = " + std::to_string(tensor_parallel));
   }
   if (layer_begin < 0 || layer_end > graph.num_layers() || layer_begin >= layer_end) {
     return core::invalid_argument("Megatron layouts: layers [" + std::to_string(layer_begin) + ", " +
@@ -69,7 +77,7 @@ core::Result<std::vector<OperatorSharding>> megatron_operator_shardings(
     const std::size_t first = batched ? 1 : 0;
     int tp_dim = -1;
     if (contains(op.name, "/attn/")) {
-      tp_dim = first_dim_of_size(dims, first, t->num_heads);
+      tp_dim = first_dim_of_size(dims, first, head_groups);
     } else if (contains(op.name, "/mlp/")) {
       tp_dim = first_dim_of_size(dims, first, t->ffn_hidden_size);
     } else if (op.layer == 0 ? weight : op.layer == head_layer) {

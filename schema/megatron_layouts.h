@@ -20,7 +20,7 @@ namespace alpasim::schema {
 /// layers' weights:
 /// - mesh axis 0 splits the batch dimension (dimension 0 of a tensor whose dimension 0 is
 ///   the graph's `batch` and whose rank is at least 2); weights stay whole along it;
-/// - mesh axis 1 splits the attention heads (the first dimension equal to the head count,
+/// - mesh axis 1 splits the attention heads (the first dimension equal to the key/value head count,
 ///   after the batch dimension, of the tensors under ".../attn/": Q, K, V, scores,
 ///   probabilities, context, the QKV weights' output columns and the out projection's input
 ///   rows), the FFN dimension under ".../mlp/" (fc1's output columns, fc2's input rows) and
@@ -35,9 +35,13 @@ namespace alpasim::schema {
 /// Activations without a batch dimension (GPT's position lookup) get no layout: Megatron
 /// replicates that small work, which an evaluator of plan files may choose how to price.
 /// A mesh axis of size 1 splits nothing (its layouts are replicated along it, as the
-/// intra-op pass enumerates them). UNIMPLEMENTED for models other than the builtin "gpt"
-/// (their blocks are not named this way); INVALID_ARGUMENT when a layer is out of the
-/// graph's range.
+/// intra-op pass enumerates them). "llama" (RMSNorm, rotary, SwiGLU, untied head, grouped-
+/// query attention) follows the same rules: its gate and up projections split their output
+/// columns and the down projection its input rows (the FFN dimension under ".../mlp/"), the
+/// attention splits its key/value heads (their queries with them: Megatron's query groups),
+/// the untied head its vocabulary. UNIMPLEMENTED for other models (their blocks are not
+/// named this way, or MoE) and for a tp that does not divide the key/value heads;
+/// INVALID_ARGUMENT when a layer is out of the graph's range.
 core::Result<std::vector<OperatorSharding>> megatron_operator_shardings(
     const ir::Graph& graph, const ir::ModelConfig& model, std::int64_t batch,
     std::int64_t layer_begin, std::int64_t layer_end, std::int64_t data_parallel,

@@ -734,5 +734,71 @@ TEST_CASE("one evaluator: SC'21 table 1 and Korthikanti table 4 as plan files wi
   }
 }
 
+// LLaMA-shaped Megatron plans (grouped-query attention, rotary, fused SwiGLU, untied head,
+// flash attention) written as plan files since 2026-11-26 (schema::megatron_operator_
+// shardings): priced both ways on DGX H100 in bf16, blocking sends, no overlaps (plan files
+// do not carry them). 8 blocks of Llama 3 8B's shape at sequence 4,096, global batch 32.
+std::vector<OneEvaluatorRow> llama_one_evaluator_rows() {
+  ir::TransformerConfig t;
+  t.builtin = "llama";
+  t.num_layers = 8;
+  t.hidden_size = 4096;
+  t.num_heads = 32;
+  t.num_kv_heads = 8;
+  t.ffn_hidden_size = 14336;
+  t.seq_len = 4096;
+  t.vocab_size = 128256;
+  ir::set_architecture_defaults(t);
+  t.fused_attention = true;
+  t.fused_swiglu = true;
+  ir::ModelConfig model;
+  model.name = "llama 8 blocks";
+  model.spec = t;
+  TrainingSetup training;
+  training.global_batch_size = 32;
+  training.dtype = core::DType::kBf16;
+  std::vector<OneEvaluatorRow> out;
+  struct Shape { std::int64_t tp, pp, dp; bool sp; };
+  for (const Shape& sh : {Shape{2, 2, 2, false}, Shape{4, 2, 1, true}, Shape{8, 1, 1, true}, Shape{1, 4, 2, false}}) {
+    MegatronPlan plan;
+    plan.tp = sh.tp;
+    plan.pp = sh.pp;
+    plan.dp = sh.dp;
+    plan.microbatch_size = 1;
+    plan.sequence_parallel = sh.sp;
+    plan.recompute = ir::RecomputePolicy::kNone;
+    const std::string name = "tp " + std::to_string(sh.tp) + " pp " + std::to_string(sh.pp) + " dp " +
+                             std::to_string(sh.dp) + (sh.sp ? " sp" : "");
+    out.push_back(one_evaluator_row(name, model, training, plan, "dgx-h100", 8));
+  }
+  return out;
+}
+
+TEST_CASE("one evaluator: LLaMA Megatron plans are written as plan files and evaluate") {
+  const auto rows = llama_one_evaluator_rows();
+  CHECK(rows.size() == 4);
+  std::printf("%-34s %11s %11s %8s %12s %12s %8s\n", "LLaMA plan", "lowering_s", "evaluator_s", "time",
+              "lowering_GB", "evaluator_GB", "memory");
+  for (const auto& r : rows) {
+    CHECK(std::isfinite(r.evaluator_s));
+    CHECK(r.evaluator_s > 0);
+    CHECK(r.evaluator_peak > 0);
+    std::printf("%-34s %11.3f %11.3f %+7.1f%% %12.2f %12.2f %+7.1f%%\n", r.model.c_str(), r.lowering_s,
+                r.evaluator_s, 100.0 * (r.evaluator_s / r.lowering_s - 1), r.lowering_peak / 1e9,
+                r.evaluator_peak / 1e9, 100.0 * (static_cast<double>(r.evaluator_peak) / r.lowering_peak - 1));
+  }
+}
+
+// Not met (2026-11-26): +2.1 %, +22.7 %, +35.3 %, -10.5 % (docs/validation.md). The plan
+// file's graph has Q, K, V and gate, up as separate projections, each of which gathers its
+// (sequence-parallel) input or all-reduces its partial input gradient; Megatron fuses them
+// into one GEMM each (one all-gather / reduce-scatter). Asserted, allowed to fail.
+TEST_CASE("one evaluator: LLaMA Megatron plans as plan files within 2 % of sim/lowering" * doctest::may_fail()) {
+  for (const auto& r : llama_one_evaluator_rows()) {
+    CAPTURE(r.model);
+    CHECK(std::abs(r.evaluator_s / r.lowering_s - 1) <= 0.02);
+  }
+}
+
 }  // namespace
 }  // namespace alpasim::sim::lowering

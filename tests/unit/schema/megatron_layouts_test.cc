@@ -87,10 +87,57 @@ TEST_CASE("Megatron layouts: an axis of size 1 splits nothing, other architectur
   const auto& tensor_parallel = layouts(false, 1, 4).output;
   CHECK(tensor_parallel.at("block0/attn/q") == "RRS1RR");
 
-  ir::ModelConfig llama = ir::gpt_model_config("llama", 1, 64, 4, 16, 128);
-  std::get<ir::TransformerConfig>(llama.spec).builtin = "llama";
+  ir::ModelConfig mixtral = ir::gpt_model_config("mixtral", 1, 64, 4, 16, 128);
+  std::get<ir::TransformerConfig>(mixtral.spec).builtin = "mixtral";
+  std::get<ir::TransformerConfig>(mixtral.spec).num_experts = 4;
   const Layouts gpt = layouts(false);
-  auto r = schema::megatron_operator_shardings(gpt.graph, llama, 4, 0, 1, 2, 2, false);
+  auto r = schema::megatron_operator_shardings(gpt.graph, mixtral, 4, 0, 1, 2, 2, false);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().code() == core::StatusCode::kUnimplemented);
+}
+
+TEST_CASE("Megatron layouts: LLaMA splits query groups, SwiGLU's FFN dimension and the untied head") {
+  // 2 blocks, hidden 64, 8 query heads in 4 groups (GQA), FFN 96, sequence 16, vocabulary
+  // 128, 4 sequences per microbatch: every rule's dimension is unambiguous.
+  ir::TransformerConfig t;
+  t.builtin = "llama";
+  t.num_layers = 2;
+  t.hidden_size = 64;
+  t.num_heads = 8;
+  t.num_kv_heads = 4;
+  t.ffn_hidden_size = 96;
+  t.seq_len = 16;
+  t.vocab_size = 128;
+  ir::set_architecture_defaults(t);
+  t.fused_swiglu = true;
+  const ir::ModelConfig model{"llama", t};
+  ir::BuildOptions bo;
+  bo.microbatch_size = 4;
+  const ir::Graph g = ir::derive_training_graph(ir::build_forward_graph(model, bo).value(), ir::TrainingOptions{});
+  auto sh = schema::megatron_operator_shardings(g, model, 4, 0, g.num_layers(), 2, 2, true);
+  REQUIRE_MESSAGE(sh.ok(), sh.status().message());
+  std::map<std::string, std::string> o;
+  for (const auto& s : sh.value()) o.emplace(s.op, s.output.to_string());
+  // Query groups: the key/value heads' dimension, their queries with them.
+  CHECK(o.at("block0/attn/q_weight") == "RS1RR");  // [hidden, 4 groups, 2 queries, head_dim]
+  CHECK(o.at("block0/attn/k_weight") == "RS1R");   // [hidden, 4 groups, head_dim]
+  CHECK(o.at("block0/attn/q_rotary") == "S0RS1RR");
+  CHECK(o.at("block0/attn/scores") == "S0S1RRR");  // [batch, groups, queries, s, t]
+  CHECK(o.at("block0/attn/out_weight") == "S1RRR");
+  // SwiGLU: gate and up column-parallel, down row-parallel; the (recomputed) SiLU split.
+  CHECK(o.at("block0/mlp/gate_weight") == "RS1");
+  CHECK(o.at("block0/mlp/up_weight") == "RS1");
+  CHECK(o.at("block0/mlp/down_weight") == "S1R");
+  CHECK(o.at("block0/mlp/silu/recompute") == "S0RS1");
+  CHECK(o.at("block0/mlp/swiglu") == "S0RS1");
+  // RMSNorm and the residual stream: sequence-parallel; the untied head: vocabulary-parallel.
+  CHECK(o.at("block0/attn_norm_scale") == "R");
+  CHECK(o.at("block0/attn_norm") == "S0S1R");
+  CHECK(o.at("embedding/word_embeddings") == "S1R");
+  CHECK(o.at("head/logits") == "S0RS1");
+  // A tp that does not divide the key/value heads cannot be written (Megatron-Core refuses it).
+  auto bad = schema::megatron_operator_shardings(g, model, 4, 0, g.num_layers(), 1, 8, false);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().code() == core::StatusCode::kUnimplemented);
+  CHECK(bad.status().message() == "Megatron layouts: 4 key/value heads do not split over tp = 8");
 }
