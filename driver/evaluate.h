@@ -26,7 +26,8 @@ struct Evaluation {
   sim::PipelineSimulation simulation;
   /// search.megatron: the plan as a plan file (sim::lowering::megatron_plan_file), which
   /// `--out` writes as plan.json for `"mode": "fixed", "plan"` and alpa-exec; unset where
-  /// the format cannot express the plan yet (cp > 1, ZeRO-2/3, models other than "gpt").
+  /// the format cannot express the plan yet (cp > 1, mxfp8/nvfp4, ZeRO-2/3, models other
+  /// than "gpt" and "llama", a stage spanning part of a node).
   std::optional<schema::Plan> plan_file;
   /// Why plan_file is unset (the format's limit, e.g. "search.megatron.cp: context
   /// parallelism has no plan-file form yet"); empty when it is set or for plan files.

@@ -81,7 +81,7 @@ std::vector<LayerStats> layer_stats(const Graph& g) {
   for (const Op& o : g.ops()) {
     LayerStats& l = out[static_cast<std::size_t>(o.layer)];
     const std::int64_t mm = o.is_model_matmul() ? o.flops : 0;
-    const std::int64_t bytes = o.bytes_read + o.bytes_written;
+    const std::int64_t bytes = memory_traffic_bytes(g, o);
     switch (o.phase) {
       case Phase::kForward:
         if (o.kind == OpKind::kParameter) {

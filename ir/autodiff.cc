@@ -76,14 +76,17 @@ class Differentiator {
     clone_.assign(n_, kNoOp);
     for (const Op& o : fwd_.ops()) {
       if (o.is_source() || o.phase != Phase::kForward) continue;
-      const bool r = o.fused_attention || o.fused_swiglu ||
-                     (opt_.recompute == RecomputePolicy::kSelective ? o.selective_recompute
-                      : opt_.recompute == RecomputePolicy::kFull    ? is_block_layer(fwd_, o.layer)
-                                                                    : false);
-      if (!r) continue;
+      if (!o.fused_attention && !o.fused_swiglu && !by_policy(o)) continue;
       in_r_[static_cast<std::size_t>(o.id)] = 1;
       by_layer_[static_cast<std::size_t>(o.layer)].push_back(o.id);
     }
+  }
+
+  /// Recomputed by the training's recomputation policy (not only by a fused kernel).
+  bool by_policy(const Op& o) const {
+    return opt_.recompute == RecomputePolicy::kSelective ? o.selective_recompute
+           : opt_.recompute == RecomputePolicy::kFull    ? is_block_layer(fwd_, o.layer)
+                                                         : false;
   }
 
   bool same_region(OpId a, OpId b) const {
@@ -91,34 +94,54 @@ class Differentiator {
            fwd_.op(a).layer == fwd_.op(b).layer;
   }
 
-  /// Re-runs the recompute region of `layer` (its ops in id order), once.
-  void ensure_clones(std::int32_t layer) {
-    auto l = static_cast<std::size_t>(layer);
-    if (cloned_layer_[l]) return;
-    cloned_layer_[l] = 1;
-    for (OpId id : by_layer_[l]) {
+  /// Re-runs the ops of `layer`'s recompute region that `keep` selects (in id order), each
+  /// once; an input in the region reads its recomputed copy.
+  template <typename Keep>
+  void clone_region(std::int32_t layer, Keep keep) {
+    for (OpId id : by_layer_[static_cast<std::size_t>(layer)]) {
+      if (clone_[static_cast<std::size_t>(id)] != kNoOp || !keep(fwd_.op(id))) continue;
       Op c = fwd_.op(id);
       c.phase = Phase::kRecompute;
       c.source = id;
       c.name += "/recompute";
       for (OpId& in : c.inputs) {
-        if (same_region(id, in)) in = clone_[static_cast<std::size_t>(in)];
+        if (!same_region(id, in)) continue;
+        ALPASIM_CHECK(clone_[static_cast<std::size_t>(in)] != kNoOp)
+            << fwd_.op(id).name << " is recomputed before its input " << fwd_.op(in).name;
+        in = clone_[static_cast<std::size_t>(in)];
       }
       clone_[static_cast<std::size_t>(id)] = g_.add(std::move(c));
     }
+  }
+
+  /// Re-runs the whole recompute region of `layer` (the policy's: Megatron recomputes a
+  /// layer's forward, or its attention core, where its backward starts), once.
+  void ensure_clones(std::int32_t layer) {
+    auto l = static_cast<std::size_t>(layer);
+    if (cloned_layer_[l]) return;
+    cloned_layer_[l] = 1;
+    clone_region(layer, [](const Op&) { return true; });
   }
 
   /// The tensor a backward op of forward op `user` reads in place of forward tensor `t`:
   /// the recomputed copy when both lie in the same recompute region, or when `t` is one
   /// of a fused kernel's recomputed tensors (a flash attention's backward, attention x V's
   /// included, reads the probabilities it recomputes; a fused SwiGLU's, the SiLU), else
-  /// the stash.
+  /// the stash. A fused kernel's tensors the policy does not recompute are recomputed where
+  /// that kernel's backward runs (only that kernel's ops: a SwiGLU backward does not
+  /// recompute the attention scores, which would then be held through the MLP's backward).
   OpId fwd_tensor(const Op& user, OpId t) {
     const Op& produced = fwd_.op(t);
     const bool fused = (produced.fused_attention || produced.fused_swiglu) && in_r_[static_cast<std::size_t>(t)] &&
                        produced.layer == user.layer;
     if (!fused && !same_region(user.id, t)) return t;
-    ensure_clones(user.layer);
+    if (by_policy(produced)) {
+      ensure_clones(user.layer);
+    } else {
+      clone_region(user.layer, [&](const Op& o) {
+        return !by_policy(o) && o.fused_attention == produced.fused_attention && o.fused_swiglu == produced.fused_swiglu;
+      });
+    }
     return clone_[static_cast<std::size_t>(t)];
   }
 
@@ -128,8 +151,6 @@ class Differentiator {
     o.layer = source.layer;
     o.source = source.id;
     o.grad_role = role;
-    // The softmax gradient of a flash kernel's backward is computed on chip.
-    if (!o.is_einsum() && runs_in_flash_attention(fwd_, source)) o.bytes_read = o.bytes_written = 0;
   }
 
   GradRole role_for(OpId input) const {

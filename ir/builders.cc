@@ -155,12 +155,8 @@ Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
       // scores -> softmax [-> mask, dropout], the ops created since `scores` and marked for
       // selective recomputation: what a Flash kernel fuses (its output, attn/context, is
       // stored as usual: attn/out reads it).
-      // The softmax and dropout run on chip: no HBM bytes of their own.
       for (OpId id = scores; id <= probs; ++id) {
-        Op& op = g.mutable_op(id);
-        if (op.layer != b.layer || !op.selective_recompute) continue;
-        op.fused_attention = true;
-        if (!op.is_einsum()) op.bytes_read = op.bytes_written = 0;
+        if (g.op(id).layer == b.layer && g.op(id).selective_recompute) g.mutable_op(id).fused_attention = true;
       }
     }
     OpId ctx = b.dot("attn/context", "bkgst,btkd->bskgd", probs, v);

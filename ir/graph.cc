@@ -457,12 +457,21 @@ bool runs_in_flash_attention(const Graph& g, const Op& op) {
   return fused_attention_op(g, forward_origin(g, op)) != nullptr;
 }
 
+std::int64_t memory_traffic_bytes(const Graph& g, const Op& op) {
+  if (!op.is_einsum() && runs_in_flash_attention(g, op)) return 0;
+  return op.bytes_read + op.bytes_written;
+}
+
 double flash_attention_work_fraction(const Graph& g, const Op& op) {
   if (!op.is_einsum()) return 1.0;
   const Op* fused = fused_attention_op(g, forward_origin(g, op));
   if (fused == nullptr || fused->out.shape.empty()) return 1.0;
-  const std::int64_t keys = fused->out.shape.back();  // scores and softmax: (..., s, t)
-  const std::int64_t tiles = std::max<std::int64_t>(1, (keys + kFlashAttentionTile - 1) / kFlashAttentionTile);
+  return causal_tile_fraction(fused->out.shape.back());  // scores and softmax: (..., s, t)
+}
+
+double causal_tile_fraction(std::int64_t keys) {
+  if (keys <= 0) return 1.0;
+  const std::int64_t tiles = (keys + kFlashAttentionTile - 1) / kFlashAttentionTile;
   return static_cast<double>(tiles + 1) / static_cast<double>(2 * tiles);
 }
 

@@ -135,9 +135,14 @@ inline constexpr std::int64_t kFlashAttentionTile = 128;
 /// True for an op a fused (Flash) attention kernel runs (Op::fused_attention): the scores,
 /// their softmax and dropout, the attention x V that reads them, and the recomputed and
 /// backward ops derived from them (the kernel's backward: recomputed scores, dP, dV, the
-/// softmax gradient, dQ, dK). Their s x s tensors stay on chip: such an op moves no HBM
-/// bytes of its own (its inputs and outputs are the GEMMs' operands).
+/// softmax gradient, dQ, dK). Their s x s tensors stay on chip.
 bool runs_in_flash_attention(const Graph& g, const Op& op);
+
+/// HBM bytes a memory-bound op moves (Op::bytes_read + bytes_written), except 0 for a
+/// non-GEMM op inside a flash-attention kernel (its softmax, dropout and softmax gradient
+/// run on chip between the kernel's GEMMs: no traffic and no kernel of their own). Every
+/// pricer of memory-bound ops asks this, so a graph read back from JSON prices as built.
+std::int64_t memory_traffic_bytes(const Graph& g, const Op& op);
 
 /// The fraction of a dot's multiply-adds its kernel performs: for a dot that runs in a
 /// flash-attention kernel, whose attention is causal (the builders make decoder language
@@ -145,5 +150,9 @@ bool runs_in_flash_attention(const Graph& g, const Op& op);
 /// tiles per row, n(n+1)/2 of n^2 are computed, (n + 1) / 2n (0.5078 at 8,192 keys).
 /// 1 for every other op. Model FLOPs still count the whole s x s product (Megatron's formula).
 double flash_attention_work_fraction(const Graph& g, const Op& op);
+
+/// (n + 1) / 2n with n = ceil(keys / kFlashAttentionTile): the share of a causal attention's
+/// tiles a flash kernel computes over `keys` keys (1 for keys <= 0).
+double causal_tile_fraction(std::int64_t keys);
 
 }  // namespace alpasim::ir

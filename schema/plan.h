@@ -100,6 +100,13 @@ struct MegatronShape {
 /// linears do.
 std::optional<MegatronShape> megatron_shape(const Plan& plan);
 
+/// True when `gpus` GPUs on nodes of `gpus_per_node` form a submesh the format can write
+/// (nodes x GPUs per node, validate_plan's shape): a part of one node, or whole nodes. A
+/// group of 12 GPUs on 8-GPU nodes (a node and a half) is not one.
+inline bool submesh_expressible(std::int64_t gpus, std::int64_t gpus_per_node) {
+  return gpus >= 1 && gpus_per_node >= 1 && (gpus <= gpus_per_node || gpus % gpus_per_node == 0);
+}
+
 /// Reads a plan file and validates it (validate_plan).
 core::Result<Plan> read_plan_file(const std::filesystem::path& path);
 /// Reads a plan from a JSON value (a file or a scenario's search.plan block).

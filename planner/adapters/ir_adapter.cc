@@ -77,7 +77,7 @@ class Converter {
                                 n.kind == intra_op::OpKind::kLayerNorm ||
                                 n.kind == intra_op::OpKind::kReduce;
       // The same bytes op_compute splits evenly: a strategy pays for what its tile adds.
-      if (memory_bound && !op.is_source()) n.bytes_accessed = op.bytes_read + op.bytes_written;
+      if (memory_bound && !op.is_source()) n.bytes_accessed = ir::memory_traffic_bytes(g_, op);
       index_[op.id] = push(std::move(n), op.id);
     }
     ALPASIM_RETURN_IF_ERROR(graph_.validate());
@@ -416,8 +416,9 @@ core::Seconds op_compute(const ir::Graph& training, const ir::Op& op, std::int64
     s.k = k;
     s.dtype = training.meta.dtype;
     time = cost.gemm(s).time * ir::flash_attention_work_fraction(training, op);
-  } else {
-    time = cost.memory_bound(core::bytes((op.bytes_read + op.bytes_written) / d));
+  } else if (!ir::runs_in_flash_attention(training, op)) {
+    // A flash kernel's softmax and dropout run on chip (ir::memory_traffic_bytes): no time.
+    time = cost.memory_bound(core::bytes(ir::memory_traffic_bytes(training, op) / d));
   }
   return time;
 }

@@ -140,10 +140,11 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
             for (int c = 0; c <= chunks; ++c) starts.push_back(c * L / chunks);
             // Device layout: rank = stage·dp·tp + replica·tp + t (Megatron's default order).
             std::vector<schema::PlanStage> stages;
+            // A stage of dp·tp GPUs that spans part of a node (12 on 8-GPU nodes) has no
+            // plan (a submesh is nodes x GPUs per node): not a point of this grid. Partial
+            // meshes inside one node (6 of 8) are, with contiguous ids.
+            if (!schema::submesh_expressible(dp * tp, s.gpn())) continue;
             const SubmeshShape sub = shape_of_size(dp * tp, s.gpn());
-            if (!valid_submesh_size(dp * tp, s.nodes(), s.gpn()) && dp * tp % s.gpn() != 0) {
-              // Partial-node meshes that are not powers of two: still contiguous ids.
-            }
             Searcher::Lowering lw;
             lw.data_parallel = static_cast<int>(dp);
             lw.blocking_p2p = true;
@@ -354,7 +355,7 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
   // of them), so the points are re-scored in the analytic order until one fits, at most
   // kRescored of them; the points the bound pruned are simulated first if it comes to them.
   // Plans the format cannot express yet keep the analytic price: ZeRO-2/3, and models
-  // other than the builtin gpt.
+  // other than the builtin gpt and llama.
   constexpr int kRescored = 16;
   auto written = s.with_megatron_layouts(best.plan);
   if (!written.ok()) {

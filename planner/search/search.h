@@ -84,7 +84,7 @@ struct SearchOptions {
   /// grid's analytic costs, are re-scored by the evaluator of plan files (their plans written
   /// with Megatron's per-operator layouts) in that order until one fits (at most 16), so the
   /// answer is priced as searched plans are and its plan carries those layouts. False keeps
-  /// the analytic price (ZeRO-2/3 and models other than the builtin gpt always do).
+  /// the analytic price (ZeRO-2/3 and models other than the builtin gpt and llama always do).
   bool rescore_grid = true;
   /// Called (on the calling thread) as the search starts each phase: a (microbatch size,
   /// recompute) point, or a baseline, with a one-line description of it

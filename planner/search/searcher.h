@@ -1202,7 +1202,8 @@ class Searcher {
 
   // `plan` (a Megatron grid point: stages on logical meshes of data-parallel rows and
   // tensor-parallel columns) with Megatron's per-operator layouts on every multi-GPU stage.
-  // UNIMPLEMENTED for models the layouts do not cover.
+  // UNIMPLEMENTED for models the layouts do not cover and for a stage whose submesh does not
+  // hold its logical mesh (one spanning part of a node).
   core::Result<schema::Plan> with_megatron_layouts(const schema::Plan& plan) {
     schema::Plan out = plan;
     const std::int64_t mbs = plan.global_batch_size / plan.num_microbatches;
@@ -1211,7 +1212,8 @@ class Searcher {
       if (st.logical_rows * st.logical_cols == 1) continue;
       if (st.submesh_nodes * st.submesh_gpus_per_node != st.logical_rows * st.logical_cols) {
         // E.g. dp 3 x tp 4 = 12 GPUs on 8-GPU nodes: a node and a half, which a plan file's
-        // submesh (nodes x GPUs per node) cannot describe.
+        // submesh (nodes x GPUs per node) cannot describe. The grid no longer makes such
+        // points (schema::submesh_expressible); a plan from elsewhere may still.
         return core::unimplemented("a stage of " + std::to_string(st.logical_rows * st.logical_cols) +
                                    " GPUs spans part of a node: not expressible as a submesh of " +
                                    std::to_string(gpn()) + "-GPU nodes");

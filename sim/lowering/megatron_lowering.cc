@@ -647,7 +647,16 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
         }
       }
       const auto est = cost_model.gemm(shape);
-      t.gemm = Seconds(est.time.value() * time_scale * ir::flash_attention_work_fraction(g, op));
+      // A causal flash kernel computes only the tiles on or below the diagonal. With cp the
+      // graph holds s/cp keys and the time is scaled by cp below: the share is that of all
+      // s keys (the load-balanced chunks see the whole causal triangle between them).
+      double causal = ir::flash_attention_work_fraction(g, op);
+      if (cp > 1 && causal < 1.0) {
+        if (const auto* whole = std::get_if<ir::TransformerConfig>(&model.spec)) {
+          causal = ir::causal_tile_fraction(whole->seq_len);
+        }
+      }
+      t.gemm = Seconds(est.time.value() * time_scale * causal);
       t.flops = cost_model::gemm_flops(shape);
       // Forward: the fp8 copy of the input is written by the kernel that produces it (a
       // fused cast: +1 byte per element). Backward: the output gradient is cast to fp8
@@ -681,7 +690,10 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       t.flops = Flops(static_cast<double>(op.flops));
     } else {
       if (op.function == "reshape") continue;  // a view: no kernel
-      std::int64_t bytes = op.bytes_read + op.bytes_written;
+      // Inside a flash-attention kernel (softmax, dropout, their gradients): on chip, no
+      // kernel of its own.
+      if (ir::runs_in_flash_attention(g, op)) continue;
+      std::int64_t bytes = ir::memory_traffic_bytes(g, op);
       if (tp > 1 && (sharded[i] || plan.sequence_parallel)) bytes = ceil_div(bytes, tp);
       t.memory_bound = cost_model.memory_bound(Bytes(bytes));
       if (op.kind == OpKind::kEmbedding && tp > 1 && op.phase == Phase::kForward &&
@@ -1364,6 +1376,11 @@ core::Result<schema::Plan> megatron_plan_file(const ir::ModelConfig& model,
   }
   if (plan.zero_stage >= 2) {
     return core::unimplemented("search.megatron.zero_stage: ZeRO-2/3 have no plan-file form yet");
+  }
+  if (!schema::submesh_expressible(plan.tp * plan.dp, cluster.gpus_per_node)) {
+    return core::unimplemented("search.megatron: a stage of tp·dp = " + std::to_string(plan.tp * plan.dp) +
+                               " GPUs spans part of a node, which a plan file's submesh (nodes x GPUs "
+                               "per node) cannot describe");
   }
   const std::int64_t replicas = plan.dp * plan.microbatch_size;
   if (plan.tp < 1 || plan.pp < 1 || plan.dp < 1 || plan.microbatch_size < 1 || plan.interleave < 1 ||

@@ -1143,7 +1143,7 @@ TEST_CASE("a Megatron grid point whose stage spans part of a node is not written
   // a plan file's submesh (nodes x GPUs per node) cannot describe. Writing it used to give
   // the stage a 1 x 4 submesh under a 3 x 2 mesh, and evaluating that aborted on a CHECK
   // (alpa-sim capacity on GPT-3 175B: dp 3 x tp 4 on 8-GPU nodes). Now it is "unimplemented",
-  // which the grid's re-scoring skips.
+  // and the grid makes no such point (schema::submesh_expressible).
   planner::SearchInput in = tiny_input("megatron");
   in.cluster = cluster::make_preset_cluster("aws-p3.16xlarge", 3).value();
   in.cluster.gpus_per_node = 4;
@@ -1169,13 +1169,18 @@ TEST_CASE("a Megatron grid point whose stage spans part of a node is not written
   REQUIRE_FALSE(written.ok());
   CHECK(written.status().code() == core::StatusCode::kUnimplemented);
   CHECK(written.status().message().find("a stage of 6 GPUs spans part of a node") != std::string::npos);
-  // The whole grid still answers (with every point the format can express re-scored).
+  // The whole grid still answers, with a plan the format can write.
   in.options.microbatch_sizes = {2};
   auto r = planner::search(in);
   REQUIRE_MESSAGE(r.ok(), r.status().message());
+  CHECK(validate(r.value().plan).ok());
   for (const auto& st : r.value().plan.stages) {
     CHECK(st.submesh_nodes * st.submesh_gpus_per_node == st.logical_rows * st.logical_cols);
+    CHECK(schema::submesh_expressible(st.logical_rows * st.logical_cols, 4));
   }
+  CHECK_FALSE(schema::submesh_expressible(6, 4));
+  CHECK(schema::submesh_expressible(3, 4));
+  CHECK(schema::submesh_expressible(8, 4));
 }
 
 TEST_CASE("a searched stage's gradient collectives are their own task, not part of the optimizer step") {

@@ -106,6 +106,72 @@ TEST_CASE("a Megatron plan file blocks on its pipeline sends unless they overlap
   CHECK(lower_megatron_plan(model, bf16, plan, cm)->problem.blocking_p2p == false);
 }
 
+TEST_CASE("a flash kernel's GEMMs cost the causal share of their tiles, its softmax nothing") {
+  // One GPT block at sequence 1,024 (8 key tiles: the kernel computes 9 of 16 halves,
+  // (8+1)/16 = 0.5625), microbatch 2, 8 heads of 32, tp 1, dp 8: the fused block's forward GEMMs
+  // are the unfused block's minus 0.4375 of QK^T's and attention x V's, priced by gemm().
+  const auto cm = dgx(1);
+  ir::ModelConfig unfused = gpt_model(1, 256, 8, 1024, 1024);
+  ir::ModelConfig fused = unfused;
+  std::get<ir::TransformerConfig>(fused.spec).fused_attention = true;
+  MegatronPlan plan;  // data parallel over the node's 8 GPUs
+  plan.dp = 8;
+  plan.microbatch_size = 2;
+  const TrainingSetup setup = testing::training_setup(16, core::DType::kFp16);
+  auto a = lower_megatron_plan(unfused, setup, plan, cm);
+  auto f = lower_megatron_plan(fused, setup, plan, cm);
+  REQUIRE_MESSAGE(a.ok(), a.status().message());
+  REQUIRE_MESSAGE(f.ok(), f.status().message());
+  const LoweredLayer* la = nullptr;
+  const LoweredLayer* lf = nullptr;
+  for (std::size_t i = 0; i < a->layers.size(); ++i) {
+    if (a->layers[i].kind == "transformer") {
+      la = &a->layers[i];
+      lf = &f->layers[i];
+    }
+  }
+  REQUIRE(la != nullptr);
+  cost_model::GemmShape scores;  // per head: (s x d) x (d x s)
+  scores.batch = 2 * 8;
+  scores.m = 1024;
+  scores.n = 1024;
+  scores.k = 32;
+  scores.dtype = core::DType::kFp16;
+  cost_model::GemmShape context = scores;  // (s x s) x (s x d)
+  context.n = 32;
+  context.k = 1024;
+  const double attention_s = cm.gemm(scores).time.value() + cm.gemm(context).time.value();
+  CHECK(ir::causal_tile_fraction(1024) == 0.5625);
+  CHECK(la->gemm_forward_s.value() - lf->gemm_forward_s.value() ==
+        doctest::Approx((1 - 0.5625) * attention_s).epsilon(1e-9));
+  // The unfused softmax streams 2 x b·a·s² fp16 values; the fused one moves nothing.
+  CHECK(la->memory_bound_forward_s.value() > lf->memory_bound_forward_s.value());
+}
+
+TEST_CASE("a Megatron plan whose stage spans part of a node has no plan file, with the reason") {
+  // tp 4 x dp 3 = 12 GPUs per stage on 8-GPU nodes: a node and a half; a plan file's submesh
+  // (nodes x GPUs per node) cannot hold it. Before, --out wrote a 1 x 8 submesh under a 3 x 4
+  // mesh, a plan.json that validate_plan rejects.
+  const auto cm = dgx(3);
+  const auto model = gpt_model(4, 256, 8, 128, 1024);
+  MegatronPlan plan;
+  plan.tp = 4;
+  plan.pp = 2;
+  plan.dp = 3;
+  auto file = megatron_plan_file(model, testing::training_setup(12, core::DType::kBf16), plan, cm.spec());
+  REQUIRE_FALSE(file.ok());
+  CHECK(file.status().code() == core::StatusCode::kUnimplemented);
+  CHECK(file.status().message() ==
+        "search.megatron: a stage of tp·dp = 12 GPUs spans part of a node, which a plan file's submesh "
+        "(nodes x GPUs per node) cannot describe");
+  plan.dp = 4;  // 16 GPUs: two whole nodes
+  plan.pp = 1;
+  auto whole = megatron_plan_file(model, testing::training_setup(16, core::DType::kBf16), plan, cm.spec());
+  REQUIRE_MESSAGE(whole.ok(), whole.status().message());
+  CHECK(whole->stages.at(0).submesh_nodes == 2);
+  CHECK(whole->stages.at(0).submesh_gpus_per_node == 8);
+}
+
 TEST_CASE("tensor parallelism: 2 forward + 2 backward all-reduces per block of mbs·s·h bytes") {
   const auto cm = dgx(1);
   MegatronPlan plan;
