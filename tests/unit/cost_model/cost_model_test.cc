@@ -1,4 +1,5 @@
 #include "cost_model/cost_model.h"
+#include "cost_model/validated_error.h"
 
 #include <doctest/doctest.h>
 
@@ -50,6 +51,31 @@ TEST_CASE("dgx-h800 is DGX H100 with NVLink at 200 GB/s per direction, priced by
   const double t100 = m100.collective(Collective::kAllReduce, core::gib(4), m100.group(all).value()).time.value();
   CHECK(t800 / t100 > 1.8);
   CHECK(t800 / t100 < 2.6);
+}
+
+TEST_CASE("validated error: a measured band per GPU and precision, else the largest one, marked not validated") {
+  const ValidatedError a100 = validated_error("a100-80gb", core::DType::kFp16);
+  CHECK(a100.validated);
+  CHECK(a100.relative_error == 0.093);
+  CHECK(validated_error("h200-sxm", core::DType::kFp8).relative_error ==
+        validated_error("h100-sxm", core::DType::kFp8).relative_error);
+  // Block-scaled GEMMs never take the 16-bit band, though their tensors are bf16.
+  CHECK(validated_error("gb200", core::DType::kBf16, "nvfp4").source.find("nvfp4") != std::string::npos);
+  // No published V100 run: the largest band of all, named, and not validated.
+  const ValidatedError v100 = validated_error("v100-16gb", core::DType::kFp16);
+  CHECK_FALSE(v100.validated);
+  ValidatedError largest;
+  for (const char* gpu : {"a100-80gb", "h100-sxm", "b200", "gb200", "gb300"}) {
+    for (const char* scaled : {"", "mxfp8", "nvfp4"}) {
+      for (core::DType d : {core::DType::kBf16, core::DType::kFp8}) {
+        const ValidatedError e = validated_error(gpu, d, scaled);
+        if (e.validated && e.relative_error > largest.relative_error) largest = e;
+      }
+    }
+  }
+  CHECK(v100.relative_error == largest.relative_error);
+  CHECK(v100.source == "no published run on this GPU and dtype was compared: the largest validated error "
+                       "as the band (" + largest.source + ")");
 }
 
 }  // namespace
