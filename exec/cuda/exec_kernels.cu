@@ -8,6 +8,9 @@ namespace {
 constexpr int kThreads = 256;
 constexpr float kEps = 1e-5f;
 
+// One block per row (or channel), at most 2^20 blocks (the kernels loop over the rest).
+inline unsigned row_blocks(i64 rows) { return static_cast<unsigned>(rows < 1 ? 1 : (rows > (1 << 20) ? (1 << 20) : rows)); }
+
 inline unsigned blocks(i64 n) {
   const i64 b = (n + kThreads - 1) / kThreads;
   return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 * 16 ? 65535 * 16 : b));
@@ -64,120 +67,179 @@ __global__ void reduce_map_k(float* o, const float* in, const i64* map, float f,
 __global__ void broadcast_map_k(float* o, const float* in, const i64* map, float f, i64 n) {
   GRID_LOOP(i, n) o[i] = f * in[map[i]];
 }
-// One thread per row: the tiny models this backend is validated on have short rows.
+// Row kernels run one block per row (rows of a GPT layer are 10^3-10^5 wide), batch-norm
+// kernels one block per channel; sums are in double, as the CPU backend's.
+// Sum over the block (blockDim.x a multiple of 32); every thread gets the total.
+__device__ double block_sum(double v) {
+  __shared__ double part[32];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // the previous call's readers of part[0] are done
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  const int warps = static_cast<int>((blockDim.x + 31) >> 5);
+  v = static_cast<int>(threadIdx.x) < warps ? part[threadIdx.x] : 0.0;
+  if (warp == 0) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    if (lane == 0) part[0] = v;
+  }
+  __syncthreads();
+  return part[0];
+}
+// Maximum over the block; every thread gets it.
+__device__ float block_max(float v) {
+  __shared__ float part[32];
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  const int warps = static_cast<int>((blockDim.x + 31) >> 5);
+  v = static_cast<int>(threadIdx.x) < warps ? part[threadIdx.x] : -INFINITY;
+  if (warp == 0) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
+    if (lane == 0) part[0] = v;
+  }
+  __syncthreads();
+  return part[0];
+}
+#define BLOCK_LOOP(r, n) for (i64 r = blockIdx.x; r < (n); r += gridDim.x)
+#define THREAD_LOOP(i, n) for (i64 i = threadIdx.x; i < (n); i += blockDim.x)
+
 __global__ void softmax_k(float* y, const float* x, i64 rows, i64 w, i64 causal) {
-  GRID_LOOP(r, rows) {
+  BLOCK_LOOP(r, rows) {
     const i64 lim = causal > 0 ? (r % causal) + 1 : w;
     const float* xr = x + r * w;
     float* yr = y + r * w;
     float mx = -INFINITY;
-    for (i64 i = 0; i < lim; ++i) mx = fmaxf(mx, xr[i]);
+    THREAD_LOOP(i, lim) mx = fmaxf(mx, xr[i]);
+    mx = block_max(mx);
     double sum = 0;
-    for (i64 i = 0; i < w; ++i) {
+    THREAD_LOOP(i, w) {
       yr[i] = i < lim ? expf(xr[i] - mx) : 0.0f;
       sum += yr[i];
     }
-    for (i64 i = 0; i < w; ++i) yr[i] = static_cast<float>(yr[i] / sum);
+    sum = block_sum(sum);
+    THREAD_LOOP(i, w) yr[i] = static_cast<float>(yr[i] / sum);  // this thread's own elements
   }
 }
 __global__ void softmax_grad_k(float* dx, const float* dy, const float* y, i64 rows, i64 w) {
-  GRID_LOOP(r, rows) {
+  BLOCK_LOOP(r, rows) {
     double dot = 0;
-    for (i64 i = 0; i < w; ++i) dot += dy[r * w + i] * y[r * w + i];
-    for (i64 i = 0; i < w; ++i) dx[r * w + i] = static_cast<float>(y[r * w + i] * (dy[r * w + i] - dot));
+    THREAD_LOOP(i, w) dot += dy[r * w + i] * y[r * w + i];
+    dot = block_sum(dot);
+    THREAD_LOOP(i, w) dx[r * w + i] = static_cast<float>(y[r * w + i] * (dy[r * w + i] - dot));
   }
 }
 __device__ void row_stats(const float* x, i64 w, int rms, float* mean, float* inv) {
   double s = 0, q = 0;
-  for (i64 i = 0; i < w; ++i) {
+  THREAD_LOOP(i, w) {
     s += x[i];
     q += static_cast<double>(x[i]) * x[i];
   }
+  s = block_sum(s);
+  q = block_sum(q);
   const double m = rms ? 0.0 : s / w;
   const double v = q / w - m * m;
   *mean = static_cast<float>(m);
   *inv = static_cast<float>(1.0 / sqrt((v > 0 ? v : 0) + kEps));
 }
 __global__ void layer_norm_k(float* y, const float* x, const float* g, const float* b, i64 rows, i64 w, int rms) {
-  GRID_LOOP(r, rows) {
+  BLOCK_LOOP(r, rows) {
     float m, inv;
     row_stats(x + r * w, w, rms, &m, &inv);
-    for (i64 i = 0; i < w; ++i) y[r * w + i] = (x[r * w + i] - m) * inv * g[i] + (b ? b[i] : 0.0f);
+    THREAD_LOOP(i, w) y[r * w + i] = (x[r * w + i] - m) * inv * g[i] + (b ? b[i] : 0.0f);
   }
 }
 __global__ void layer_norm_grad_k(float* dx, const float* dy, const float* x, const float* g, i64 rows, i64 w,
                                   int rms) {
-  GRID_LOOP(r, rows) {
+  BLOCK_LOOP(r, rows) {
     float m, inv;
     row_stats(x + r * w, w, rms, &m, &inv);
     double sd = 0, sdx = 0;
-    for (i64 i = 0; i < w; ++i) {
+    THREAD_LOOP(i, w) {
       const double d = dy[r * w + i] * g[i];
       sd += d;
       sdx += d * (x[r * w + i] - m) * inv;
     }
+    sd = block_sum(sd);
+    sdx = block_sum(sdx);
     const double md = rms ? 0.0 : sd / w, mdx = sdx / w;
-    for (i64 i = 0; i < w; ++i) {
+    THREAD_LOOP(i, w) {
       const double d = dy[r * w + i] * g[i];
       dx[r * w + i] = static_cast<float>(inv * (d - md - (x[r * w + i] - m) * inv * mdx));
     }
   }
 }
-__global__ void layer_norm_scale_grad_k(float* dg, const float* dy, const float* x, i64 rows, i64 w, int rms) {
+// The scale gradient sums over rows: the rows' statistics first (one block per row), then one
+// thread per column.
+__global__ void row_stats_k(float* stats, const float* x, i64 rows, i64 w, int rms) {
+  BLOCK_LOOP(r, rows) {
+    float m, inv;
+    row_stats(x + r * w, w, rms, &m, &inv);
+    if (threadIdx.x == 0) {
+      stats[2 * r] = m;
+      stats[2 * r + 1] = inv;
+    }
+  }
+}
+__global__ void layer_norm_scale_grad_k(float* dg, const float* dy, const float* x, const float* stats, i64 rows,
+                                        i64 w) {
   GRID_LOOP(c, w) {
     double acc = 0;
-    for (i64 r = 0; r < rows; ++r) {
-      float m, inv;
-      row_stats(x + r * w, w, rms, &m, &inv);
-      acc += dy[r * w + c] * (x[r * w + c] - m) * inv;
-    }
+    for (i64 r = 0; r < rows; ++r) acc += dy[r * w + c] * (x[r * w + c] - stats[2 * r]) * stats[2 * r + 1];
     dg[c] = static_cast<float>(acc);
   }
 }
-// Batch norm: one thread per channel, statistics over the rows (strided by the width).
+// Batch norm: one block per channel, statistics over the rows (strided by the width).
 __device__ void channel_stats(const float* x, i64 rows, i64 w, i64 c, float* mean, float* inv) {
   double s = 0, q = 0;
-  for (i64 r = 0; r < rows; ++r) {
+  THREAD_LOOP(r, rows) {
     const double v = x[r * w + c];
     s += v;
     q += v * v;
   }
+  s = block_sum(s);
+  q = block_sum(q);
   const double m = s / rows;
   const double var = q / rows - m * m;
   *mean = static_cast<float>(m);
   *inv = static_cast<float>(1.0 / sqrt((var > 0 ? var : 0) + kEps));
 }
 __global__ void batch_norm_k(float* y, const float* x, const float* g, const float* b, i64 rows, i64 w) {
-  GRID_LOOP(c, w) {
+  BLOCK_LOOP(c, w) {
     float m, inv;
     channel_stats(x, rows, w, c, &m, &inv);
-    for (i64 r = 0; r < rows; ++r) y[r * w + c] = (x[r * w + c] - m) * inv * g[c] + (b ? b[c] : 0.0f);
+    THREAD_LOOP(r, rows) y[r * w + c] = (x[r * w + c] - m) * inv * g[c] + (b ? b[c] : 0.0f);
   }
 }
 __global__ void batch_norm_grad_k(float* dx, const float* dy, const float* x, const float* g, i64 rows, i64 w) {
-  GRID_LOOP(c, w) {
+  BLOCK_LOOP(c, w) {
     float m, inv;
     channel_stats(x, rows, w, c, &m, &inv);
     double sd = 0, sdx = 0;
-    for (i64 r = 0; r < rows; ++r) {
+    THREAD_LOOP(r, rows) {
       const double d = dy[r * w + c] * g[c];
       sd += d;
       sdx += d * (x[r * w + c] - m) * inv;
     }
+    sd = block_sum(sd);
+    sdx = block_sum(sdx);
     const double md = sd / rows, mdx = sdx / rows;
-    for (i64 r = 0; r < rows; ++r) {
+    THREAD_LOOP(r, rows) {
       const double d = dy[r * w + c] * g[c];
       dx[r * w + c] = static_cast<float>(inv * (d - md - (x[r * w + c] - m) * inv * mdx));
     }
   }
 }
 __global__ void batch_norm_scale_grad_k(float* dg, const float* dy, const float* x, i64 rows, i64 w) {
-  GRID_LOOP(c, w) {
+  BLOCK_LOOP(c, w) {
     float m, inv;
     channel_stats(x, rows, w, c, &m, &inv);
     double acc = 0;
-    for (i64 r = 0; r < rows; ++r) acc += dy[r * w + c] * (x[r * w + c] - m) * inv;
-    dg[c] = static_cast<float>(acc);
+    THREAD_LOOP(r, rows) acc += dy[r * w + c] * (x[r * w + c] - m) * inv;
+    acc = block_sum(acc);
+    if (threadIdx.x == 0) dg[c] = static_cast<float>(acc);
   }
 }
 // Max pooling: one thread per output element; the argmax loop is the CPU backend's.
@@ -216,23 +278,27 @@ __global__ void max_pool_grad_k(float* dx, const float* dy, const float* x, i64 
   }
 }
 __global__ void ce_k(float* o, const float* x, const float* lab, i64 rows, i64 w) {
-  GRID_LOOP(r, rows) {
+  BLOCK_LOOP(r, rows) {
     const float* xr = x + r * w;
     float mx = -INFINITY;
-    for (i64 i = 0; i < w; ++i) mx = fmaxf(mx, xr[i]);
+    THREAD_LOOP(i, w) mx = fmaxf(mx, xr[i]);
+    mx = block_max(mx);
     double s = 0;
-    for (i64 i = 0; i < w; ++i) s += expf(xr[i] - mx);
-    o[r] = static_cast<float>(log(s) + mx - xr[static_cast<i64>(lab[r])]);
+    THREAD_LOOP(i, w) s += expf(xr[i] - mx);
+    s = block_sum(s);
+    if (threadIdx.x == 0) o[r] = static_cast<float>(log(s) + mx - xr[static_cast<i64>(lab[r])]);
   }
 }
 __global__ void ce_grad_k(float* dx, const float* dy, const float* x, const float* lab, i64 rows, i64 w) {
-  GRID_LOOP(r, rows) {
+  BLOCK_LOOP(r, rows) {
     const float* xr = x + r * w;
     float mx = -INFINITY;
-    for (i64 i = 0; i < w; ++i) mx = fmaxf(mx, xr[i]);
+    THREAD_LOOP(i, w) mx = fmaxf(mx, xr[i]);
+    mx = block_max(mx);
     double s = 0;
-    for (i64 i = 0; i < w; ++i) s += expf(xr[i] - mx);
-    for (i64 i = 0; i < w; ++i) {
+    THREAD_LOOP(i, w) s += expf(xr[i] - mx);
+    s = block_sum(s);
+    THREAD_LOOP(i, w) {
       const float p = static_cast<float>(expf(xr[i] - mx) / s) - (i == static_cast<i64>(lab[r]) ? 1.0f : 0.0f);
       dx[r * w + i] = dy[r] * p;
     }
@@ -299,39 +365,46 @@ cudaError_t broadcast_map(float* o, const float* in, const i64* map, float f, i6
   return cudaGetLastError();
 }
 cudaError_t softmax(float* y, const float* x, i64 rows, i64 w, i64 causal, cudaStream_t st) {
-  softmax_k<<<blocks(rows), kThreads, 0, st>>>(y, x, rows, w, causal);
+  softmax_k<<<row_blocks(rows), kThreads, 0, st>>>(y, x, rows, w, causal);
   return cudaGetLastError();
 }
 cudaError_t softmax_grad(float* dx, const float* dy, const float* y, i64 rows, i64 w, cudaStream_t st) {
-  softmax_grad_k<<<blocks(rows), kThreads, 0, st>>>(dx, dy, y, rows, w);
+  softmax_grad_k<<<row_blocks(rows), kThreads, 0, st>>>(dx, dy, y, rows, w);
   return cudaGetLastError();
 }
 cudaError_t layer_norm(float* y, const float* x, const float* g, const float* b, i64 rows, i64 w, int rms,
                        cudaStream_t st) {
-  layer_norm_k<<<blocks(rows), kThreads, 0, st>>>(y, x, g, b, rows, w, rms);
+  layer_norm_k<<<row_blocks(rows), kThreads, 0, st>>>(y, x, g, b, rows, w, rms);
   return cudaGetLastError();
 }
 cudaError_t layer_norm_grad(float* dx, const float* dy, const float* x, const float* g, i64 rows, i64 w, int rms,
                             cudaStream_t st) {
-  layer_norm_grad_k<<<blocks(rows), kThreads, 0, st>>>(dx, dy, x, g, rows, w, rms);
+  layer_norm_grad_k<<<row_blocks(rows), kThreads, 0, st>>>(dx, dy, x, g, rows, w, rms);
   return cudaGetLastError();
 }
 cudaError_t layer_norm_scale_grad(float* dg, const float* dy, const float* x, i64 rows, i64 w, int rms,
                                   cudaStream_t st) {
-  layer_norm_scale_grad_k<<<blocks(w), kThreads, 0, st>>>(dg, dy, x, rows, w, rms);
-  return cudaGetLastError();
+  void* stats = nullptr;  // (mean, 1/std) per row
+  if (cudaError_t e = cudaMallocAsync(&stats, static_cast<size_t>(2 * (rows > 0 ? rows : 1)) * sizeof(float), st);
+      e != cudaSuccess) {
+    return e;
+  }
+  row_stats_k<<<row_blocks(rows), kThreads, 0, st>>>(static_cast<float*>(stats), x, rows, w, rms);
+  layer_norm_scale_grad_k<<<blocks(w), kThreads, 0, st>>>(dg, dy, x, static_cast<const float*>(stats), rows, w);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  return cudaFreeAsync(stats, st);
 }
 cudaError_t batch_norm(float* y, const float* x, const float* g, const float* b, i64 rows, i64 w, cudaStream_t st) {
-  batch_norm_k<<<blocks(w), kThreads, 0, st>>>(y, x, g, b, rows, w);
+  batch_norm_k<<<row_blocks(w), kThreads, 0, st>>>(y, x, g, b, rows, w);
   return cudaGetLastError();
 }
 cudaError_t batch_norm_grad(float* dx, const float* dy, const float* x, const float* g, i64 rows, i64 w,
                             cudaStream_t st) {
-  batch_norm_grad_k<<<blocks(w), kThreads, 0, st>>>(dx, dy, x, g, rows, w);
+  batch_norm_grad_k<<<row_blocks(w), kThreads, 0, st>>>(dx, dy, x, g, rows, w);
   return cudaGetLastError();
 }
 cudaError_t batch_norm_scale_grad(float* dg, const float* dy, const float* x, i64 rows, i64 w, cudaStream_t st) {
-  batch_norm_scale_grad_k<<<blocks(w), kThreads, 0, st>>>(dg, dy, x, rows, w);
+  batch_norm_scale_grad_k<<<row_blocks(w), kThreads, 0, st>>>(dg, dy, x, rows, w);
   return cudaGetLastError();
 }
 cudaError_t max_pool(float* y, const float* x, i64 n, i64 h, i64 w, i64 c, i64 k, i64 s, i64 pt, i64 pl, i64 ho,
@@ -345,12 +418,12 @@ cudaError_t max_pool_grad(float* dx, const float* dy, const float* x, i64 n, i64
   return cudaGetLastError();
 }
 cudaError_t cross_entropy(float* o, const float* x, const float* lab, i64 rows, i64 w, cudaStream_t st) {
-  ce_k<<<blocks(rows), kThreads, 0, st>>>(o, x, lab, rows, w);
+  ce_k<<<row_blocks(rows), kThreads, 0, st>>>(o, x, lab, rows, w);
   return cudaGetLastError();
 }
 cudaError_t cross_entropy_grad(float* dx, const float* dy, const float* x, const float* lab, i64 rows, i64 w,
                                cudaStream_t st) {
-  ce_grad_k<<<blocks(rows), kThreads, 0, st>>>(dx, dy, x, lab, rows, w);
+  ce_grad_k<<<row_blocks(rows), kThreads, 0, st>>>(dx, dy, x, lab, rows, w);
   return cudaGetLastError();
 }
 cudaError_t embedding(float* o, const float* t, const float* ids, i64 rows, i64 w, cudaStream_t st) {

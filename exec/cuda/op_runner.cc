@@ -8,6 +8,7 @@
 #endif
 
 #include "exec/cpu/cpu_kernels.h"
+#include "exec/gemm_layout.h"
 #include "exec/cuda/exec_kernels.h"
 #include "exec/cuda/modes.h"
 
@@ -184,6 +185,25 @@ core::Status OpRunner::index_table(const ir::Graph& g, std::int64_t key, const s
 core::Status OpRunner::einsum(const ir::Graph& g, const ir::Op& op, const std::vector<float*>& in, const std::vector<const Buffer*>& ib,
                     float* out, const Buffer& ob, cudaStream_t s) {
   const ir::DotSpec& sp = op.dot;
+  if (const auto gemm = plan_strided_gemm(sp, ib[0]->shape, ib[1]->shape, ob.shape)) {
+    // The operands' layouts are one strided-batched GEMM: no packing copies, no index tables.
+    ALPASIM_RETURN_IF_ERROR(check(cublasSetStream(blas_, s), "cublasSetStream"));
+    const float one = 1.0f, zero = 0.0f;
+    const float* p = gemm->p_is_lhs ? in[0] : in[1];
+    const float* q = gemm->p_is_lhs ? in[1] : in[0];
+    ALPASIM_RETURN_IF_ERROR(check(
+        cublasSgemmStridedBatched(blas_, gemm->trans_p ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                  gemm->trans_q ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(gemm->p),
+                                  static_cast<int>(gemm->q), static_cast<int>(gemm->k), &one, p,
+                                  static_cast<int>(gemm->ld_p), gemm->stride_p, q, static_cast<int>(gemm->ld_q),
+                                  gemm->stride_q, &zero, out, static_cast<int>(gemm->ld_x), gemm->stride_x,
+                                  static_cast<int>(gemm->batch)),
+        "cublasSgemmStridedBatched"));
+    if (in.size() > 2) {
+      ALPASIM_RETURN_IF_ERROR(check(kernels::axpby(out, 1.0f, in[2], 1.0f, ob.elements, ib[2]->elements, s), "bias"));
+    }
+    return core::ok_status();
+  }
   auto strides = [](const std::vector<std::int64_t>& sh) {
     std::vector<std::int64_t> st(sh.size(), 1);
     for (std::size_t i = sh.size(); i-- > 1;) st[i - 1] = st[i] * sh[i];

@@ -9,7 +9,10 @@
 # BIN_DIR holds alpa-exec, alpa-profile and the GPU test executables (alpasim_gpu_tests,
 # alpasim_gpu_exec_tests, alpasim_gpu_exec_nccl_tests), built for sm_90 by
 # `cmake -DALPASIM_WITH_CUDA=ON`; BIN_DIR/../lib may hold libraries they need that the GPU
-# machine lacks. Writes OUT_DIR/results.tar.gz (env.txt, tests/, exec/, profile/) and
+# machine lacks. PROFILE_SECONDS 0 skips the profile. PLANS (names under validation/gpu/plans,
+# without .plan.json, in run order; default all), EXEC_LIMIT_S (per run, default 90) and
+# SERIALIZED=0 (skip the CUDA_DEVICE_MAX_CONNECTIONS=1 reruns) size the executor step.
+# Writes OUT_DIR/results.tar.gz (env.txt, tests/, exec/, profile/) and
 # OUT_DIR/run.log. Run from the repository root.
 set -uo pipefail
 bin=$(cd "$1" && pwd)
@@ -75,14 +78,16 @@ for c in pipeline data mesh2x2 wresnet wresnet_virtual sharded sharded_virtual s
 done
 
 stamp "CUDA executor on the validation plans"
-for plan in validation/gpu/plans/*.plan.json; do
-  name=$(basename "$plan" .plan.json)
+plans=${PLANS:-$(cd validation/gpu/plans && ls -- *.plan.json | sed 's/\.plan\.json$//')}
+for name in $plans; do
+  plan=validation/gpu/plans/$name.plan.json
   for conn in default 1; do
     case "$name" in *pp1*) [ "$conn" = 1 ] && continue ;; esac
+    [ "$conn" = 1 ] && [ "${SERIALIZED:-1}" = 0 ] && continue
     dir="$work/exec/$name.conn-$conn"
     mkdir -p "$dir"
     t0=$(date +%s)
-    t=$(limit 90)
+    t=$(limit "${EXEC_LIMIT_S:-90}")
     if [ "$t" -lt 5 ]; then echo "$name conn=$conn skipped: deadline" | tee -a "$work/exec/summary.txt"; continue; fi
     if [ "$conn" = 1 ]; then export CUDA_DEVICE_MAX_CONNECTIONS=1; else unset CUDA_DEVICE_MAX_CONNECTIONS; fi
     timeout -k 5 "$t" "$bin/alpa-exec" "$plan" --backend cuda --warmup 1 --iterations 2 --out "$dir" \
@@ -94,12 +99,14 @@ for plan in validation/gpu/plans/*.plan.json; do
   done
 done
 
+if [ "$profile_s" -gt 0 ]; then
 profile_s=$(limit "$profile_s")
 stamp "alpa-profile --quick (limit ${profile_s} s)"
 timeout -k 5 "$profile_s" "$bin/alpa-profile" --quick --no-progress --ops gemm,hbm,conv \
   --out "$work/profile/profile.json" > "$work/profile/stdout.txt" 2> "$work/profile/stderr.txt"
 echo "alpa-profile rc=$?"
 tail -20 "$work/profile/stderr.txt"
+fi
 
 stamp "done"
 cp "$out/run.log" "$work/run.log"
