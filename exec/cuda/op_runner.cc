@@ -182,6 +182,11 @@ core::Status OpRunner::index_table(const ir::Graph& g, std::int64_t key, const s
   return core::ok_status();
 }
 
+const i64* OpRunner::cached_index_table(const ir::Graph& g, std::int64_t key) const {
+  const auto it = cache_.find({&g, key, shapes_});
+  return it == cache_.end() ? nullptr : it->second;
+}
+
 core::Status OpRunner::einsum(const ir::Graph& g, const ir::Op& op, const std::vector<float*>& in, const std::vector<const Buffer*>& ib,
                     float* out, const Buffer& ob, cudaStream_t s) {
   const ir::DotSpec& sp = op.dot;
@@ -354,10 +359,12 @@ core::Status OpRunner::run_op(const Instruction& x, cudaStream_t s) {
       else if (fn == "softmax_cross_entropy_grad") {
         launch(kernels::cross_entropy_grad(out, in[0], in[1], in[2], n / ob.shape.back(), ob.shape.back(), s));
       } else if (fn == "broadcast") {
-        std::vector<std::int64_t> map;
-        if (!cpu::reduction_index_map(ob.shape, ib[0]->shape, map)) return no_gpu_path(op);
-        const i64* dm = nullptr;
-        ALPASIM_RETURN_IF_ERROR(index_table(g, -1 - op.id, map, &dm));
+        const i64* dm = cached_index_table(g, -1 - op.id);
+        if (!dm) {
+          std::vector<std::int64_t> map;
+          if (!cpu::reduction_index_map(ob.shape, ib[0]->shape, map)) return no_gpu_path(op);
+          ALPASIM_RETURN_IF_ERROR(index_table(g, -1 - op.id, map, &dm));
+        }
         const float f = op.source != ir::kNoOp && g.op(op.source).function == "mean"
                             ? static_cast<float>(ib[0]->elements) / static_cast<float>(n) : 1.0f;
         launch(kernels::broadcast_map(out, in[0], dm, f, n, s));
@@ -375,10 +382,12 @@ core::Status OpRunner::run_op(const Instruction& x, cudaStream_t s) {
         launch(kernels::layer_norm_scale_grad(out, in[0], in[1], ib[1]->elements / n, n,
                                               g.op(op.source).norm == ir::NormType::kRmsNorm, s));
       } else if (fn == "sum" || fn == "mean") {
-        std::vector<std::int64_t> map;
-        if (!cpu::reduction_index_map(ib[0]->shape, ob.shape, map)) return no_gpu_path(op);
-        const i64* dm = nullptr;
-        ALPASIM_RETURN_IF_ERROR(index_table(g, -1 - op.id, map, &dm));
+        const i64* dm = cached_index_table(g, -1 - op.id);
+        if (!dm) {
+          std::vector<std::int64_t> map;
+          if (!cpu::reduction_index_map(ib[0]->shape, ob.shape, map)) return no_gpu_path(op);
+          ALPASIM_RETURN_IF_ERROR(index_table(g, -1 - op.id, map, &dm));
+        }
         launch(kernels::fill(out, 0.0f, n, s));
         const float f = fn == "mean" ? static_cast<float>(n) / static_cast<float>(ib[0]->elements) : 1.0f;
         launch(kernels::reduce_map(out, in[0], dm, f, ib[0]->elements, s));
@@ -529,8 +538,8 @@ core::Status OpRunner::conv(const ir::Graph& g, const ir::Op& op, const std::vec
 
   // HWIO (kh, kw, ci, co) -> KRSC (co, kh, kw, ci): krsc[i] = hwio[index[i]].
   const i64 wn = c.kh * c.kw * c.ci * c.co;
-  const i64* wmap = nullptr;
-  {
+  const i64* wmap = cached_index_table(g, -(1LL << 40) - op.id);
+  if (!wmap) {
     std::vector<std::int64_t> host;
     host.reserve(static_cast<std::size_t>(wn));
     for (i64 o = 0; o < c.co; ++o)

@@ -84,6 +84,10 @@ class OpRunner {
  private:
   core::Status index_table(const ir::Graph& g, std::int64_t key, const std::vector<std::int64_t>& host,
                            const i64** out);
+  /// The device table of (g, key, the current RUN's shapes), or nullptr before its first
+  /// use: callers build a host table (millions of entries on real models, tens of ms of
+  /// host time the GPU would wait for) only on a miss.
+  const i64* cached_index_table(const ir::Graph& g, std::int64_t key) const;
   core::Status einsum(const ir::Graph& g, const ir::Op& op, const std::vector<float*>& in,
                       const std::vector<const Buffer*>& ib, float* out, const Buffer& ob, cudaStream_t s);
   core::Status conv(const ir::Graph& g, const ir::Op& op, const std::vector<float*>& in, float* out, cudaStream_t s);
