@@ -41,7 +41,11 @@ bool has_sharded_letter(const std::string& letters) {
 // 1/16 B (an E4M3 scale per 16). Block scales run along the contraction dimension, so a
 // tensor that feeds GEMMs along both of its dimensions (a weight, a forward input reused by
 // the weight-gradient GEMM, an output gradient) is quantized twice (rowwise and columnwise),
-// as per-tensor fp8 on Hopper needs a transposed copy.
+// as per-tensor fp8 on Hopper needs a transposed copy (cuBLAS runs Hopper's fp8 GEMMs in
+// the TN layout only). Blackwell (compute capability 10.x) runs fp8 GEMMs in every layout:
+// Transformer Engine then keeps one fp8 copy per tensor and no transpose
+// (`nvte_is_non_tn_fp8_gemm_supported`; its memory test expects one cached byte per weight
+// element there, two on Hopper).
 struct RecipeBytes {
   double input_cast = 0;      ///< forward input of a linear: written by its producer (fused)
   double grad_cast = 0;       ///< output gradient: read bf16, write the two quantized copies
@@ -56,7 +60,7 @@ double saved_input_bytes(bool fp8, BlockScaled block_scaled) {
   return fp8 ? 1.0 : 0.0;
 }
 
-RecipeBytes recipe_bytes(bool fp8, BlockScaled block_scaled) {
+RecipeBytes recipe_bytes(bool fp8, BlockScaled block_scaled, bool fp8_any_layout) {
   if (block_scaled == BlockScaled::kMxfp8) {
     const double copy = 1.0 + 1.0 / 32;
     return {2 * copy, 2 + 2 * copy, 2 * copy, 2 + 2 * copy};
@@ -68,6 +72,7 @@ RecipeBytes recipe_bytes(bool fp8, BlockScaled block_scaled) {
     const double copy = 0.5 + 1.0 / 16;
     return {copy + 2 + copy, 2 + 2 * copy, 2 * copy, 2 + 2 * copy};
   }
+  if (fp8 && fp8_any_layout) return {1, 2 + 1, 1, 2 + 1};  // one fp8 copy of each tensor
   if (fp8) return {1, 2 + 2, 2, 2 + 2};  // the input and its transpose; the gradient likewise
   return {};
 }
@@ -367,7 +372,9 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   // precision (below), with the casts and weight copies of recipe_bytes.
   const bool fp8 = training.dtype == core::DType::kFp8;
   const bool low_precision = fp8 || training.block_scaled != BlockScaled::kNone;
-  const RecipeBytes recipe = recipe_bytes(fp8, training.block_scaled);
+  // The GPUs with the block-scaled formats are the Blackwell data-centre parts (B200, B300,
+  // GB200, GB300: compute capability 10.x), whose fp8 GEMMs take any layout.
+  const RecipeBytes recipe = recipe_bytes(fp8, training.block_scaled, cluster.gpu.has_block_scaled_formats());
   // NVFP4 GEMMs: the fp8 GEMM of the same shape at the fp4 peak (the same fraction of peak
   // at every size: no published fp4 GEMM curve is in validation/data).
   const double gemm_time_scale =
@@ -534,7 +541,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   std::vector<Seconds> grad_accumulation(num_layers, Seconds{0});
   std::vector<LayerParams> params(num_layers);
   // Low precision: block linear weights per GPU, kept as quantized copies (recipe_bytes:
-  // fp8 the weight and its transpose, 1 byte each) beside the bf16 ones; cast once per
+  // fp8 the weight and, on Hopper, its transpose, 1 byte each) beside the bf16 ones; cast once per
   // iteration after the optimizer step (Transformer Engine caches them across microbatches).
   std::vector<std::int64_t> quantized_weights(num_layers, 0);
   for (std::size_t i = 0; i < g.size(); ++i) {
@@ -660,7 +667,8 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       t.flops = cost_model::gemm_flops(shape);
       // Forward: the fp8 copy of the input is written by the kernel that produces it (a
       // fused cast: +1 byte per element). Backward: the output gradient is cast to fp8
-      // and transposed for the two GEMMs (read 2 bytes, write 2 x 1 byte per element).
+      // and, on Hopper, transposed for the two GEMMs (read 2 bytes, write 2 x 1 byte per
+      // element; one on Blackwell).
       // The amax reductions ride in the same kernels. Block-scaled formats: recipe_bytes.
       if (cast_in_fwd + cast_grad > 0) {
         t.memory_bound = cost_model.memory_bound(Bytes(static_cast<std::int64_t>(

@@ -458,9 +458,10 @@ TEST_CASE("mxfp8 and nvfp4 (Blackwell): fp8's GEMMs at the fp8 and fp4 rates, bl
   CHECK(lm.memory_bound_forward_s.value() > lf.memory_bound_forward_s.value());
   CHECK(ln.memory_bound_forward_s.value() > lm.memory_bound_forward_s.value());
   // Weight copies of the block's 12·h^2 linear weights split tp ways: two of 1 + 1/32 bytes
-  // per weight (MXFP8), two of 0.5 + 1/16 (NVFP4), against fp8's two of 1 byte.
+  // per weight (MXFP8), two of 0.5 + 1/16 (NVFP4), against fp8's one byte: Blackwell's fp8
+  // GEMMs take any layout, so Transformer Engine keeps no transpose there (Hopper: below).
   const double weights = 12.0 * hidden * hidden / 2;
-  CHECK(lf.costs.parameter_bytes.value() - la.costs.parameter_bytes.value() == 2 * weights);
+  CHECK(lf.costs.parameter_bytes.value() - la.costs.parameter_bytes.value() == weights);
   CHECK(lm.costs.parameter_bytes.value() - la.costs.parameter_bytes.value() ==
         static_cast<std::int64_t>(std::ceil(2 * (1 + 1.0 / 32) * weights)));
   CHECK(ln.costs.parameter_bytes.value() - la.costs.parameter_bytes.value() ==
@@ -472,8 +473,17 @@ TEST_CASE("mxfp8 and nvfp4 (Blackwell): fp8's GEMMs at the fp8 and fp4 rates, bl
   REQUIRE(tf.ok());
   REQUIRE(tn.ok());
   CHECK(tn->report.iteration_time.value() < tf->report.iteration_time.value());
+  // Hopper runs fp8 GEMMs in the TN layout only: the weight's fp8 copy and its transpose,
+  // two bytes per weight.
+  const auto h100 = preset_cost_model("dgx-h100", 1);
+  auto a_h = lower_megatron_plan(model, bf16, plan, h100);
+  auto f_h = lower_megatron_plan(model, fp8, plan, h100);
+  REQUIRE(a_h.ok());
+  REQUIRE(f_h.ok());
+  CHECK(f_h->layers[1].costs.parameter_bytes.value() - a_h->layers[1].costs.parameter_bytes.value() ==
+        2 * weights);
   // Hopper has no block-scaled formats: an error naming the GPU.
-  auto on_h100 = lower_megatron_plan(model, mx, plan, preset_cost_model("dgx-h100", 1));
+  auto on_h100 = lower_megatron_plan(model, mx, plan, h100);
   REQUIRE_FALSE(on_h100.ok());
   CHECK(on_h100.status().message() ==
         "/training/dtype: mxfp8 needs Blackwell tensor cores (block-scaled formats); the NVIDIA H100 "
