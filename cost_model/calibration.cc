@@ -526,8 +526,8 @@ core::Result<Calibration> calibrate(const schema::Profile& profile,
 
   // 6. GEMM curves: 1/efficiency = 1/max + (half/max) / x, per dtype; fp16 and bf16 share
   //    tensor-core datapaths, so a curve fitted for one serves the other if it has no rows.
-  //    Least squares on relative residuals (weight 1/y²): a profile's GEMMs span six decades
-  //    of FLOPs, and unweighted residuals in 1/efficiency let the smallest ones decide the
+  //    Least squares on relative residuals (weight 1/y²): a profile's GEMMs span five and a
+  //    half decades of FLOPs, and unweighted residuals in 1/efficiency let the smallest ones decide the
   //    fit (a measured H200 --quick profile: tf32 max_efficiency 0.24 unweighted, 0.71
   //    weighted; held-out median error 17.0 % -> 10.7 %, docs/validation.md).
   {

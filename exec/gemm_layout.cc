@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "core/check.h"
 #include "ir/graph.h"
 
 namespace alpasim::exec {
@@ -125,19 +126,26 @@ std::optional<StridedGemm> plan_strided_gemm(const ir::DotSpec& spec, const std:
   return std::nullopt;
 }
 
-void run_strided_gemm_on_host(const StridedGemm& g, const float* lhs, const float* rhs, float* out) {
-  const float* P = g.p_is_lhs ? lhs : rhs;
-  const float* Q = g.p_is_lhs ? rhs : lhs;
-  auto at = [](const float* a, bool trans, i64 ld, i64 i, i64 j) { return trans ? a[j + i * ld] : a[i + j * ld]; };
+void run_strided_gemm_on_host(const StridedGemm& g, std::span<const float> lhs, std::span<const float> rhs,
+                              std::span<float> out) {
+  const std::span<const float> P = g.p_is_lhs ? lhs : rhs;
+  const std::span<const float> Q = g.p_is_lhs ? rhs : lhs;
+  auto at = [](std::span<const float> a, i64 base, bool trans, i64 ld, i64 i, i64 j) {
+    const i64 idx = base + (trans ? j + i * ld : i + j * ld);
+    ALPASIM_CHECK(idx >= 0 && static_cast<std::size_t>(idx) < a.size()) << "operand element " << idx << " of " << a.size();
+    return a[static_cast<std::size_t>(idx)];
+  };
   for (i64 b = 0; b < g.batch; ++b) {
-    const float* pb = P + b * g.stride_p;
-    const float* qb = Q + b * g.stride_q;
-    float* xb = out + b * g.stride_x;
     for (i64 j = 0; j < g.q; ++j) {
       for (i64 i = 0; i < g.p; ++i) {
         double acc = 0;
-        for (i64 l = 0; l < g.k; ++l) acc += static_cast<double>(at(pb, g.trans_p, g.ld_p, i, l)) * at(qb, g.trans_q, g.ld_q, l, j);
-        xb[i + j * g.ld_x] = static_cast<float>(acc);
+        for (i64 l = 0; l < g.k; ++l) {
+          acc += static_cast<double>(at(P, b * g.stride_p, g.trans_p, g.ld_p, i, l)) *
+                 at(Q, b * g.stride_q, g.trans_q, g.ld_q, l, j);
+        }
+        const i64 x = b * g.stride_x + i + j * g.ld_x;
+        ALPASIM_CHECK(x >= 0 && static_cast<std::size_t>(x) < out.size()) << "output element " << x << " of " << out.size();
+        out[static_cast<std::size_t>(x)] = static_cast<float>(acc);
       }
     }
   }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "ir/op.h"
@@ -36,7 +37,10 @@ std::optional<StridedGemm> plan_strided_gemm(const ir::DotSpec& spec, const std:
                                              const std::vector<std::int64_t>& out_shape);
 
 /// Runs `g` on host arrays with the BLAS semantics above (out is overwritten): the reference
-/// the tests compare with a direct evaluation of the einsum.
-void run_strided_gemm_on_host(const StridedGemm& g, const float* lhs, const float* rhs, float* out);
+/// the tests compare with a direct evaluation of the einsum. Every element it touches must
+/// lie inside its array (a CHECK: a wrong leading dimension or stride aborts, never reads
+/// past the end).
+void run_strided_gemm_on_host(const StridedGemm& g, std::span<const float> lhs, std::span<const float> rhs,
+                              std::span<float> out);
 
 }  // namespace alpasim::exec

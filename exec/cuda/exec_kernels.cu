@@ -391,8 +391,9 @@ cudaError_t layer_norm_scale_grad(float* dg, const float* dy, const float* x, i6
   }
   row_stats_k<<<row_blocks(rows), kThreads, 0, st>>>(static_cast<float*>(stats), x, rows, w, rms);
   layer_norm_scale_grad_k<<<blocks(w), kThreads, 0, st>>>(dg, dy, x, static_cast<const float*>(stats), rows, w);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  return cudaFreeAsync(stats, st);
+  const cudaError_t launched = cudaGetLastError();
+  const cudaError_t freed = cudaFreeAsync(stats, st);  // also when a launch failed
+  return launched != cudaSuccess ? launched : freed;
 }
 cudaError_t batch_norm(float* y, const float* x, const float* g, const float* b, i64 rows, i64 w, cudaStream_t st) {
   batch_norm_k<<<row_blocks(w), kThreads, 0, st>>>(y, x, g, b, rows, w);

@@ -73,7 +73,9 @@ RecipeBytes recipe_bytes(bool fp8, BlockScaled block_scaled, bool fp8_any_layout
     return {copy + 2 + copy, 2 + 2 * copy, 2 * copy, 2 + 2 * copy};
   }
   if (fp8 && fp8_any_layout) return {1, 2 + 1, 1, 2 + 1};  // one fp8 copy of each tensor
-  if (fp8) return {1, 2 + 2, 2, 2 + 2};  // the input and its transpose; the gradient likewise
+  // Hopper: the input's fp8 copy comes from its producer (1 byte; its transposed copy for the
+  // weight gradient is saved_input_bytes), the gradient and the weight are written twice.
+  if (fp8) return {1, 2 + 2, 2, 2 + 2};
   return {};
 }
 

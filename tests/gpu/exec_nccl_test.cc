@@ -22,11 +22,11 @@
 // Tolerance as tests/gpu/exec_cuda_test.cc: 1e-3 · max|cpu| + 1e-5 per gradient, 1e-3
 // relative on the loss (fp32; NCCL and cuBLAS sum in other orders). The Wide-ResNet cases
 // compare the loss within 1e-4 and require every gradient present and finite, but do not
-// hold its values to 1e-3: the tiny Wide-ResNet's gradients move by 360 times that tolerance
-// when its parameters change by a relative 1e-7 (tests/unit/exec/gradient_check_test.cc
-// "conditioning: ..."), so cuDNN's and the CPU's rounding alone put them apart (seen on an
-// H200: loss equal within 6e-6, 160 of 161 gradients outside 1e-3). Their differences are
-// printed, not counted.
+// hold its values to 1e-3: the CPU backend's own fp32 kernels land 5,097 times that
+// tolerance from fp64 on this model (tests/unit/exec/gradient_check_test.cc "conditioning:
+// ..."), so rounding alone puts any two fp32 implementations apart (seen on an H200: loss
+// equal within 6e-6, 160 of 161 gradients outside 1e-3, up to 4,700 times). Their
+// differences are printed, not counted.
 // Exits 77 (CTest: skipped) without a GPU, with fewer GPUs than the case needs, or in a
 // build without NCCL. The one-GPU cases ran on an H200 on 2026-11-26 (validation/gpu);
 // the 2- and 4-GPU cases have not run yet.
@@ -157,6 +157,7 @@ exec::Program hanging_program() {
 /// agree within 1e-4 and gradient values outside the tolerance are reported, not counted.
 int compare(const exec::ExecutionResult& got, const exec::ExecutionResult& ref, bool ill_conditioned_gradients) {
   int failures = 0;
+  int uncounted = 0;  // outside the tolerance where ill_conditioned_gradients allows it
   const testing::Comparison loss =
       testing::compare_scalar(got.loss, ref.loss, {ill_conditioned_gradients ? 1e-4 : 1e-3, 0});
   if (!loss.ok) {
@@ -176,10 +177,12 @@ int compare(const exec::ExecutionResult& got, const exec::ExecutionResult& ref, 
                            c.elements == 0;  // a size mismatch or a NaN/Inf always fails
       std::printf("gradient %s: %s%s\n", name.c_str(), c.message.c_str(), counted ? "" : " (not counted: ill-conditioned)");
       if (counted) ++failures;
+      else ++uncounted;
     }
   }
-  std::printf("loss cuda %.6f cpu %.6f; %zu gradients compared, %d mismatches; %zu instructions timed\n", got.loss,
-              ref.loss, ref.gradients.size(), failures, got.timings.size());
+  std::printf("loss cuda %.6f cpu %.6f; %zu gradients compared, %d mismatches (%d more outside the tolerance, not "
+              "counted); %zu instructions timed\n",
+              got.loss, ref.loss, ref.gradients.size(), failures, uncounted, got.timings.size());
   return failures;
 }
 

@@ -38,6 +38,11 @@ inline ir::ModelConfig tiny_gpt_hidden8(std::int64_t layers = 2) {
 /// embedding, 2 blocks, head) for the launcher, NCCL and CUDA-vs-CPU tests.
 inline ir::ModelConfig tiny_gpt_hidden16() { return ir::gpt_model_config("tiny gpt", 2, 16, 2, 8, 32); }
 
+/// A small GPT whose rows are wider than one 256-thread CUDA block (hidden 272, 264 tokens,
+/// vocabulary 300), so the CUDA backend's row kernels (layer norm, softmax, cross-entropy)
+/// take several passes per row (tests/gpu/exec_cuda_test.cc).
+inline ir::ModelConfig wide_row_gpt() { return ir::gpt_model_config("wide-row gpt", 2, 272, 4, 264, 300); }
+
 /// A GPT with `layers` blocks of hidden 256 (4 heads, 128 tokens, vocabulary 1,024, FFN
 /// 1,024) for the search tests: large enough that the intra-op pass has real choices.
 inline ir::ModelConfig tiny_gpt_hidden256(std::int64_t layers = 2) {

@@ -101,6 +101,10 @@ done
 
 if [ "$profile_s" -gt 0 ]; then
 profile_s=$(limit "$profile_s")
+fi
+if [ "$profile_s" -lt 5 ]; then
+  stamp "alpa-profile skipped (no time left before the deadline, or PROFILE_SECONDS 0)"
+else
 stamp "alpa-profile --quick (limit ${profile_s} s)"
 timeout -k 5 "$profile_s" "$bin/alpa-profile" --quick --no-progress --ops gemm,hbm,conv \
   --out "$work/profile/profile.json" > "$work/profile/stdout.txt" 2> "$work/profile/stderr.txt"
@@ -109,6 +113,7 @@ tail -20 "$work/profile/stderr.txt"
 fi
 
 stamp "done"
+sleep 1  # tee (above) writes run.log asynchronously: let it catch up before the copy
 cp "$out/run.log" "$work/run.log"
 tar -C "$work" -czf "$out/results.tar.gz" .
 ls -la "$out"

@@ -78,7 +78,7 @@ bool check_einsum(const ir::DotSpec& s, const std::vector<i64>& ls, const std::v
   const auto a = random_values(elements(ls), rng), b = random_values(elements(rs), rng);
   const auto want = direct_einsum(s, ls, rs, os, a, b);
   std::vector<float> got(want.size(), std::nanf(""));
-  run_strided_gemm_on_host(*plan, a.data(), b.data(), got.data());
+  run_strided_gemm_on_host(*plan, a, b, got);
   double worst = 0;
   for (std::size_t i = 0; i < want.size(); ++i) {
     const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
@@ -165,8 +165,10 @@ TEST_CASE("gemm layout: every einsum of the tiny GPT, LLaMA, MoE, Mixtral and Wi
     CHECK(dots > 0);
     CHECK(planned > 0);
   }
-  // A GPT layer's linear layers and their two gradients take the copy-free path.
-  for (const char* s : {"bsh,hf->bsf", "bsf,fh->bsh"}) {
+  // A GPT layer's linear layers and their two gradients (input: rhs transposed; weight:
+  // lhs transposed), the attention projections and the LM head take the copy-free path.
+  for (const char* s : {"bsh,hf->bsf", "bsf,hf->bsh", "bsh,bsf->hf", "bsf,fh->bsh", "bsh,fh->bsf", "bsf,bsh->fh",
+                        "bsh,hkd->bskd", "bskd,hkd->bsh", "bsh,bskd->hkd", "bsh,vh->bsv"}) {
     CAPTURE(s);
     CHECK(planned_specs.count(s) == 1);
   }
