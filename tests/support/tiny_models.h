@@ -2,6 +2,8 @@
 // checks and real fp32 arithmetic on the CPU backend.
 #pragma once
 
+#include <string>
+
 #include "ir/model_config.h"
 
 namespace alpasim::testing {
@@ -32,6 +34,31 @@ inline ir::ModelConfig tiny_gpt_hidden8(std::int64_t layers = 2) {
   t.ffn_hidden_size = 16;
   ir::set_architecture_defaults(t);
   return {"tiny gpt", t};
+}
+
+/// A 2-block transformer of `builtin` ("gpt", "llama", "moe", "mixtral"): hidden 8, 2 heads
+/// (LLaMA: one KV head, grouped-query attention), 4 tokens, vocabulary 11, FFN 12; MoE: 3
+/// experts, top-2, groups of 4 tokens, capacity factor 1, every second block (GShard "moe")
+/// or every block ("mixtral"). The fp64 gradient checks and the GEMM-layout test use it.
+inline ir::TransformerConfig tiny_transformer(const std::string& builtin) {
+  ir::TransformerConfig t;
+  t.builtin = builtin;
+  t.num_layers = 2;
+  t.hidden_size = 8;
+  t.num_heads = 2;
+  t.num_kv_heads = builtin == "llama" ? 1 : 2;
+  t.seq_len = 4;
+  t.vocab_size = 11;
+  t.ffn_hidden_size = 12;
+  if (builtin == "moe" || builtin == "mixtral") {
+    t.num_experts = 3;
+    t.top_k = 2;
+    t.moe_layer_interval = builtin == "moe" ? 2 : 1;
+    t.expert_group_size = 4;
+    t.capacity_factor = 1.0;
+  }
+  ir::set_architecture_defaults(t);
+  return t;
 }
 
 /// A 2-block GPT (hidden 16, 2 heads, 8 tokens, vocabulary 32, FFN 64; 4 model layers:

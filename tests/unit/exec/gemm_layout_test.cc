@@ -88,27 +88,6 @@ bool check_einsum(const ir::DotSpec& s, const std::vector<i64>& ls, const std::v
   return true;
 }
 
-ir::TransformerConfig tiny(const std::string& builtin) {
-  ir::TransformerConfig t;
-  t.builtin = builtin;
-  t.num_layers = 2;
-  t.hidden_size = 8;
-  t.num_heads = 2;
-  t.num_kv_heads = builtin == "llama" ? 1 : 2;
-  t.seq_len = 4;
-  t.vocab_size = 11;
-  t.ffn_hidden_size = 12;
-  if (builtin == "moe" || builtin == "mixtral") {
-    t.num_experts = 3;
-    t.top_k = 2;
-    t.moe_layer_interval = 1;
-    t.expert_group_size = 4;
-    t.capacity_factor = 1.0;
-  }
-  ir::set_architecture_defaults(t);
-  return t;
-}
-
 TEST_CASE("gemm layout: hand-picked einsums, transposed operands and batches") {
   std::mt19937 rng(7);
   struct Case {
@@ -139,7 +118,9 @@ TEST_CASE("gemm layout: hand-picked einsums, transposed operands and batches") {
 TEST_CASE("gemm layout: every einsum of the tiny GPT, LLaMA, MoE, Mixtral and Wide-ResNet training graphs") {
   std::mt19937 rng(11);
   std::vector<ir::ModelConfig> models;
-  for (const std::string b : {"gpt", "llama", "moe", "mixtral"}) models.push_back({"tiny " + b, tiny(b)});
+  for (const std::string b : {"gpt", "llama", "moe", "mixtral"}) {
+    models.push_back({"tiny " + b, ::alpasim::testing::tiny_transformer(b)});
+  }
   models.push_back(::alpasim::testing::tiny_wide_resnet());
   std::set<std::string> planned_specs;
   for (const auto& m : models) {

@@ -366,26 +366,7 @@ Graph tiny_model(ir::TransformerConfig t, const std::string& name) {
   return ir::build_transformer(t, o, name);
 }
 
-ir::TransformerConfig tiny_transformer(const std::string& builtin) {
-  ir::TransformerConfig t;
-  t.builtin = builtin;
-  t.num_layers = 2;
-  t.hidden_size = 8;
-  t.num_heads = 2;
-  t.num_kv_heads = builtin == "llama" ? 1 : 2;  // LLaMA: grouped-query attention
-  t.seq_len = 4;
-  t.vocab_size = 11;
-  t.ffn_hidden_size = 12;
-  if (builtin == "moe" || builtin == "mixtral") {
-    t.num_experts = 3;
-    t.top_k = 2;
-    t.moe_layer_interval = builtin == "moe" ? 2 : 1;
-    t.expert_group_size = 4;
-    t.capacity_factor = 1.0;
-  }
-  ir::set_architecture_defaults(t);
-  return t;
-}
+using ::alpasim::testing::tiny_transformer;
 
 TEST_CASE("gradient check: whole tiny models (GPT, LLaMA, GShard MoE, Mixtral)") {
   for (const std::string builtin : {"gpt", "llama", "moe", "mixtral"}) {
