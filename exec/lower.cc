@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "exec/cpu/cpu_kernels.h"
 #include "ir/builders.h"
 #include "schema/block_layout.h"
 
@@ -211,7 +212,7 @@ class Lowerer {
       }
       if (o.kind == OpKind::kParameter) per_iter_[static_cast<std::size_t>(o.id)] = 1;
     }
-    prog_.index_range.assign(n, 0);
+    prog_.index_range = cpu::index_ranges(g);
     for (const ir::Op& o : g.ops()) {
       const auto i = static_cast<std::size_t>(o.id);
       if (o.layer < 0 || static_cast<std::size_t>(o.layer) >= stage_of_layer_.size()) {
@@ -228,12 +229,6 @@ class Lowerer {
         fwd_ops_[si].push_back(o.id);
       } else {
         bwd_ops_[si].push_back(o.id);
-      }
-      if (o.kind == OpKind::kEmbedding && o.inputs.size() == 2 && o.function == "gather") {
-        prog_.index_range[static_cast<std::size_t>(o.inputs[1])] = g.op(o.inputs[0]).out.shape[0];
-      }
-      if (o.function == "softmax_cross_entropy") {
-        prog_.index_range[static_cast<std::size_t>(o.inputs[1])] = g.op(o.inputs[0]).out.shape.back();
       }
     }
     for (const ir::Op& o : g.ops()) {

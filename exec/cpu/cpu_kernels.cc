@@ -716,6 +716,19 @@ core::Status run_kernel(const ir::Graph& g, const ir::Op& op, const std::vector<
 
 }  // namespace
 
+std::vector<std::int64_t> index_ranges(const ir::Graph& g) {
+  std::vector<std::int64_t> range(g.size(), 0);
+  for (const ir::Op& o : g.ops()) {
+    if (o.kind == ir::OpKind::kEmbedding && o.inputs.size() == 2 && o.function == "gather") {
+      range[static_cast<std::size_t>(o.inputs[1])] = g.op(o.inputs[0]).out.shape[0];
+    }
+    if (o.function == "softmax_cross_entropy") {
+      range[static_cast<std::size_t>(o.inputs[1])] = g.op(o.inputs[0]).out.shape.back();
+    }
+  }
+  return range;
+}
+
 bool reduction_index_map(const std::vector<std::int64_t>& in, const std::vector<std::int64_t>& out,
                          std::vector<std::int64_t>& map) {
   return reduce_map(in, out, map);

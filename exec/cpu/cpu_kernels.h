@@ -50,6 +50,10 @@ core::Status run_cpu_kernel_f64(const ir::Graph& g, const ir::Op& op,
                                 const std::vector<TensorViewF64>& inputs, TensorViewF64 out,
                                 const KernelContext& ctx);
 
+/// KernelContext::index_range of every op of `g` (0 where not an integer input): the table's
+/// rows for the ids an embedding gathers, the classes for a cross-entropy's labels.
+std::vector<std::int64_t> index_ranges(const ir::Graph& g);
+
 /// For a reduction of shape `in` to shape `out`, the flat out index of every flat in index
 /// (supported: to one element, to a suffix of `in`, NHWC -> NC); false when unsupported.
 /// Shared with the CUDA backend so both reduce the same way.

@@ -47,15 +47,7 @@ using KernelOverride = std::function<bool(const ir::Op&, const std::vector<cpu::
 class Interpreter {
  public:
   explicit Interpreter(Graph g) : g_(std::move(g)) {
-    index_range_.assign(g_.size(), 0);
-    for (const ir::Op& o : g_.ops()) {  // as exec/lower.cc sets KernelContext::index_range
-      if (o.kind == OpKind::kEmbedding && o.function == "gather") {
-        index_range_[static_cast<std::size_t>(o.inputs[1])] = g_.op(o.inputs[0]).out.shape[0];
-      }
-      if (o.function == "softmax_cross_entropy") {
-        index_range_[static_cast<std::size_t>(o.inputs[1])] = g_.op(o.inputs[0]).out.shape.back();
-      }
-    }
+    index_range_ = cpu::index_ranges(g_);  // as exec/lower.cc
     values_.resize(g_.size());
     run(false);  // initial parameter values
     for (OpId p : g_.parameters()) params_[p] = values_[static_cast<std::size_t>(p)];
@@ -433,15 +425,7 @@ namespace {
 std::map<OpId, std::vector<double>> fp32_gradients(Interpreter& it) {
   const Graph& g = it.graph();
   std::vector<std::vector<float>> values(g.size());
-  std::vector<std::int64_t> index_range(g.size(), 0);
-  for (const ir::Op& o : g.ops()) {  // as the Interpreter (and exec/lower.cc) set it
-    if (o.kind == OpKind::kEmbedding && o.function == "gather") {
-      index_range[static_cast<std::size_t>(o.inputs[1])] = g.op(o.inputs[0]).out.shape[0];
-    }
-    if (o.function == "softmax_cross_entropy") {
-      index_range[static_cast<std::size_t>(o.inputs[1])] = g.op(o.inputs[0]).out.shape.back();
-    }
-  }
+  const std::vector<std::int64_t> index_range = cpu::index_ranges(g);
   std::map<OpId, std::vector<double>> out;
   for (const ir::Op& o : g.ops()) {
     auto& v = values[static_cast<std::size_t>(o.id)];
