@@ -54,13 +54,13 @@ const std::vector<GpuSpec>& gpu_specs() {
       // fp4 column says 9,000; docs/cluster.md).
       {"b200", "NVIDIA B200 180GB HBM3e (HGX)", core::Bytes(180'000'000'000), gbyte_per_s(7700),
        tflops_per_s(75), tflops_per_s(1100), tflops_per_s(2250), tflops_per_s(2250),
-       tflops_per_s(4500), tflops_per_s(10000)},
+       tflops_per_s(4500), tflops_per_s(10000), true},
       // HGX/DGX B300 (Blackwell Ultra): the ml-engineering per-chip table (citing NVIDIA's
       // DGX B300 datasheet): dense FP32 80, TF32 1,125, FP16/BF16 2,250, FP8 4,500, NVFP4
       // 15,000 TFLOP/s; its memory table: 288 GB HBM3e at 8 TB/s.
       {"b300", "NVIDIA B300 288GB HBM3e (HGX)", core::Bytes(288'000'000'000), gbyte_per_s(8000),
        tflops_per_s(80), tflops_per_s(1125), tflops_per_s(2250), tflops_per_s(2250),
-       tflops_per_s(4500), tflops_per_s(15000)},
+       tflops_per_s(4500), tflops_per_s(15000), true},
       // GB200 (the B200 of a Grace-Blackwell superchip, 1,200 W): NVIDIA's GB200 NVL72
       // specification lists per 72-GPU rack 13.4 TB HBM3e at 576 TB/s (186 GB, 8 TB/s per
       // GPU), FP32 5,760 TFLOP/s (80 per GPU) and, with sparsity, TF32 180, FP16/BF16 360 and
@@ -68,14 +68,14 @@ const std::vector<GpuSpec>& gpu_specs() {
       // (gemm.csv line 34: the ml-engineering per-chip table; docs/cluster.md).
       {"gb200", "NVIDIA GB200 (B200 186GB HBM3e, NVL72)", core::Bytes(186'000'000'000),
        gbyte_per_s(8000), tflops_per_s(80), tflops_per_s(1250), tflops_per_s(2500),
-       tflops_per_s(2500), tflops_per_s(5000), tflops_per_s(10000)},
+       tflops_per_s(2500), tflops_per_s(5000), tflops_per_s(10000), true},
       // GB300 (Blackwell Ultra, 1,400 W): NVIDIA's GB300 NVL72 specification lists per rack
       // up to 20.1 TB HBM3e (279 GB per GPU) at 576 TB/s (8 TB/s per GPU) and, with
       // sparsity, TF32 180, FP16/BF16 360 and FP8 720 PFLOP/s, as GB200 (its gains are dense
       // FP4, 15 PFLOP/s per GPU against 10, and attention's exponentials, not modelled).
       {"gb300", "NVIDIA GB300 (Blackwell Ultra 279GB HBM3e, NVL72)", core::Bytes(279'000'000'000),
        gbyte_per_s(8000), tflops_per_s(80), tflops_per_s(1250), tflops_per_s(2500),
-       tflops_per_s(2500), tflops_per_s(5000), tflops_per_s(15000)},
+       tflops_per_s(2500), tflops_per_s(5000), tflops_per_s(15000), true},
       // AMD Instinct MI300X (750 W): the ml-engineering per-chip table (citing AMD's MI300X
       // specification page): dense FP32 163.4, TF32 653.7, FP16/BF16 1,300, FP8 2,610
       // TFLOP/s (AMD's page rounds 1,307.4 / 2,614.9); no block-scaled formats (CDNA 4

@@ -25,6 +25,10 @@ struct GpuSpec {
   /// Dense NVFP4 / MXFP4 tensor-core peak; zero before Blackwell. A GPU with it also has
   /// the block-scaled MXFP8 format (at the fp8 peak).
   core::FlopsPerSecond peak_fp4{0};
+  /// cuBLAS runs this GPU's fp8 GEMMs in every operand layout (compute capability 10.x: the
+  /// Blackwell data-centre parts), so Transformer Engine keeps no transposed fp8 copies
+  /// (`nvte_is_non_tn_fp8_gemm_supported`). False on Hopper (TN only) and on GPUs without fp8.
+  bool fp8_gemm_any_layout = false;
 
   /// Blackwell's block-scaled formats (mxfp8, nvfp4) run on this GPU's tensor cores.
   bool has_block_scaled_formats() const { return peak_fp4.value() > 0; }

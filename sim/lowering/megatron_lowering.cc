@@ -374,9 +374,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   // precision (below), with the casts and weight copies of recipe_bytes.
   const bool fp8 = training.dtype == core::DType::kFp8;
   const bool low_precision = fp8 || training.block_scaled != BlockScaled::kNone;
-  // The GPUs with the block-scaled formats are the Blackwell data-centre parts (B200, B300,
-  // GB200, GB300: compute capability 10.x), whose fp8 GEMMs take any layout.
-  const RecipeBytes recipe = recipe_bytes(fp8, training.block_scaled, cluster.gpu.has_block_scaled_formats());
+  const RecipeBytes recipe = recipe_bytes(fp8, training.block_scaled, cluster.gpu.fp8_gemm_any_layout);
   // NVFP4 GEMMs: the fp8 GEMM of the same shape at the fp4 peak (the same fraction of peak
   // at every size: no published fp4 GEMM curve is in validation/data).
   const double gemm_time_scale =
