@@ -243,8 +243,11 @@ core::Status OpRunner::einsum(const ir::Graph& g, const ir::Op& op, const std::v
   const auto ka = offs(K, &L::a), kb = offs(K, &L::b);
   const i64 nB = static_cast<i64>(ba.size()), nM = static_cast<i64>(ma.size()), nN = static_cast<i64>(nb.size()),
             nK = static_cast<i64>(ka.size());
-  const i64* ia = nullptr; const i64* ibx = nullptr; const i64* io = nullptr;
-  if (!cache_.count({&g, op.id * 3, shapes_})) {
+  // The three tables are made together, so the first one's presence stands for all three.
+  const i64* ia = cached_index_table(g, op.id * 3);
+  const i64* ibx = cached_index_table(g, op.id * 3 + 1);
+  const i64* io = cached_index_table(g, op.id * 3 + 2);
+  if (!ia) {
     std::vector<std::int64_t> A, Bv, O;
     for (i64 b = 0; b < nB; ++b) {
       for (i64 m = 0; m < nM; ++m) for (i64 k = 0; k < nK; ++k) A.push_back(ba[static_cast<std::size_t>(b)] + ma[static_cast<std::size_t>(m)] + ka[static_cast<std::size_t>(k)]);
@@ -254,10 +257,6 @@ core::Status OpRunner::einsum(const ir::Graph& g, const ir::Op& op, const std::v
     ALPASIM_RETURN_IF_ERROR(index_table(g, op.id * 3, A, &ia));
     ALPASIM_RETURN_IF_ERROR(index_table(g, op.id * 3 + 1, Bv, &ibx));
     ALPASIM_RETURN_IF_ERROR(index_table(g, op.id * 3 + 2, O, &io));
-  } else {
-    ia = cache_.at({&g, op.id * 3, shapes_});
-    ibx = cache_.at({&g, op.id * 3 + 1, shapes_});
-    io = cache_.at({&g, op.id * 3 + 2, shapes_});
   }
   float *pa = nullptr, *pb = nullptr, *pc = nullptr;
   ALPASIM_RETURN_IF_ERROR(alloc(&pa, nB * nM * nK, s));
