@@ -521,6 +521,15 @@ BlockLayout BlockLayouts::param_layout(OpId p, std::int32_t stage) {
   BlockLayout l;
   l.axes.assign(global_shape(p).size(), {});
   const ir::Graph& gf = full_;
+  // A spec written on the parameter itself (Megatron plan files write one per operator's
+  // output and none for its inputs) is its storage layout; otherwise the first reader's.
+  const auto* own = hint_[static_cast<std::size_t>(p)];
+  if (own != nullptr && own->output.rank() == static_cast<int>(global_shape(p).size())) {
+    l = from_spec(&own->output, p, stage, l);
+    l.partial = 0;
+    param_layout_[p] = l;
+    return l;
+  }
   for (const ir::Op& o : gf.ops()) {
     if (op_stage_[static_cast<std::size_t>(o.id)] != stage || o.kind == OpKind::kOptimizer) continue;
     const auto* h = hint_[static_cast<std::size_t>(o.id)];
