@@ -388,9 +388,13 @@ class Lowerer {
 
   /// The instance `key` in layout `want` on `dev`: the buffer itself, or a copy made by an
   /// all-reduce over its partial axes and a resharding copy (all-gather, all-to-all or a
-  /// local slice). Copies are kept for later consumers (alt_).
+  /// local slice). Copies are kept for later consumers (alt_): a copy of a per-microbatch
+  /// tensor for every task of its microbatch; a copy of a per-iteration tensor (a weight
+  /// read in another layout) made in a forward or backward task only for the rest of that
+  /// task (microbatch `mb`), so it is freed after its last reader there and the next task
+  /// gathers it again, as a runtime that shards weights does (ZeRO-3, Alpa's sums).
   BufferId materialize(std::int32_t dev, const InstanceKey& key, const TLayout& want, std::int32_t stage,
-                       TaskKind task) {
+                       TaskKind task, std::int32_t mb = -1) {
     auto& have = have_[static_cast<std::size_t>(dev)];
     const BufferId b = have.at(key);
     TLayout x = blayout_.at(b);
@@ -404,7 +408,9 @@ class Lowerer {
       if (x == want) return b;
     }
     auto& alt = alt_[static_cast<std::size_t>(dev)];
-    const auto ak = std::make_pair(key, layout_key(want));
+    const bool task_scoped = key.second < 0 && (task == TaskKind::kForward || task == TaskKind::kBackward);
+    const std::int64_t scope = task_scoped ? 2 * static_cast<std::int64_t>(mb) + (task == TaskKind::kBackward) : -1;
+    const auto ak = std::make_tuple(key, layout_key(want), scope);
     if (auto it = alt.find(ak); it != alt.end()) return it->second;
     // Becoming partial over more axes: each copy holds 1/k of the replicated value.
     const unsigned more = want.partial & ~x.partial;
@@ -430,7 +436,8 @@ class Lowerer {
     in.scale = scale;
     in.group = local ? std::vector<std::int32_t>{dev} : group_of(stage, dev, live_axes(stage) & ~x.partial);
     std::string ck = "reshard|" + std::to_string(key.first) + "|" + std::to_string(key.second) + "|" +
-                     std::to_string(stage) + "|" + layout_key(x) + ">" + layout_key(want) + "|";
+                     std::to_string(scope) + "|" + std::to_string(stage) + "|" + layout_key(x) + ">" +
+                     layout_key(want) + "|";
     for (std::int32_t d : in.group) ck += std::to_string(d) + ",";
     in.collective_id = named_collective(ck);
     out_->push_back(in);
@@ -469,7 +476,7 @@ class Lowerer {
     for (std::size_t i = 0; i < o.inputs.size(); ++i) {
       TLayout want = lay.in[i];
       if (i == 2 && o.kind == OpKind::kDot) want.partial = 0;
-      in.inputs.push_back(materialize(dev, key_of(o.inputs[i], mb), want, stage, task));
+      in.inputs.push_back(materialize(dev, key_of(o.inputs[i], mb), want, stage, task, mb));
     }
     auto& have = have_[static_cast<std::size_t>(dev)];
     const InstanceKey key = key_of(id, mb);
@@ -1074,7 +1081,9 @@ class Lowerer {
   std::int64_t k_loss_ = 1;                                    // loss shards (gradient scale)
   std::optional<schema::BlockLayouts> blocks_;                // set when a stage is sharded
   std::map<BufferId, TLayout> blayout_;
-  std::vector<std::map<std::pair<InstanceKey, std::string>, BufferId>> alt_;  // per device
+  /// Per device: (instance, layout, scope) -> its copy; scope -1, or for a per-iteration
+  /// tensor's copy made in a forward or backward task 2·microbatch + (backward ? 1 : 0).
+  std::vector<std::map<std::tuple<InstanceKey, std::string, std::int64_t>, BufferId>> alt_;
   std::map<std::string, std::int64_t> named_colls_;
 };
 

@@ -94,6 +94,7 @@ core::Result<OperatorShardings> match_operator_shardings(const Plan& plan, const
   const auto S = static_cast<std::int32_t>(plan.stages.size());
   r.sharded.assign(static_cast<std::size_t>(S), 0);
   r.hint.assign(g.size(), nullptr);
+  r.op_sharded.assign(g.size(), 0);
   std::map<std::string, std::vector<OpId>> by_name;  // names may repeat: k-th entry, k-th op
   for (const ir::Op& o : g.ops()) by_name[o.name].push_back(o.id);
   for (std::int32_t s = 0; s < S; ++s) {
@@ -165,7 +166,10 @@ core::Result<OperatorShardings> match_operator_shardings(const Plan& plan, const
       for (std::size_t i = 0; ok && i < sh.inputs.size() && i < o.inputs.size(); ++i) {
         ok = data_parallel(o.inputs[i], sh.inputs[i]);
       }
-      if (!ok) r.sharded[static_cast<std::size_t>(s)] = 1;
+      if (!ok) {
+        r.sharded[static_cast<std::size_t>(s)] = 1;
+        r.op_sharded[static_cast<std::size_t>(o.id)] = 1;
+      }
     }
   }
   return r;
@@ -275,7 +279,8 @@ std::int64_t BlockLayouts::block_bytes(OpId t, const BlockLayout& l, std::int32_
   return ge > 0 ? f.out.bytes() / ge * elements : 0;
 }
 
-OpLayouts BlockLayouts::fallback_layouts(const ir::Op& o, std::int32_t stage) const {
+OpLayouts BlockLayouts::fallback_layouts(const ir::Op& o, std::int32_t stage) {
+  fallbacks_.push_back(o.id);
   OpLayouts r;
   for (OpId x : o.inputs) r.in.push_back(def_layout(x, stage));
   r.out = def_layout(o.id, stage);

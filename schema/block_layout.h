@@ -62,6 +62,7 @@ struct OpLayouts {
 struct OperatorShardings {
   std::vector<const OperatorSharding*> hint;  ///< per op; nullptr: no entry (pointers into the plan)
   std::vector<char> sharded;                  ///< per stage
+  std::vector<char> op_sharded;               ///< per op: its entry is not data parallel
 };
 
 /// Matches `plan`'s per-operator shardings to the operators of `g` (op_stage: each op's
@@ -115,13 +116,18 @@ class BlockLayouts {
   /// The layouts operator o of `stage` reads and writes. Call in the lowering's order (a
   /// broadcast reads the layouts its source operator was last given: recorded here).
   OpLayouts layouts_of(const ir::Op& o, std::int32_t stage, const CurrentLayout& current);
-  /// A parameter of a sharded stage is stored as its first consumer in the stage reads it
+  /// A parameter of a sharded stage is stored in the layout of its own spec when the plan
+  /// gives one (Megatron plan files), else as its first consumer in the stage reads it
   /// (the spec of that operand), whole when no spec says otherwise. Cached.
   BlockLayout param_layout(ir::OpId p, std::int32_t stage);
+  /// Operators layouts_of gave the data-parallel layouts because no rule here follows
+  /// their spec (inputs, convolutions, pooling, batch norm, shapes the rules cannot map),
+  /// in the order it met them.
+  const std::vector<ir::OpId>& data_parallel_fallbacks() const { return fallbacks_; }
 
  private:
   OpLayouts compute(const ir::Op& o, std::int32_t stage, const CurrentLayout& current);
-  OpLayouts fallback_layouts(const ir::Op& o, std::int32_t stage) const;
+  OpLayouts fallback_layouts(const ir::Op& o, std::int32_t stage);
 
   const Plan& plan_;
   const ir::Graph& full_;
@@ -131,6 +137,7 @@ class BlockLayouts {
   std::vector<const OperatorSharding*> hint_;
   std::map<ir::OpId, BlockLayout> param_layout_;
   std::map<ir::OpId, std::vector<BlockLayout>> used_in_;  // layouts an op read (last call)
+  std::vector<ir::OpId> fallbacks_;
 };
 
 }  // namespace alpasim::schema

@@ -72,14 +72,6 @@ struct SearchOptions {
   /// plan so far, and equal-partition candidates whose simulation lower bound cannot
   /// (docs/search.md "Search speed"). Never a slower result; false evaluates them all.
   bool prune_points = true;
-  /// Memory of sharded stages (per-operator shardings that are not data parallel) in plans
-  /// evaluated as written: false (default) takes the intra-op solution's per-layer sums, the
-  /// need of a runtime that gathers a weight into another layout only while an operator
-  /// reads it (Alpa's); true takes alpa-exec's lowering (planner/search/stage_memory.h),
-  /// which keeps every gathered weight copy for the whole iteration: its high-water mark,
-  /// exactly, but up to 5x the sums on Wide-ResNet 13B. One-GPU and data-parallel stages
-  /// always use the executor's walk (equal to both).
-  bool sharded_memory_as_executor = false;
   /// Modes megatron, data_parallel and inter_op_only: the grid's points, ranked by the
   /// grid's analytic costs, are re-scored by the evaluator of plan files (their plans written
   /// with Megatron's per-operator layouts) in that order until one fits (at most 16), so the

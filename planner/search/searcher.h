@@ -1140,9 +1140,8 @@ class Searcher {
       const auto d = static_cast<std::int64_t>(st.device_ids.size());
       if (d < 1 || (d > 1 && !as_written) || mbs % d != 0) continue;
       if (d > 1 && !st.shardings.empty()) {
-        // Lowered operator by operator unless every sharding is data parallel. Without
-        // sharded_memory_as_executor a sharded stage keeps the sums; a data-parallel one
-        // (nullopt below) still takes the data-parallel walk.
+        // Lowered operator by operator unless every sharding is data parallel (nullopt
+        // below: the data-parallel walk).
         ALPASIM_ASSIGN_OR_RETURN(Point * full, point(mbs, plan.recompute, false));
         ALPASIM_ASSIGN_OR_RETURN(Point * one, point(1, plan.recompute, false));
         ALPASIM_ASSIGN_OR_RETURN(Point * two, point(2, plan.recompute, false));
@@ -1152,14 +1151,13 @@ class Searcher {
         ssi.one_sample_graph = &one->graph;
         ssi.two_sample_graph = &two->graph;
         ssi.stage = static_cast<int>(c);
-        ssi.classify_only = !in_.options.sharded_memory_as_executor;
         auto sm = sharded_stage_memory(ssi);
         if (!sm.ok()) {
           if (sm.status().code() != core::StatusCode::kUnimplemented) return sm.status();
           continue;  // unsupported layouts keep the sums
         }
         if (*sm) {
-          if (in_.options.sharded_memory_as_executor) lw->chunk_memory[c] = **sm;
+          lw->chunk_memory[c] = **sm;
           continue;
         }
       }

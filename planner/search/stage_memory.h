@@ -74,10 +74,6 @@ struct ShardedStageMemoryInput {
   const ir::Graph* one_sample_graph = nullptr;
   const ir::Graph* two_sample_graph = nullptr;
   int stage = 0;  ///< the plan stage
-  /// Only decide whether the executor lowers the stage operator by operator: a sharded
-  /// stage gives an all-zero StageMemory without the walk (callers that keep the planner's
-  /// sums for such stages, SearchOptions::sharded_memory_as_executor off).
-  bool classify_only = false;
 };
 
 /// Memory of a stage the executor lowers operator by operator (a stage whose shardings are
@@ -86,17 +82,20 @@ struct ShardedStageMemoryInput {
 /// docs/executor.md "Sharded stages"): the layouts come from schema::BlockLayouts, the
 /// single implementation both use; every operand not held in the layout an operator reads
 /// is made so first (an in-place all-reduce of partial axes, then a resharding copy kept
-/// for later readers); a tensor sent to another mesh leaves in the data-parallel layout
-/// (another copy when needed); received tensors arrive in it; each buffer is freed after
-/// the last instruction touching it. Weights are stored as their first reader reads them,
-/// accumulated gradients as their producer writes them plus, when the optimizer reads them
-/// in another layout, a copy in the weight's layout (both held all iteration). Copies of
-/// per-iteration tensors (a weight read in another layout) count as held all iteration
-/// (parameter_bytes): exact while they are held at the peak, an upper bound otherwise.
+/// for later readers of the microbatch; a copy of a weight only for later readers in the
+/// same forward or backward task); a tensor sent to another mesh leaves in the
+/// data-parallel layout (another copy when needed); received tensors arrive in it; each
+/// buffer is freed after the last instruction touching it. Weights are stored in their
+/// own spec's layout, else as their first reader reads them; accumulated gradients as
+/// their producer writes them plus, when the optimizer reads them in another layout, a
+/// copy in the weight's layout (both held all iteration). Exact: the executor's high-water
+/// mark, its components and each task's levels (tests/unit/exec/memory_test.cc).
 /// Returns nullopt when the executor lowers the stage data parallel (stage_memory then).
 /// Errors: kInvalidArgument as schema::match_operator_shardings, or when the plan's stages
 /// do not cover the graph's layers; kUnimplemented for interleaved schedules, meshes that
-/// share devices, and the batch-layout cases schema::classify_batch_layouts rejects.
+/// share devices, an operator whose spec is not data parallel but which the executor runs
+/// data parallel (BlockLayouts::data_parallel_fallbacks: convolutions split over channels,
+/// pooling, batch norm), and the batch-layout cases schema::classify_batch_layouts rejects.
 core::Result<std::optional<StageMemory>> sharded_stage_memory(const ShardedStageMemoryInput& input);
 
 }  // namespace alpasim::planner

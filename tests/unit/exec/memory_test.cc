@@ -180,6 +180,14 @@ TEST_CASE("memory: the simulator's peak per device equals the executor's high-wa
     plans.push_back({"Megatron, two 1x2 stages, 1F1B, 2 mb (sharded)", *p});
   }
   plans.push_back({"2-D weight tiles on 2x2, weight-update sharding, 2 mb (sharded)", two_d_tile_plan(gpt)});
+  {
+    // As `alpa-sim --out` writes a fixed Megatron plan: tp 2, pp 2, dp 2 on 8 GPUs, fp32,
+    // fused attention, specs on operators' outputs only.
+    auto p = schema::read_plan_file(std::string(ALPASIM_SOURCE_DIR) +
+                                    "/tests/unit/exec/data/tiny_gpt_megatron_plan_file_tp2_pp2_dp2.json");
+    REQUIRE_MESSAGE(p.ok(), p.status().message());
+    plans.push_back({"Megatron plan file tp2 pp2 dp2 (alpa-sim --out), two 2x2 stages (sharded)", *p});
+  }
   std::string table =
       "| plan | device | executor peak (static) | executor peak (measured, CPU backend) | simulator peak | "
       "executor peak, receives at their task's start | params+grads exec / sim | optimizer states exec / sim |\n"
@@ -187,9 +195,13 @@ TEST_CASE("memory: the simulator's peak per device equals the executor's high-wa
   for (const auto& [name, plan] : plans) {
     CAPTURE(name);
     const bool searched = nodes_of.count(name) > 0;
+    std::int64_t devices = 4;  // a p3.16xlarge node's 8 GPUs for the 8-GPU plan file
+    for (const auto& st : plan.stages) {
+      for (std::int64_t x : st.device_ids) devices = std::max(devices, x + 1);
+    }
     planner::SearchInput in =
-        p3_input(plan.model, plan.global_batch_size, searched ? nodes_of.at(name) : 1, searched ? 2 : 4);
-    in.options.sharded_memory_as_executor = true;  // the executor's memory, not the sums
+        p3_input(plan.model, plan.global_batch_size, searched ? nodes_of.at(name) : 1, searched ? 2 : devices);
+    in.dtype = plan.dtype;
     auto r = planner::evaluate_plan(in, plan);
     REQUIRE_MESSAGE(r.ok(), r.status().message());
     auto prog = lower_plan(plan);
@@ -245,29 +257,11 @@ TEST_CASE("memory: the simulator's peak per device equals the executor's high-wa
           held_grads += b.bytes;
         }
       }
-      // The simulator holds all iteration a copy of a weight that the executor keeps from
-      // the first microbatch's forward to the last one's with a backward in between: on
-      // the Megatron plan's head stage, the received tied embedding split over the
-      // vocabulary for the logits (32 x 16 fp16 / 2 devices = 512 B), read by F0 and F1
-      // around B0 (1F1B on the last stage: F0 B0 F1 B1). sharded_stage_memory counts it in
-      // parameter_bytes; the executor's copy is a superseded buffer (not in components()).
-      const std::int64_t weight_copies = name.rfind("Megatron", 0) == 0 && mesh == 1 ? 512 : 0;
-      CHECK(comp[d].parameters + received_params + weight_copies == params);
+      // Weight copies (a weight read in another layout) live within the task that makes
+      // them in both (exec/lower.cc materialize): no component holds one.
+      CHECK(comp[d].parameters + received_params == params);
       CHECK(held_grads == grads);
       CHECK(comp[d].optimizer_states == opt);
-      if (name.rfind("2-D weight tiles", 0) == 0) {
-        // The one difference left (planner/search/stage_memory.h, sharded_stage_memory):
-        // the first backward makes 1024 B of weight copies (the fc1/fc2 tiles in the
-        // layouts their gradient operators read), which the executor keeps until the last
-        // backward reads them. The simulator holds them from where B0 makes them to B0's
-        // end. Measured per device (one stage, 1F1B: F0 B0 F1 B1): B0 starts at 11888 B
-        // and peaks at 12512 B (the simulator's peak); B1 starts 1024 B higher (12912 B:
-        // it holds every copy from its start) and peaks at 13216 B, the executor's: 704 B =
-        // 1024 B minus the 320 B of copies B0 had made by its peak.
-        CHECK(exec_peak - sim_peak == 704);
-        CHECK(measured[d] - sim_peak == 704);
-        continue;
-      }
       CHECK(exec_peak == sim_peak);
       CHECK(measured[d] == sim_peak);
       if (name.find("interleaved") != std::string::npos && d == 0) {
@@ -443,7 +437,6 @@ TEST_CASE("memory: the simulator's peak equals the executor's on the tiny Wide-R
     CAPTURE(name);
     planner::SearchInput in = p3_input(wrn, plan.global_batch_size, 1, gpus_of.count(name) ? gpus_of.at(name) : 4);
     in.optimizer = "sgd";
-    in.options.sharded_memory_as_executor = true;
     auto r = planner::evaluate_plan(in, plan);
     REQUIRE_MESSAGE(r.ok(), r.status().message());
     auto prog = lower_plan(plan);
@@ -526,9 +519,7 @@ TEST_CASE("memory: planner::sharded_stage_memory equals the first microbatch's t
           if (b.role == BufferRole::kGradient && !b.received) grads += b.bytes;
           if (b.role == BufferRole::kOptimizerState) states += b.bytes;
         }
-        // The head stage's vocabulary-split copy of the received embedding: see above.
-        const std::int64_t weight_copies = name.rfind("Megatron", 0) == 0 && s == 1 ? 512 : 0;
-        CHECK(params + weight_copies == m.parameter_bytes + m.received_parameter_bytes);
+        CHECK(params == m.parameter_bytes + m.received_parameter_bytes);
         CHECK(grads == m.gradient_bytes);
         CHECK(states == m.optimizer_state_bytes);
         const auto tm = task_memory(*prog, static_cast<std::size_t>(d));
@@ -536,26 +527,14 @@ TEST_CASE("memory: planner::sharded_stage_memory equals the first microbatch's t
         const auto b = tm.find({static_cast<int>(TaskKind::kBackward), static_cast<std::int32_t>(s), 0});
         REQUIRE(f != tm.end());
         REQUIRE(b != tm.end());
-        // Weight copies made in the first backward stay held after it (the executor frees
-        // them after their last reader, in the last microbatch's backward); the simulator
-        // holds them to the end of each backward (part of backward_working_bytes).
-        std::int64_t backward_copies = 0;
-        for (const Instruction& x : prog->code[static_cast<std::size_t>(d)]) {
-          const Buffer& buf = x.buffer >= 0 ? prog->buffers[static_cast<std::size_t>(x.buffer)] : Buffer{};
-          if (x.kind == InstrKind::kAllocate && x.task == TaskKind::kBackward && x.microbatch == -1 &&
-              buf.role == BufferRole::kParameter && buf.superseded) {
-            backward_copies += buf.bytes;
-          }
-        }
-        // The head stage's first forward also makes the embedding's 512 B copy (its receive
-        // precedes the task's first instruction).
-        CHECK(f->second.end - f->second.start == m.stored_bytes + weight_copies);
+        // Every task frees the weight copies it makes (exec/lower.cc materialize), so each
+        // task's levels are the walk's.
+        CHECK(f->second.end - f->second.start == m.stored_bytes);
         CHECK(f->second.peak - f->second.end == m.forward_working_bytes);
         CHECK(b->second.peak - b->second.start == m.backward_working_bytes);
-        CHECK(b->second.start - b->second.end + backward_copies == m.stored_bytes);
+        CHECK(b->second.start - b->second.end == m.stored_bytes);
         MESSAGE(name << " stage " << s << " device " << d << ": stored " << m.stored_bytes << ", forward working "
-                     << m.forward_working_bytes << ", backward working " << m.backward_working_bytes
-                     << ", weight copies made in the first backward " << backward_copies);
+                     << m.forward_working_bytes << ", backward working " << m.backward_working_bytes);
       }
     }
   }
