@@ -177,16 +177,36 @@ Assignment eliminate(const CostProblem& problem, const EliminationOrder& order, 
     std::vector<std::size_t> off(nf, 0);
     const std::vector<double>& un = unary[vi];
     const std::size_t dv = un.size();
+    // Per scope point: val[x] = unary + each factor in order (the same sums, added in the
+    // same order, as one accumulation per x), factor by factor so that each pass is a
+    // strided (often contiguous) sweep over x; then the first strict minimum.
+    std::vector<double> val(dv);
     for (std::size_t idx = 0; idx < total; ++idx) {
-      double best = std::numeric_limits<double>::infinity();
-      int arg = 0;
-      for (std::size_t x = 0; x < dv; ++x) {
-        double val = un[x];
-        for (std::size_t f = 0; f < nf; ++f) val += tab[f][off[f] + x * sv[f]];
-        if (val < best) {
-          best = val;
-          arg = static_cast<int>(x);
+      std::copy(un.begin(), un.end(), val.begin());
+      for (std::size_t f = 0; f < nf; ++f) {
+        const double* column = tab[f] + off[f];
+        const std::size_t stride = sv[f];
+        if (stride == 1) {
+          for (std::size_t x = 0; x < dv; ++x) val[x] += column[x];
+        } else {
+          for (std::size_t x = 0; x < dv; ++x) val[x] += column[x * stride];
         }
+      }
+      // The minimum with four independent accumulators (exact in any order), then its
+      // first position: the first strict minimum of a scan, without one compare chain.
+      double b0 = std::numeric_limits<double>::infinity(), b1 = b0, b2 = b0, b3 = b0;
+      std::size_t x = 0;
+      for (; x + 4 <= dv; x += 4) {
+        b0 = std::min(b0, val[x]);
+        b1 = std::min(b1, val[x + 1]);
+        b2 = std::min(b2, val[x + 2]);
+        b3 = std::min(b3, val[x + 3]);
+      }
+      for (; x < dv; ++x) b0 = std::min(b0, val[x]);
+      const double best = std::min(std::min(b0, b1), std::min(b2, b3));
+      int arg = 0;
+      if (best < std::numeric_limits<double>::infinity()) {
+        while (val[static_cast<std::size_t>(arg)] != best) ++arg;
       }
       result[idx] = best;
       step.argmin[idx] = arg;
