@@ -72,6 +72,7 @@ class Converter {
       std::vector<int> operands;
       for (ir::OpId in : op.inputs) operands.push_back(node_of(in));
       IntraOpNode n = convert(op, operands);
+      n.pass = op.phase == ir::Phase::kForward ? 0 : op.phase == ir::Phase::kOptimizer ? 2 : 1;
       const bool memory_bound = n.kind == intra_op::OpKind::kElementwise ||
                                 n.kind == intra_op::OpKind::kSoftmax ||
                                 n.kind == intra_op::OpKind::kLayerNorm ||

@@ -2,7 +2,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <set>
 #include <sstream>
+#include <string>
+#include <tuple>
 
 #include "core/text.h"
 #include "planner/ilp/glpk_solver.h"
@@ -272,11 +275,29 @@ core::Result<IntraOpPlan> IntraOpPass::run(const IntraOpGraph& graph, const Logi
       for (std::size_t v = 0; v < cp.nodes.size(); ++v) {
         plan.node_cost_s.push_back(cp.nodes[v].cost[static_cast<std::size_t>(plan.choice[v])]);
       }
-      for (const CostProblem::Edge& e : cp.edges) {
-        const auto kv = static_cast<std::size_t>(cp.num_strategies(e.v));
-        plan.node_cost_s[static_cast<std::size_t>(e.v)] +=
-            e.cost[static_cast<std::size_t>(plan.choice[static_cast<std::size_t>(e.u)]) * kv +
-                   static_cast<std::size_t>(plan.choice[static_cast<std::size_t>(e.v)])];
+      // Each user's resharding of its operands, charged to the user, except that users of
+      // one tensor in one pass reading it in the same layout share one copy (charged to the
+      // first): the solver's edges price every (operand, user) pair, an upper bound. The
+      // weight update's return to the parameter's layout stays per edge.
+      std::set<std::tuple<int, int, std::string>> copies;  // (tensor, pass, layout)
+      for (std::size_t v = 0; v < graph.nodes.size(); ++v) {
+        const IntraOpNode& node = graph.nodes[v];
+        const Strategy& sv = built.strategies[v][static_cast<std::size_t>(plan.choice[v])];
+        for (std::size_t k = 0; k < node.operands.size(); ++k) {
+          const int u = node.operands[k];
+          const IntraOpNode& src = graph.nodes[static_cast<std::size_t>(u)];
+          const Strategy& su =
+              built.strategies[static_cast<std::size_t>(u)][static_cast<std::size_t>(plan.choice[static_cast<std::size_t>(u)])];
+          if (su.output == sv.inputs[k]) continue;
+          if (copies.emplace(u, node.pass, sv.inputs[k].to_string()).second) {
+            plan.node_cost_s[v] +=
+                reshard_cost(src.shape, src.element_bytes, su.output, sv.inputs[k], mesh, hooks.collective).value();
+          }
+          if (node.kind == OpKind::kUpdate && k == 0) {
+            plan.node_cost_s[v] +=
+                reshard_cost(src.shape, src.element_bytes, sv.output, su.output, mesh, hooks.collective).value();
+          }
+        }
       }
       if (options.weight_update_sharding) {
         rewrite_weight_updates(graph, mesh, hooks, built.strategies, &plan);

@@ -82,8 +82,11 @@ struct IntraOpPlan {
   std::vector<schema::OperatorSharding> shardings;       ///< per node, for plan.json
   /// Per node, seconds: its strategy's cost plus the resharding of its operands into the
   /// layouts it reads (the weight -> update edge both ways), after the weight-update
-  /// rewrite; they sum to `cost` (the problem has no constant cost). Lets a caller charge
-  /// each operator's communication to its phase (forward, backward, recompute, optimizer).
+  /// rewrite, with a copy that several users of one tensor read in one pass
+  /// (IntraOpNode::pass) charged once, to the first; they sum to `cost` less those shared
+  /// copies (`cost` prices each user's, as the solver's objective does). Lets a caller
+  /// charge each operator's communication to its phase (forward, backward, recompute,
+  /// optimizer).
   std::vector<double> node_cost_s;
   /// Per node, seconds: the compute part of its strategy's cost (CostHooks), <= node_cost_s.
   std::vector<double> node_compute_s;

@@ -81,6 +81,13 @@ struct IntraOpNode {
   /// kElementwise / kSoftmax / kLayerNorm / kReduce: bytes the unsharded operator reads and
   /// writes as one memory-bound kernel; 0 leaves its compute out (CostHooks::memory_bound).
   std::int64_t bytes_accessed = 0;
+
+  /// The pass running the operator (0 forward, 1 backward or recomputation, 2 optimizer):
+  /// users of one tensor in one pass that read it in the same layout share one resharding
+  /// copy (a runtime gathers the sequence-parallel input of Q, K and V once); another pass
+  /// makes its own (Megatron gathers it again in the backward). Not in structural_key: a
+  /// graph whose nodes all stay 0 prices as before.
+  int pass = 0;
 };
 
 /// A DAG of operators in topological order (operands before users).
