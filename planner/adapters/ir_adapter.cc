@@ -241,6 +241,18 @@ class Converter {
           n.reduce_axes = axes;
           return n;
         }
+        if (op.function == "softmax_cross_entropy" && operands.size() == 2 &&
+            removed_axes(shape(operands[0]), op.out.shape, &axes)) {
+          // logits [..., V], labels [...] -> per-token loss [...]: a reduction over the
+          // vocabulary. With V split, each device reduces its slice and the row statistics
+          // are all-reduced (Megatron's vocabulary-parallel cross entropy: max, sum of
+          // exponentials and the label's logit, b·s values each), never the logits
+          // gathered. The labels (ids, not split over V) are left out of the layouts.
+          IntraOpNode n = base(op, intra_op::OpKind::kReduce);
+          n.operands = {operands[0]};
+          n.reduce_axes = axes;
+          return n;
+        }
         if (operands.size() == 2 && shape(operands[0]) == shape(operands[1]) &&
             removed_axes(shape(operands[0]), op.out.shape, &axes)) {
           // Σ over `axes` of a product: an einsum contracting them.
