@@ -394,7 +394,7 @@ class Lowerer {
   /// task (microbatch `mb`), so it is freed after its last reader there and the next task
   /// gathers it again, as a runtime that shards weights does (ZeRO-3, Alpa's sums).
   BufferId materialize(std::int32_t dev, const InstanceKey& key, const TLayout& want, std::int32_t stage,
-                       TaskKind task, std::int32_t mb = -1) {
+                       TaskKind task, std::int32_t mb) {
     auto& have = have_[static_cast<std::size_t>(dev)];
     const BufferId b = have.at(key);
     TLayout x = blayout_.at(b);
@@ -409,7 +409,9 @@ class Lowerer {
     }
     auto& alt = alt_[static_cast<std::size_t>(dev)];
     const bool task_scoped = key.second < 0 && (task == TaskKind::kForward || task == TaskKind::kBackward);
+    ALPASIM_CHECK(!task_scoped || mb >= 0) << "a weight copy in a forward or backward task needs its microbatch";
     const std::int64_t scope = task_scoped ? 2 * static_cast<std::int64_t>(mb) + (task == TaskKind::kBackward) : -1;
+    const std::int32_t copy_mb = task_scoped ? mb : key.second;  // the task's microbatch in the trace
     const auto ak = std::make_tuple(key, layout_key(want), scope);
     if (auto it = alt.find(ak); it != alt.end()) return it->second;
     // Becoming partial over more axes: each copy holds 1/k of the replicated value.
@@ -428,10 +430,9 @@ class Lowerer {
         if (o2[a] < o1[a] || o2[a] + l2[a] > o1[a] + l1[a]) local = false;
       }
     }
-    const BufferId nb = new_sharded_buffer(dev, key.first, stage, key.second, role_of(key.first), task, want);
+    const BufferId nb = new_sharded_buffer(dev, key.first, stage, copy_mb, role_of(key.first), task, want);
     prog_.buffers[static_cast<std::size_t>(nb)].superseded = true;  // a copy: never reported
-    Instruction in = make_instruction(InstrKind::kAllGather, task, key.first, stage, key.second,
-                                      nb);
+    Instruction in = make_instruction(InstrKind::kAllGather, task, key.first, stage, copy_mb, nb);
     in.inputs = {b};
     in.scale = scale;
     in.group = local ? std::vector<std::int32_t>{dev} : group_of(stage, dev, live_axes(stage) & ~x.partial);
@@ -465,7 +466,7 @@ class Lowerer {
   /// Sends of a tensor of a sharded stage leave in the data-parallel layout.
   void send_sharded(std::int32_t dev, OpId t, std::int32_t mb, std::int32_t stage, TaskKind task) {
     if (!remote_consumer(dev, t)) return;
-    const BufferId b = materialize(dev, key_of(t, mb), def_layout(t, stage), stage, task);
+    const BufferId b = materialize(dev, key_of(t, mb), def_layout(t, stage), stage, task, mb);
     emit_sends(dev, t, key_of(t, mb).second, task, b);
   }
 
@@ -521,7 +522,7 @@ class Lowerer {
       const OpId param = prog_.gradient_of[static_cast<std::size_t>(o.id)];
       const bool local_opt = op_stage_[static_cast<std::size_t>(param)] == stage;
       const TLayout want = local_opt ? param_layout(param, stage) : def_layout(param, stage);
-      const BufferId nb = materialize(dev, {o.id, -1}, want, stage, TaskKind::kOptimizer);
+      const BufferId nb = materialize(dev, {o.id, -1}, want, stage, TaskKind::kOptimizer, -1);
       if (nb != b) {
         prog_.buffers[static_cast<std::size_t>(b)].superseded = true;
         prog_.buffers[static_cast<std::size_t>(nb)].superseded = false;
@@ -536,7 +537,7 @@ class Lowerer {
       const ir::Op& u = g.op(id);
       const BufferId pb = have.at({u.inputs[0], -1});
       const TLayout p = blayout_.at(pb);
-      const BufferId gb = materialize(dev, {u.inputs[1], -1}, p, stage, TaskKind::kOptimizer);
+      const BufferId gb = materialize(dev, {u.inputs[1], -1}, p, stage, TaskKind::kOptimizer, -1);
       Instruction in = make_instruction(InstrKind::kRun, TaskKind::kOptimizer, id, stage, -1, pb);
       const BufferId state = new_buffer(dev, id, stage, -1, BufferRole::kOptimizerState, TaskKind::kOptimizer);
       Buffer& sb = prog_.buffers[static_cast<std::size_t>(state)];

@@ -244,10 +244,14 @@ class Converter {
         if (op.function == "softmax_cross_entropy" && operands.size() == 2 &&
             removed_axes(shape(operands[0]), op.out.shape, &axes)) {
           // logits [..., V], labels [...] -> per-token loss [...]: a reduction over the
-          // vocabulary. With V split, each device reduces its slice and the row statistics
-          // are all-reduced (Megatron's vocabulary-parallel cross entropy: max, sum of
-          // exponentials and the label's logit, b·s values each), never the logits
-          // gathered. The labels (ids, not split over V) are left out of the layouts.
+          // vocabulary. With V split, each device reduces its slice and per-token values
+          // are all-reduced, never the logits gathered (Megatron's vocabulary-parallel
+          // cross entropy all-reduces three, of fp32 max, sum of exponentials and the
+          // label's logit; this prices one of the output's size: latency-bound either
+          // way). The labels (ids, not split over V) are left out of the layouts; a plan
+          // that lists their spec is still read (intra_op_pass.cc required_strategies).
+          // alpa-exec does not run it this way yet: its lowering gathers the logits
+          // (docs/executor.md).
           IntraOpNode n = base(op, intra_op::OpKind::kReduce);
           n.operands = {operands[0]};
           n.reduce_axes = axes;

@@ -46,21 +46,7 @@ void Diffusion::run(int sweeps) {
         std::fill(m, m + kv, INFINITY);
         const double* c = edge_[k].data();
         if (is_u) {
-          // Row minima with four independent accumulators (min is exact in any order; one
-          // accumulator chains every comparison on the previous one).
-          for (std::size_t i = 0; i < ku; ++i) {
-            const double* row = c + i * kw;
-            double a0 = INFINITY, a1 = INFINITY, a2 = INFINITY, a3 = INFINITY;
-            std::size_t j = 0;
-            for (; j + 4 <= kw; j += 4) {
-              a0 = std::min(a0, row[j]);
-              a1 = std::min(a1, row[j + 1]);
-              a2 = std::min(a2, row[j + 2]);
-              a3 = std::min(a3, row[j + 3]);
-            }
-            for (; j < kw; ++j) a0 = std::min(a0, row[j]);
-            m[i] = std::min(std::min(a0, a1), std::min(a2, a3));
-          }
+          for (std::size_t i = 0; i < ku; ++i) m[i] = minimum(c + i * kw, kw);  // row minima
         } else {
           for (std::size_t i = 0; i < ku; ++i) {
             for (std::size_t j = 0; j < kw; ++j) m[j] = std::min(m[j], c[i * kw + j]);

@@ -192,23 +192,16 @@ Assignment eliminate(const CostProblem& problem, const EliminationOrder& order, 
           for (std::size_t x = 0; x < dv; ++x) val[x] += column[x * stride];
         }
       }
-      // The minimum with four independent accumulators (exact in any order), then its
-      // first position: the first strict minimum of a scan, without one compare chain.
-      double b0 = std::numeric_limits<double>::infinity(), b1 = b0, b2 = b0, b3 = b0;
-      std::size_t x = 0;
-      for (; x + 4 <= dv; x += 4) {
-        b0 = std::min(b0, val[x]);
-        b1 = std::min(b1, val[x + 1]);
-        b2 = std::min(b2, val[x + 2]);
-        b3 = std::min(b3, val[x + 3]);
-      }
-      for (; x < dv; ++x) b0 = std::min(b0, val[x]);
-      const double best = std::min(std::min(b0, b1), std::min(b2, b3));
+      // The minimum, then its first position: the first strict minimum of a scan, without
+      // one compare chain (all +inf or NaN: 0, as the scan).
+      const double best = minimum(val.data(), dv);
       int arg = 0;
+      double chosen = best;  // +inf when nothing is below it, as the scan
       if (best < std::numeric_limits<double>::infinity()) {
         while (val[static_cast<std::size_t>(arg)] != best) ++arg;
+        chosen = val[static_cast<std::size_t>(arg)];  // the scan's value, its zero's sign too
       }
-      result[idx] = best;
+      result[idx] = chosen;
       step.argmin[idx] = arg;
       for (std::size_t t = ns; t-- > 0;) {
         ++digit[t];

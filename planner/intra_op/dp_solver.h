@@ -1,5 +1,8 @@
 #pragma once
 
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -7,6 +10,22 @@
 #include "planner/intra_op/cost_problem.h"
 
 namespace alpasim::planner::intra_op {
+
+/// The smallest of values[0, n), +inf when n is 0, with four independent accumulators: min
+/// is exact in any order, and a single accumulator chains every comparison on the one
+/// before (the hot loops of eliminate() and the diffusion bound). NaNs are skipped.
+inline double minimum(const double* values, std::size_t n) {
+  double a0 = INFINITY, a1 = INFINITY, a2 = INFINITY, a3 = INFINITY;
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    a0 = std::min(a0, values[i]);
+    a1 = std::min(a1, values[i + 1]);
+    a2 = std::min(a2, values[i + 2]);
+    a3 = std::min(a3, values[i + 3]);
+  }
+  for (; i < n; ++i) a0 = std::min(a0, values[i]);
+  return std::min(std::min(a0, a1), std::min(a2, a3));
+}
 
 /// An elimination order for the exact dynamic programme (variable elimination, i.e. the
 /// DP over chains, trees and series-parallel graphs generalised to bounded treewidth).

@@ -1,5 +1,6 @@
 #include "planner/intra_op/intra_op_pass.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <set>
@@ -131,7 +132,13 @@ core::Result<std::vector<Strategy>> required_strategies(const IntraOpGraph& grap
   std::vector<Strategy> kept;
   for (Strategy& s : all) {
     if (s.output != want.output) continue;
-    if (!want.inputs.empty() && s.inputs != want.inputs) continue;
+    // A plan may list specs for operands the pass leaves out of the node (the cross
+    // entropy's labels, written by plans from before 2026-11-26): the node's own come first.
+    if (!want.inputs.empty() &&
+        (want.inputs.size() < s.inputs.size() ||
+         !std::equal(s.inputs.begin(), s.inputs.end(), want.inputs.begin()))) {
+      continue;
+    }
     kept.push_back(std::move(s));
   }
   if (kept.empty()) {
@@ -288,14 +295,14 @@ core::Result<IntraOpPlan> IntraOpPass::run(const IntraOpGraph& graph, const Logi
           const IntraOpNode& src = graph.nodes[static_cast<std::size_t>(u)];
           const Strategy& su =
               built.strategies[static_cast<std::size_t>(u)][static_cast<std::size_t>(plan.choice[static_cast<std::size_t>(u)])];
-          if (su.output == sv.inputs[k]) continue;
-          if (copies.emplace(u, node.pass, sv.inputs[k].to_string()).second) {
-            plan.node_cost_s[v] +=
-                reshard_cost(src.shape, src.element_bytes, su.output, sv.inputs[k], mesh, hooks.collective).value();
-          }
           if (node.kind == OpKind::kUpdate && k == 0) {
             plan.node_cost_s[v] +=
                 reshard_cost(src.shape, src.element_bytes, sv.output, su.output, mesh, hooks.collective).value();
+          }
+          if (su.output == sv.inputs[k]) continue;  // read as written: no copy
+          if (copies.emplace(u, node.pass, sv.inputs[k].to_string()).second) {
+            plan.node_cost_s[v] +=
+                reshard_cost(src.shape, src.element_bytes, su.output, sv.inputs[k], mesh, hooks.collective).value();
           }
         }
       }

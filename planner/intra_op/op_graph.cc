@@ -215,7 +215,7 @@ std::string IntraOpGraph::structural_key() const {
     os << ']';
   };
   for (const IntraOpNode& n : nodes) {
-    os << static_cast<int>(n.kind) << ':' << n.element_bytes << ':';
+    os << static_cast<int>(n.kind) << ':' << n.element_bytes << ':' << n.pass << ':';
     list(n.shape);
     list(n.operands);
     for (const auto& l : n.operand_loops) list(l);

@@ -85,8 +85,8 @@ struct IntraOpNode {
   /// The pass running the operator (0 forward, 1 backward or recomputation, 2 optimizer):
   /// users of one tensor in one pass that read it in the same layout share one resharding
   /// copy (a runtime gathers the sequence-parallel input of Q, K and V once); another pass
-  /// makes its own (Megatron gathers it again in the backward). Not in structural_key: a
-  /// graph whose nodes all stay 0 prices as before.
+  /// makes its own (Megatron gathers it again in the backward). In structural_key: the
+  /// charged costs depend on it.
   int pass = 0;
 };
 

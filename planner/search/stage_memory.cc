@@ -406,7 +406,8 @@ core::Result<std::optional<StageMemory>> sharded_stage_memory(const ShardedStage
     const auto i = static_cast<std::size_t>(id);
     if (op_stage[i] != s || !match.op_sharded[i]) continue;
     for (OpId x : g.op(id).inputs) {
-      if (g.op(x).kind != OpKind::kParameter) continue;
+      // A weight of another stage arrives in the data-parallel layout whatever its spec.
+      if (g.op(x).kind != OpKind::kParameter || op_stage[static_cast<std::size_t>(x)] != s) continue;
       if (blocks.param_layout(x, s) == blocks.def_layout(x, s)) continue;
       return core::unimplemented("stage_memory: sharded stage " + std::to_string(s) + ": the executor runs \"" +
                                  g.op(id).name + "\" data parallel, not with \"" + g.op(x).name +
@@ -459,10 +460,11 @@ core::Result<std::optional<StageMemory>> sharded_stage_memory(const ShardedStage
   for (std::size_t i = 0; i < code.size(); ++i) {
     for (int b : code[i].touch) last[static_cast<std::size_t>(b)] = i;
   }
-  // Copies made at init (a weight in the layout it is sent in) are held all iteration.
+  // A copy made at init (a weight in the layout it is sent in) serves only the send: the
+  // tasks make their own (scope 1 or 2), so none is read after init.
   for (const auto& [k, b] : alt) {
     const auto bi = static_cast<std::size_t>(b);
-    if (bufs[bi].per_iteration && last[bi] >= init_end) m.parameter_bytes += bufs[bi].bytes;
+    ALPASIM_CHECK(!bufs[bi].per_iteration || last[bi] < init_end) << "an init copy read by a task";
   }
   // The task walk: levels after each ALLOCATE, frees after each buffer's last instruction.
   std::vector<std::vector<int>> frees(code.size());

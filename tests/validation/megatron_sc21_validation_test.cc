@@ -661,6 +661,19 @@ struct OneEvaluatorRow {
   double lowering_s = 0, evaluator_s = 0;
   std::int64_t lowering_peak = 0, evaluator_peak = 0;
 };
+// What evaluate_plan needs to price a plan file of `model` on `spec` (cost model `cm`):
+// no baselines.
+planner::SearchInput plan_file_input(const ir::ModelConfig& model, const TrainingSetup& training,
+                                     const cluster::ClusterSpec& spec, const cost_model::CostModel& cm) {
+  planner::SearchInput in;
+  in.model = model;
+  in.cluster = spec;
+  in.cost = cm;
+  in.global_batch_size = training.global_batch_size;
+  in.dtype = training.dtype;
+  in.options.compare_baselines = false;
+  return in;
+}
 // One plan priced both ways on `gpus` GPUs of `preset` with the shipped calibration: by
 // sim/lowering (lower_and_simulate, as the tests above) and by evaluate_plan of its plan file.
 OneEvaluatorRow one_evaluator_row(const std::string& name, const ir::ModelConfig& model,
@@ -674,14 +687,7 @@ OneEvaluatorRow one_evaluator_row(const std::string& name, const ir::ModelConfig
   REQUIRE_MESSAGE(file.ok(), file.status().message());
   // Megatron-LM of these runs blocks on its pipeline sends (no overlap_p2p_comm).
   CHECK(file->p2p == schema::P2pMode::kBlocking);
-  planner::SearchInput in;
-  in.model = model;
-  in.cluster = spec;
-  in.cost = *cm;
-  in.global_batch_size = training.global_batch_size;
-  in.dtype = training.dtype;
-  in.options.compare_baselines = false;
-  auto evaluated = planner::evaluate_plan(in, *file);
+  auto evaluated = planner::evaluate_plan(plan_file_input(model, training, spec, *cm), *file);
   REQUIRE_MESSAGE(evaluated.ok(), name << ": " << evaluated.status().message());
   OneEvaluatorRow o;
   o.model = name;
@@ -819,14 +825,7 @@ TEST_CASE("one evaluator: a sequence-parallel GPT gathers each layer-norm output
   REQUIRE(cm.ok());
   auto file = megatron_plan_file(model, training, plan, spec);
   REQUIRE_MESSAGE(file.ok(), file.status().message());
-  planner::SearchInput in;
-  in.model = model;
-  in.cluster = spec;
-  in.cost = *cm;
-  in.global_batch_size = training.global_batch_size;
-  in.dtype = training.dtype;
-  in.options.compare_baselines = false;
-  auto evaluated = planner::evaluate_plan(in, *file);
+  auto evaluated = planner::evaluate_plan(plan_file_input(model, training, spec, *cm), *file);
   REQUIRE_MESSAGE(evaluated.ok(), evaluated.status().message());
   REQUIRE(evaluated->problem.stages.size() == 1);
   const sim::StageCosts& st = evaluated->problem.stages[0];

@@ -285,6 +285,35 @@ StoredBytes stored_by_spec(const ir::Graph& g, const schema::PlanStage& st) {
   return out;
 }
 
+TEST_CASE("a plan that lists the cross entropy's labels spec (as plans written before 2026-11-26 do) "
+          "evaluates as the same plan without it") {
+  // The intra-op node of the softmax cross entropy has the logits as its only operand (a
+  // reduction over the vocabulary); the IR operator also reads the labels.
+  const auto run = intra_op_only_plan();
+  schema::Plan with_labels = run->result.plan;
+  int listed = 0;
+  for (auto& sh : with_labels.stages[0].shardings) {
+    if (sh.op != "head/cross_entropy") continue;
+    REQUIRE(sh.inputs.size() == 1);
+    sh.inputs.push_back(schema::ShardingSpec::replicated(2));  // labels [b, s]
+    ++listed;
+  }
+  REQUIRE(listed == 1);
+  auto e = planner::evaluate_plan(run->in, with_labels);
+  REQUIRE_MESSAGE(e.ok(), e.status().message());
+  // Both are priced as written (neither lists the search's own layouts): the labels' spec
+  // changes nothing.
+  schema::Plan logits_only = with_labels;
+  for (auto& sh : logits_only.stages[0].shardings) {
+    if (sh.op == "head/cross_entropy") sh.inputs.resize(1);
+  }
+  logits_only.stages[0].shardings.front().strategy += " (written)";
+  auto w = planner::evaluate_plan(run->in, logits_only);
+  REQUIRE_MESSAGE(w.ok(), w.status().message());
+  CHECK(e->prediction.iteration_time_s == w->prediction.iteration_time_s);
+  CHECK(e->prediction.peak_memory_bytes == w->prediction.peak_memory_bytes);
+}
+
 TEST_CASE("stored activations follow the plan's shardings: a replicated tensor is held in full") {
   // Each stage's stored activations are, per device, each saved forward tensor's bytes
   // divided by the shards of the layout the plan gives it (before: divided by the devices
