@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include "planner/intra_op/resharding.h"
 #include "planner/intra_op/synthetic_graphs.h"
 
 namespace alpasim::planner::intra_op {
@@ -51,6 +52,50 @@ TEST_CASE("a memory limit below the data-parallel footprint gives a sharded plan
     // weight-update rewrite (reduce-scatter + all-gather), which a ZeRO-3-like plan matches.
     CHECK(tight->cost >= dp->cost);
   }
+}
+
+TEST_CASE("users of one tensor in one pass share its resharding copy in the charged costs, another pass pays again") {
+  // x [b, h] split over the rows of a 1x2 mesh feeds a layer norm kept split (as under
+  // sequence parallelism), read whole by three column-parallel projections q, k, v of the
+  // forward (pass 0) and by one operator of the backward (pass 1). The solver's objective
+  // (`cost`) prices a gather per user; the charged costs (node_cost_s) one per pass: the
+  // difference is exactly two gathers.
+  const std::int64_t b = 64, h = 128, f = 256;
+  GraphBuilder gb;
+  const int x = gb.input("x", {b, h});
+  const int ln = gb.layer_norm("ln", x, 1);
+  std::vector<int> users;
+  for (const char* name : {"q", "k", "v"}) {
+    const int w = gb.parameter(std::string(name) + "_weight", {h, f});
+    users.push_back(gb.einsum(name, "bh,hf->bf", {ln, w}));
+  }
+  const int wb = gb.parameter("bwd_weight", {h, f});
+  users.push_back(gb.einsum("bwd", "bh,hf->bf", {ln, wb}));
+  IntraOpGraph g = gb.graph();
+  g.nodes[static_cast<std::size_t>(users.back())].pass = 1;
+  const LogicalMesh mesh{1, 2};
+  auto spec = [](const char* text) { return *schema::ShardingSpec::parse(text); };
+  IntraOpOptions o;
+  o.required.assign(g.nodes.size(), std::nullopt);
+  o.required[static_cast<std::size_t>(ln)] = schema::OperatorSharding{"ln", "", {}, spec("S1R")};
+  for (int u : users) {
+    o.required[static_cast<std::size_t>(u)] =
+        schema::OperatorSharding{g.nodes[static_cast<std::size_t>(u)].name, "", {spec("RR"), spec("RS1")}, spec("RS1")};
+  }
+  IntraOpPass pass;
+  auto plan = pass.run(g, mesh, hooks_for(mesh), o);
+  REQUIRE_MESSAGE(plan.ok(), plan.status().message());
+  const double gather =
+      reshard_cost({b, h}, 2, spec("S1R"), spec("RR"), mesh, hooks_for(mesh).collective).value();
+  REQUIRE(gather > 0);
+  double charged = 0;
+  for (double c : plan->node_cost_s) charged += c;
+  CHECK(charged == doctest::Approx(plan->cost.value() - 2 * gather).epsilon(1e-12));
+  // The copy is charged to the first forward user and to the backward user.
+  const auto at = [&](int v) { return plan->node_cost_s[static_cast<std::size_t>(v)]; };
+  CHECK(at(users[0]) == doctest::Approx(at(users[1]) + gather).epsilon(1e-12));
+  CHECK(at(users[1]) == doctest::Approx(at(users[2])).epsilon(1e-12));
+  CHECK(at(users[3]) == doctest::Approx(at(users[1]) + gather).epsilon(1e-12));
 }
 
 TEST_CASE("an impossible memory limit says how many bytes are missing") {
