@@ -462,11 +462,34 @@ std::int64_t memory_traffic_bytes(const Graph& g, const Op& op) {
   return op.bytes_read + op.bytes_written;
 }
 
+std::int64_t split_memory_traffic_bytes(const Graph& g, const Op& op, std::int64_t read_shards,
+                                        std::int64_t write_shards) {
+  ALPASIM_CHECK(read_shards >= 1 && write_shards >= 1) << read_shards << ", " << write_shards;
+  if (!op.is_einsum() && runs_in_flash_attention(g, op)) return 0;
+  return (op.bytes_read + read_shards - 1) / read_shards + (op.bytes_written + write_shards - 1) / write_shards;
+}
+
 double flash_attention_work_fraction(const Graph& g, const Op& op) {
   if (!op.is_einsum()) return 1.0;
   const Op* fused = fused_attention_op(g, forward_origin(g, op));
   if (fused == nullptr || fused->out.shape.empty()) return 1.0;
   return causal_tile_fraction(fused->out.shape.back());  // scores and softmax: (..., s, t)
+}
+
+std::vector<OpId> weight_gradient_parameters(const Graph& g) {
+  std::vector<OpId> param(g.size(), kNoOp);
+  for (const Op& update : g.ops()) {
+    if (update.phase != Phase::kOptimizer || update.source == kNoOp || update.inputs.size() < 2) continue;
+    std::vector<OpId> todo = {update.inputs[1]};  // the accumulated gradient
+    while (!todo.empty()) {
+      const Op& o = g.op(todo.back());
+      todo.pop_back();
+      if (o.grad_role != GradRole::kWeightGrad || param[static_cast<std::size_t>(o.id)] != kNoOp) continue;
+      param[static_cast<std::size_t>(o.id)] = update.source;
+      for (OpId in : o.inputs) todo.push_back(in);
+    }
+  }
+  return param;
 }
 
 double causal_tile_fraction(std::int64_t keys) {

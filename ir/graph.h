@@ -145,6 +145,14 @@ bool runs_in_flash_attention(const Graph& g, const Op& op);
 /// pricer of memory-bound ops asks this, so a graph read back from JSON prices as built.
 std::int64_t memory_traffic_bytes(const Graph& g, const Op& op);
 
+/// memory_traffic_bytes on one device when the op's reads are split `read_shards` ways and
+/// its writes `write_shards` ways (each >= 1), rounded up: a weight gradient that reads a
+/// replicated input gradient into a split parameter's buffer (Megatron's vocabulary-
+/// parallel embedding table: every GPU reads the whole s x b x h gradient and writes its
+/// V / t rows) moves bytes_read + bytes_written / t, not either whole or both split.
+std::int64_t split_memory_traffic_bytes(const Graph& g, const Op& op, std::int64_t read_shards,
+                                        std::int64_t write_shards);
+
 /// The fraction of a dot's multiply-adds its kernel performs: for a dot that runs in a
 /// flash-attention kernel, whose attention is causal (the builders make decoder language
 /// models), the key tiles wholly above the diagonal are skipped: with n = ceil(keys / tile)
@@ -155,5 +163,10 @@ double flash_attention_work_fraction(const Graph& g, const Op& op);
 /// (n + 1) / 2n with n = ceil(keys / kFlashAttentionTile): the share of a causal attention's
 /// tiles a flash kernel computes over `keys` keys (1 for keys <= 0).
 double causal_tile_fraction(std::int64_t keys);
+
+/// Per op id: the parameter whose gradient the op computes or sums (a weight gradient,
+/// Op::grad_role kWeightGrad, on the path into that parameter's optimizer update), else
+/// kNoOp. Found from the updates (a graph without an optimizer has none). Cost O(ops).
+std::vector<OpId> weight_gradient_parameters(const Graph& g);
 
 }  // namespace alpasim::ir

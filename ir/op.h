@@ -121,8 +121,9 @@ struct Op {
   /// or residual blocks, N+1 = epilogue (head, loss). Backward, recompute and optimizer
   /// ops inherit the layer of the forward op they derive from.
   std::int32_t layer = 0;
-  /// For derived ops: the forward op they differentiate or recompute; for optimizer ops
-  /// and weight gradients: the parameter. kNoOp otherwise.
+  /// For derived ops (weight gradients included): the forward op they differentiate or
+  /// recompute; for optimizer ops: the parameter (weight_gradient_parameters finds a
+  /// weight gradient's). kNoOp otherwise.
   OpId source = kNoOp;
   /// Bit i set: input i gets no gradient (masks, ids, routing decisions).
   std::uint32_t no_grad_inputs = 0;

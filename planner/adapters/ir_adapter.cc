@@ -440,6 +440,13 @@ core::Seconds op_compute(const ir::Graph& training, const ir::Op& op, std::int64
   return time;
 }
 
+core::Seconds op_compute_split(const ir::Graph& training, const ir::Op& op, std::int64_t work_shards,
+                               std::int64_t read_shards, std::int64_t write_shards,
+                               const cost_model::CostModel& cost) {
+  if (op.is_matmul()) return op_compute(training, op, work_shards, cost);
+  return cost.memory_bound(core::bytes(ir::split_memory_traffic_bytes(training, op, read_shards, write_shards)));
+}
+
 namespace {
 
 void add_by_phase(const ir::Op& op, core::Seconds time, ComputeTimes* t) {

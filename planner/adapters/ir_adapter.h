@@ -85,6 +85,13 @@ struct ComputeTimes {
 /// layer_range_compute sums it (a memory-bound operator: memory_bound of its bytes / d).
 core::Seconds op_compute(const ir::Graph& training, const ir::Op& op, std::int64_t d,
                          const cost_model::CostModel& cost);
+/// A weight gradient's or optimizer update's compute time on one device when it is not
+/// split evenly over the mesh: a GEMM split `work_shards` ways (the mesh axes any of its
+/// tensors is split on), a memory-bound operator reading `read_shards`-way and writing
+/// `write_shards`-way splits (ir::split_memory_traffic_bytes). Each shard count >= 1.
+core::Seconds op_compute_split(const ir::Graph& training, const ir::Op& op, std::int64_t work_shards,
+                               std::int64_t read_shards, std::int64_t write_shards,
+                               const cost_model::CostModel& cost);
 
 ComputeTimes layer_range_compute(const ir::Graph& training, std::int32_t layer_begin,
                                  std::int32_t layer_end, std::int64_t devices,

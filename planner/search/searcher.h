@@ -110,6 +110,10 @@ struct Point {
   ir::Graph graph;
   std::vector<ir::LayerStats> stats;
   int num_layers = 0;
+  // Per op of `graph`: the parameter a weight gradient is for (ir::weight_gradient_parameters).
+  std::vector<ir::OpId> gradient_param;
+  // Per layer: its weight gradients (ops the variant-0 intra-op graphs leave out).
+  std::vector<std::vector<ir::OpId>> weight_ops;
   std::vector<int> rep;  // representative layer of each layer's structural class
   std::map<int, intra_op::IntraOpGraph> graphs;  // by representative
   std::map<int, std::vector<ir::OpId>> node_ops;
@@ -258,6 +262,13 @@ class Searcher {
     p->graph = ir::derive_training_graph(fwd, to);
     p->stats = ir::layer_stats(p->graph);
     p->num_layers = p->graph.num_layers();
+    p->gradient_param = ir::weight_gradient_parameters(p->graph);
+    p->weight_ops.assign(static_cast<std::size_t>(std::max(0, p->num_layers)), {});
+    for (const ir::Op& op : p->graph.ops()) {
+      if (op.layer < 0 || op.layer >= p->num_layers) continue;
+      const bool gradient = p->gradient_param[static_cast<std::size_t>(op.id)] != ir::kNoOp;
+      if (gradient) p->weight_ops[static_cast<std::size_t>(op.layer)].push_back(op.id);
+    }
     if (with_layer_graphs) ALPASIM_RETURN_IF_ERROR(build_layer_graphs(*p));
     Point* raw = p.get();
     points_.emplace(key, std::move(p));
@@ -1351,6 +1362,53 @@ class Searcher {
         case ir::Phase::kOptimizer: opt_comm += plan.node_cost_s[v]; break;
       }
     }
+    // Weight gradients are not nodes of the intra-op graph, and compute_for splits them
+    // over every device. Each writes its parameter's layout and reads its input gradients':
+    // a parameter replicated over an axis on which its input gradient is replicated too (a
+    // row-parallel linear's bias, a layer norm's scale, under tensor parallelism without
+    // sequence parallelism) has its gradient computed whole on every device of that axis,
+    // which then hold equal gradients and need no synchronisation over it.
+    // grad_read_axes[parameter]: the axes its gradient is summed over. (A replicated
+    // update is priced whole by the caller, from opt_replicated_b.)
+    std::map<ir::OpId, intra_op::MeshAxes> grad_read_axes;
+    {
+      std::map<ir::OpId, std::size_t> node_of;
+      for (std::size_t v = 0; v < ops.size() && v < plan.shardings.size(); ++v) node_of.emplace(ops[v], v);
+      auto spec_axes = [&](const schema::ShardingSpec& spec) {
+        intra_op::MeshAxes axes = 0;
+        if (mesh.rows > 1 && spec.uses_mesh_axis(0)) axes |= intra_op::kAxis0;
+        if (mesh.cols > 1 && spec.uses_mesh_axis(1)) axes |= intra_op::kAxis1;
+        return axes;
+      };
+      // The mesh axes a tensor is split on: a node's layout, a weight gradient's parameter's.
+      auto tensor_axes = [&](ir::OpId id) -> std::optional<intra_op::MeshAxes> {
+        auto it = node_of.find(id);
+        if (it == node_of.end()) {
+          const ir::OpId param = p.gradient_param[static_cast<std::size_t>(id)];
+          if (param == ir::kNoOp) return std::nullopt;
+          it = node_of.find(param);
+          if (it == node_of.end()) return std::nullopt;
+        }
+        return spec_axes(plan.shardings[it->second].output);
+      };
+      for (ir::OpId id : p.weight_ops[static_cast<std::size_t>(rep)]) {
+        if (node_of.count(id) != 0) continue;  // priced as a node (variant 1)
+        const ir::Op& op = p.graph.op(id);
+        const ir::OpId param = p.gradient_param[static_cast<std::size_t>(id)];
+        const std::optional<intra_op::MeshAxes> written = tensor_axes(param);
+        if (!written) continue;
+        intra_op::MeshAxes read = 0;
+        for (ir::OpId in : op.inputs) read |= tensor_axes(in).value_or(0);
+        grad_read_axes[param] |= read;
+        const std::int64_t read_shards = intra_op::group_size(mesh, read);
+        const std::int64_t write_shards = intra_op::group_size(mesh, *written);
+        if (std::min(read_shards, write_shards) >= devices) continue;
+        const std::int64_t work_shards = intra_op::group_size(mesh, read | *written);
+        bwd_work += std::max(
+            0.0, adapters::op_compute_split(p.graph, op, work_shards, read_shards, write_shards, cost_).value() -
+                     adapters::op_compute(p.graph, op, devices, cost_).value());
+      }
+    }
     for (const auto& w : plan.weight_update_sharding) c.bwd_comm_s -= w.reduce_scatter_plus_all_gather.value();
     c.bwd_comm_s = std::max(0.0, c.bwd_comm_s);
     list_layer_calls(p, g, ops, mesh, plan, &c);
@@ -1395,6 +1453,9 @@ class Searcher {
         intra_op::MeshAxes replicated = 0;
         if (mesh.rows > 1 && !(used & intra_op::kAxis0)) replicated |= intra_op::kAxis0;
         if (mesh.cols > 1 && !(used & intra_op::kAxis1)) replicated |= intra_op::kAxis1;
+        // Only over the axes its gradient is summed over (a weight gradient computed
+        // whole from replicated inputs is already equal on every replica).
+        if (auto it = grad_read_axes.find(ops[v]); it != grad_read_axes.end()) replicated &= it->second;
         if (replicated != 0) sync_bytes[replicated] += bytes;
       } else if (op.phase == ir::Phase::kForward) {
         bool saved_here = false, saved_later = false;

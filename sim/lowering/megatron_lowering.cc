@@ -461,14 +461,20 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       const Op& op = g.op(static_cast<ir::OpId>(i));
       if (op.phase != Phase::kForward || op.is_source()) continue;
       bool split = false;
+      bool has_activation_input = false;
       if (op.is_einsum()) {
         split = has_sharded_letter(op.dot.out);
       } else if (op.kind != OpKind::kEmbedding) {
         for (ir::OpId in : op.inputs) {
+          has_activation_input |= !g.op(in).is_source();
           if (!g.op(in).is_source() && sharded[static_cast<std::size_t>(in)]) split = true;
         }
       }
       sharded[i] = split ? 1 : 0;
+      // An operator that reads no activation (a dropout mask drawn for the attention
+      // probabilities) is classified below by the shapes its neighbours have; recording it
+      // as replicated here would make its own shape look replicated too.
+      if (!op.is_einsum() && op.kind != OpKind::kEmbedding && !has_activation_input) continue;
       auto& seen = shape_seen[op.out.shape];
       (split ? seen.first : seen.second) = true;
     }
@@ -522,6 +528,13 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       }
     }
   }
+  // A backward operator producing (part of) the gradient of a parameter split across the
+  // tp group.
+  const std::vector<ir::OpId> gradient_param = ir::weight_gradient_parameters(g);
+  auto split_param_gradient = [&](const Op& op) {
+    const ir::OpId param = gradient_param[static_cast<std::size_t>(op.id)];
+    return op.phase == Phase::kBackward && param != ir::kNoOp && param_split[static_cast<std::size_t>(param)] != 0;
+  };
   // Gradient accumulation across microbatches (Megatron-LM's DistributedDataParallel of
   // 2021, megatron/model/distributed.py): after each microbatch's backward a hook runs
   // param.main_grad.add_(param.grad) per parameter tensor: reads the fresh gradient and
@@ -702,7 +715,18 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       // kernel of its own.
       if (ir::runs_in_flash_attention(g, op)) continue;
       std::int64_t bytes = ir::memory_traffic_bytes(g, op);
-      if (tp > 1 && (sharded[i] || plan.sequence_parallel)) bytes = ceil_div(bytes, tp);
+      if (tp > 1 && (sharded[i] || plan.sequence_parallel)) {
+        bytes = ceil_div(bytes, tp);
+      } else if (tp > 1 && split_param_gradient(op)) {
+        // The gradient of a split parameter (the vocabulary-parallel embedding table) is
+        // written as its split; it reads the whole input gradient unless an input is split
+        // (the tied table's two gradients, summed).
+        bool split_input = false;
+        for (ir::OpId in : op.inputs) {
+          split_input |= sharded[static_cast<std::size_t>(in)] != 0 || split_param_gradient(g.op(in));
+        }
+        bytes = ir::split_memory_traffic_bytes(g, op, split_input ? tp : 1, tp);
+      }
       t.memory_bound = cost_model.memory_bound(Bytes(bytes));
       if (op.kind == OpKind::kEmbedding && tp > 1 && op.phase == Phase::kForward &&
           op.inputs.size() >= 1 && param_split[static_cast<std::size_t>(op.inputs[0])]) {

@@ -134,5 +134,53 @@ TEST_CASE("a parameter used twice gets its gradients summed (tied embeddings)") 
   CHECK(t.op(update_grad).grad_role == GradRole::kWeightGrad);
 }
 
+TEST_CASE("weight_gradient_parameters: every gradient on the path into a parameter's update names it") {
+  // The tied table's two gradients (the lookup's scatter-add, the logits' dW) and their sum
+  // are the table's; an input gradient is nobody's. Op::source of a weight gradient is the
+  // forward op it differentiates, not the parameter.
+  Graph g;
+  g.layers = {{"l", "block"}};
+  OpId ids = g.add_input("ids", {2, 3}, true, 0);
+  OpId table = g.add_parameter("table", {10, 4}, 0);
+  OpId e = g.add_embedding("lookup", table, ids, 0);
+  OpId logits = g.add_dot("logits", "bsh,vh->bsv", e, table, 0);
+  g.meta.loss = g.add_reduce("loss", "mean", {logits}, {1}, 1, 0);
+  const Graph t = derive_training_graph(g, {});
+  const std::vector<OpId> param = weight_gradient_parameters(t);
+  REQUIRE(param.size() == t.size());
+  int table_gradients = 0;
+  for (const Op& o : t.ops()) {
+    CAPTURE(o.name);
+    if (o.grad_role == GradRole::kWeightGrad) {
+      CHECK(param[static_cast<std::size_t>(o.id)] == table);
+      CHECK(o.source != table);
+      ++table_gradients;
+    } else {
+      CHECK(param[static_cast<std::size_t>(o.id)] == kNoOp);
+    }
+  }
+  CHECK(table_gradients == 3);  // grad_table, the logits' dW, their sum
+  // A forward graph has no update to find them from.
+  for (OpId p : weight_gradient_parameters(g)) CHECK(p == kNoOp);
+}
+
+TEST_CASE("split_memory_traffic_bytes splits reads and writes separately, rounding up") {
+  Graph g;
+  g.layers = {{"l", "block"}};
+  OpId ids = g.add_input("ids", {2, 3}, true, 0);
+  OpId table = g.add_parameter("table", {10, 4}, 0);
+  OpId e = g.add_embedding("lookup", table, ids, 0);
+  g.meta.loss = g.add_reduce("loss", "mean", {e}, {1}, 1, 0);
+  const Graph t = derive_training_graph(g, {});
+  for (const Op& o : t.ops()) {
+    if (o.function != "scatter_add") continue;
+    CHECK(o.bytes_read > 0);
+    CHECK(o.bytes_written > 0);
+    CHECK(split_memory_traffic_bytes(t, o, 1, 1) == memory_traffic_bytes(t, o));
+    CHECK(split_memory_traffic_bytes(t, o, 1, 4) == o.bytes_read + (o.bytes_written + 3) / 4);
+    CHECK(split_memory_traffic_bytes(t, o, 3, 4) == (o.bytes_read + 2) / 3 + (o.bytes_written + 3) / 4);
+  }
+}
+
 }  // namespace
 }  // namespace alpasim::ir

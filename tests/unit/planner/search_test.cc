@@ -356,6 +356,36 @@ TEST_CASE("stored activations follow the plan's shardings: a replicated tensor i
   }
 }
 
+TEST_CASE("a weight gradient computed whole from replicated inputs is not synchronised over that axis") {
+  // A Megatron plan file, t = 2, d = 2, no sequence parallelism: each stage's 2x2 mesh
+  // splits the batch on one axis and the tensor-parallel weights on the other. A layer
+  // norm's scale or a row-parallel bias is replicated on both axes, but its gradient is
+  // summed from inputs replicated on the tensor-parallel axis (every GPU of the pair
+  // computes the same whole gradient), so only the data-parallel pair synchronises it, as
+  // Megatron does. Before, such weights were all-reduced over all 4 GPUs.
+  auto plan = schema::read_plan_file(std::string(ALPASIM_SOURCE_DIR) +
+                                     "/tests/unit/exec/data/tiny_gpt_megatron_plan_file_tp2_pp2_dp2.json");
+  REQUIRE_MESSAGE(plan.ok(), plan.status().message());
+  planner::SearchInput in = tiny_input("alpa");
+  in.model = plan->model;
+  in.dtype = plan->dtype;
+  in.global_batch_size = plan->global_batch_size;
+  in.cluster.gpus_per_node = 8;
+  price_with_shipped_p3(in);
+  auto e = planner::evaluate_plan(in, *plan);
+  REQUIRE_MESSAGE(e.ok(), e.status().message());
+  REQUIRE(e->problem.stages.size() == 2);
+  for (const sim::StageCosts& st : e->problem.stages) {
+    REQUIRE_FALSE(st.grad_sync_collectives.empty());
+    for (const auto& c : st.grad_sync_collectives) {
+      CAPTURE(c.where);
+      CAPTURE(c.algorithm);
+      // The tied embedding's first/last-stage all-reduce pairs two GPUs too.
+      CHECK(c.group_size == 2);
+    }
+  }
+}
+
 TEST_CASE("a memory-bound operator computes its tile: a replicated one its whole size on every device") {
   // intra_op_only: one stage on the 4 GPUs. Its forward compute is the even split of every
   // operator over the 4 GPUs (adapters::per_layer_compute) plus, for each memory-bound

@@ -172,6 +172,48 @@ TEST_CASE("a Megatron plan whose stage spans part of a node has no plan file, wi
   CHECK(whole->stages.at(0).submesh_gpus_per_node == 8);
 }
 
+TEST_CASE("tensor parallelism: the vocabulary-parallel table's gradient is written as its split") {
+  // t = 2 without sequence parallelism, one stage (the tied table's two gradients are summed
+  // on it). Every backward operator of the embedding layer works on replicated tensors
+  // (whole bytes on each GPU) except the word table's gradients: the lookup's scatter-add
+  // reads the whole s x b x h gradient and writes its V / t rows, and the sum of the two
+  // table gradients reads and writes split tables. Before, both were priced whole.
+  const auto cm = dgx(1);
+  MegatronPlan plan;
+  plan.tp = 2;
+  plan.dp = 4;
+  plan.microbatch_size = 2;
+  const TrainingSetup setup = training(16);
+  auto lowered = lower_megatron_plan(tiny_gpt(), setup, plan, cm);
+  REQUIRE_MESSAGE(lowered.ok(), lowered.status().message());
+  ir::BuildOptions b;
+  b.microbatch_size = plan.microbatch_size;
+  b.dtype = core::DType::kFp16;
+  auto fwd = ir::build_forward_graph(tiny_gpt(), b);
+  REQUIRE(fwd.ok());
+  const ir::Graph g = ir::derive_training_graph(*fwd, {});
+  const std::vector<ir::OpId> param = ir::weight_gradient_parameters(g);
+  double expected = 0;
+  int table_gradients = 0;
+  for (const ir::Op& op : g.ops()) {
+    if (op.layer != 0 || op.phase != ir::Phase::kBackward) continue;
+    REQUIRE_FALSE(op.is_einsum());
+    const ir::OpId p = param[static_cast<std::size_t>(op.id)];
+    std::int64_t bytes = ir::memory_traffic_bytes(g, op);
+    if (p != ir::kNoOp && g.op(p).name == "embedding/word_embeddings") {
+      ++table_gradients;
+      const bool sum = op.function == "add";
+      bytes = ir::split_memory_traffic_bytes(g, op, sum ? 2 : 1, 2);
+    }
+    expected += cm.memory_bound(core::Bytes(bytes)).value();
+  }
+  CHECK(table_gradients == 2);  // the lookup's scatter-add, the sum with the head's dW
+  const LoweredLayer& embedding = lowered->layers.front();
+  REQUIRE(embedding.kind == "prologue");
+  CHECK((embedding.memory_bound_backward_s - embedding.grad_accumulation_s).value() ==
+        doctest::Approx(expected).epsilon(1e-12));
+}
+
 TEST_CASE("tensor parallelism: 2 forward + 2 backward all-reduces per block of mbs·s·h bytes") {
   const auto cm = dgx(1);
   MegatronPlan plan;
