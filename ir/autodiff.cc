@@ -460,6 +460,17 @@ std::int64_t optimizer_state_bytes_per_parameter(OptimizerKind o, core::DType dt
   return master + (o == OptimizerKind::kAdam ? 8 : 4);   // 2 fp32 moments or 1 fp32 momentum
 }
 
+std::int64_t mixed_precision_step_bytes_per_parameter(core::DType dtype) {
+  if (dtype == core::DType::kFp16) return 2 + 6 + 8 + 4 + 6;
+  if (dtype == core::DType::kBf16) return 4 + 4 + 6;
+  return 0;
+}
+
+std::int64_t gradient_accumulation_bytes_per_parameter(core::DType dtype) {
+  const std::int64_t buffer = dtype == core::DType::kBf16 ? 4 : core::dtype_bytes(dtype);
+  return core::dtype_bytes(dtype) + 2 * buffer;
+}
+
 Graph derive_training_graph(const Graph& forward, const TrainingOptions& options) {
   return Differentiator(forward, options).run();
 }

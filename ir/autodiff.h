@@ -33,6 +33,22 @@ struct TrainingOptions {
 /// Bytes of optimizer state per parameter (see OptimizerKind) for `dtype` parameters.
 std::int64_t optimizer_state_bytes_per_parameter(OptimizerKind o, core::DType dtype);
 
+/// Bytes per parameter a mixed-precision optimizer step moves besides its update kernel,
+/// for `dtype` (fp16 / bf16) parameters; 0 otherwise. Megatron's mixed-precision optimizer
+/// (megatron/optimizer/optimizer.py, Float16OptimizerWithFloat16Params), per parameter:
+/// zero main_grad at the start (write m), copy main_grad to the fp32 grad (fp16: read 2 +
+/// write 4; bf16 main_grad is already fp32: none), unscale + inf check (fp16 loss scaling:
+/// read 4 + write 4), the gradient norm for clipping (read 4), and copying the fp32 master
+/// weights back (read 4 + write 2): fp16 26, bf16 14. Both evaluators price it.
+std::int64_t mixed_precision_step_bytes_per_parameter(core::DType dtype);
+
+/// Bytes per parameter of one microbatch's gradient accumulation (Megatron-LM's
+/// param.main_grad.add_(param.grad) after each backward; any runtime that accumulates
+/// microbatch gradients into a buffer): reads the fresh `dtype` gradient and the buffer,
+/// writes the buffer. The buffer is fp32 for bf16 (Megatron accumulates bf16 gradients in
+/// fp32), `dtype` otherwise.
+std::int64_t gradient_accumulation_bytes_per_parameter(core::DType dtype);
+
 /// Returns `forward` extended with the whole training step: recompute ops (Phase
 /// kRecompute) that re-run forward ops in the backward pass, backward ops (Phase
 /// kBackward: for every dot an input-gradient dot and a weight-gradient dot, etc.), and

@@ -149,6 +149,8 @@ Result<Plan> parse_plan(const JsonValue& value, const std::filesystem::path& bas
                            obj.get_count_or("interleave", core::limits::kMaxInterleave, 1));
   ALPASIM_ASSIGN_OR_RETURN(std::string p2p, obj.get_enum_or("p2p", p2p_mode_names(), "async"));
   plan.p2p = enum_from_name<P2pMode>(p2p, p2p_mode_names());
+  ALPASIM_ASSIGN_OR_RETURN(plan.gradient_accumulation_fusion,
+                           obj.get_bool_or("gradient_accumulation_fusion", true));
   ALPASIM_ASSIGN_OR_RETURN(std::string recompute, obj.get_enum("recompute", recompute_names()));
   plan.recompute = parse_recompute(recompute);
   ALPASIM_ASSIGN_OR_RETURN(JsonValue stages, obj.required("stages", "an array of stages"));
@@ -264,6 +266,7 @@ core::Json plan_to_json(const Plan& plan) {
   j["interleave"] = plan.interleave;
   // Only when not the default, so plan files of the search (async sends) stay as they were.
   if (plan.p2p != P2pMode::kAsync) j["p2p"] = p2p_mode_names().at(static_cast<std::size_t>(plan.p2p));
+  if (!plan.gradient_accumulation_fusion) j["gradient_accumulation_fusion"] = false;
   j["recompute"] = std::string(recompute_name(plan.recompute));
   Json stages = Json::array();
   for (const auto& st : plan.stages) {

@@ -71,6 +71,13 @@ struct Plan {
   Schedule schedule = Schedule::kOneFOneB;
   std::int64_t interleave = 1;  ///< virtual stages per device (interleaved 1F1B)
   P2pMode p2p = P2pMode::kAsync;  ///< "p2p" key, optional; written only when blocking
+  /// "gradient_accumulation_fusion" key, optional; written only when false. True: a GEMM's
+  /// or convolution's weight gradient is accumulated across microbatches inside its
+  /// weight-gradient kernel (cuBLAS / cuDNN accumulate into their output; XLA's GEMM + add
+  /// fusion, Megatron's --gradient-accumulation-fusion); false: by a memory-bound add per
+  /// weight and microbatch (Megatron-LM of 2021). Other weights (biases, norms) are always
+  /// added separately.
+  bool gradient_accumulation_fusion = true;
   Recompute recompute = Recompute::kNone;
   std::vector<PlanStage> stages;
   std::string generator;  ///< who wrote it, e.g. "alpa-sim 0.1.0 search.mode=alpa"

@@ -79,6 +79,7 @@ class Converter {
                                 n.kind == intra_op::OpKind::kReduce;
       // The same bytes op_compute splits evenly: a strategy pays for what its tile adds.
       if (memory_bound && !op.is_source()) n.bytes_accessed = ir::memory_traffic_bytes(g_, op);
+      n.sums_operands = n.kind == intra_op::OpKind::kElementwise && op.function == "add" && n.operands.size() >= 2;
       index_[op.id] = push(std::move(n), op.id);
     }
     ALPASIM_RETURN_IF_ERROR(graph_.validate());

@@ -68,6 +68,60 @@ std::string options_key(const LogicalMesh& mesh, const IntraOpOptions& o,
   return os.str();
 }
 
+// All-reduces are linear: all-reduce(a) + all-reduce(b) = all-reduce(a + b). A sum node
+// (IntraOpNode::sums_operands) that reads, as written, operands each of which all-reduces
+// its partial sums over the same mesh axes with the same buffer (or is such a sum itself)
+// and is read by nothing else, adds the partial sums and all-reduces once: XLA's
+// AllReduceReassociate pass does it, and Megatron's fused QKV GEMM reduces the input
+// gradient of Q, K and V once where the graph's three projections all-reduce three times.
+// The first operand keeps its all-reduce in plan->node_cost_s; the others' are taken off.
+// The solver's objective still prices each (an upper bound). Cost O(nodes + edges).
+void charge_combined_all_reduces(const IntraOpGraph& g, const std::vector<std::vector<Strategy>>& st,
+                                 IntraOpPlan* plan) {
+  const std::size_t n = g.nodes.size();
+  std::vector<int> readers(n, 0);
+  for (const IntraOpNode& node : g.nodes) {
+    for (int u : node.operands) ++readers[static_cast<std::size_t>(u)];
+  }
+  auto chosen = [&](std::size_t v) -> const Strategy& {
+    return st[v][static_cast<std::size_t>(plan->choice[v])];
+  };
+  // Per sum node whose operands' all-reduces were combined: the node that keeps the one
+  // all-reduce left, and its axes and buffer; -1 otherwise.
+  std::vector<int> holder(n, -1);
+  for (std::size_t v = 0; v < n; ++v) {
+    const IntraOpNode& node = g.nodes[v];
+    const Strategy& sv = chosen(v);
+    if (!node.sums_operands || node.operands.size() < 2 || sv.all_reduce_axes != 0 ||
+        sv.communication.value() > 0.0) {
+      continue;
+    }
+    std::vector<int> holders;
+    MeshAxes axes = 0;
+    core::Bytes bytes = core::bytes(0);
+    bool combinable = true;
+    for (std::size_t k = 0; k < node.operands.size() && combinable; ++k) {
+      const auto u = static_cast<std::size_t>(node.operands[k]);
+      const int h = holder[u] >= 0 ? holder[u] : static_cast<int>(u);
+      const Strategy& sh = chosen(static_cast<std::size_t>(h));
+      combinable = readers[u] == 1 && chosen(u).output == sv.inputs[k] && sh.all_reduce_axes != 0 &&
+                   (holder[u] >= 0 || sh.communication.value() > 0.0) &&
+                   (k == 0 || (sh.all_reduce_axes == axes && sh.all_reduce_bytes == bytes));
+      if (k == 0) {
+        axes = sh.all_reduce_axes;
+        bytes = sh.all_reduce_bytes;
+      }
+      holders.push_back(h);
+    }
+    if (!combinable) continue;
+    for (std::size_t k = 1; k < holders.size(); ++k) {
+      const auto h = static_cast<std::size_t>(holders[k]);
+      plan->node_cost_s[h] -= chosen(h).communication.value();
+    }
+    holder[v] = holders.front();
+  }
+}
+
 // Alpa §4.2 post-ILP rewrite: a gradient all-reduced over mesh axes A that only feeds an
 // optimizer update replicated along A becomes reduce-scatter (gradient shards) + update of
 // the shard + all-gather of the new weight. Communication volume is unchanged (ring:
@@ -306,6 +360,7 @@ core::Result<IntraOpPlan> IntraOpPass::run(const IntraOpGraph& graph, const Logi
           }
         }
       }
+      charge_combined_all_reduces(graph, built.strategies, &plan);
       if (options.weight_update_sharding) {
         rewrite_weight_updates(graph, mesh, hooks, built.strategies, &plan);
       }

@@ -83,8 +83,10 @@ struct IntraOpPlan {
   /// Per node, seconds: its strategy's cost plus the resharding of its operands into the
   /// layouts it reads (the weight -> update edge both ways), after the weight-update
   /// rewrite, with a copy that several users of one tensor read in one pass
-  /// (IntraOpNode::pass) charged once, to the first; they sum to `cost` less those shared
-  /// copies (`cost` prices each user's, as the solver's objective does). Lets a caller
+  /// (IntraOpNode::pass) charged once, to the first, and all-reduces of partial sums that
+  /// are only added together charged once, to the first operand of the sum (IntraOpNode::
+  /// sums_operands); they sum to `cost` less those shared copies and combined all-reduces
+  /// (`cost` prices each, as the solver's objective does). Lets a caller
   /// charge each operator's communication to its phase (forward, backward, recompute,
   /// optimizer).
   std::vector<double> node_cost_s;

@@ -88,6 +88,11 @@ struct IntraOpNode {
   /// makes its own (Megatron gathers it again in the backward). In structural_key: the
   /// charged costs depend on it.
   int pass = 0;
+
+  /// kElementwise: the output is the sum of the operands (a gradient accumulation, a
+  /// residual add). All-reduces of partial sums that only this sum reads are then one
+  /// all-reduce of the sum (the intra-op pass's charged costs; in structural_key).
+  bool sums_operands = false;
 };
 
 /// A DAG of operators in topological order (operands before users).

@@ -72,6 +72,9 @@ struct LayerCost {
   // plan keeps every replica's optimizer states whole (weight_update_sharding false).
   double replica_sync_rs_ag_s = 0, replica_sync_all_reduce_s = 0;
   double opt_s = 0;        // once per iteration
+  // Per microbatch, seconds: accumulating the GEMM weights' gradients by a separate add
+  // (not in bwd_s; added where a plan has Plan::gradient_accumulation_fusion false).
+  double accumulate_gemm_s = 0;
   std::int64_t param_b = 0, grad_b = 0, opt_b = 0, act_b = 0, work_b = 0, boundary_b = 0;
   // Of act_b: tensors the next layer's backward or recomputation reads (the residual stream
   // a block passes on; under full recomputation the next block's checkpointed input), and
@@ -114,6 +117,13 @@ struct Point {
   std::vector<ir::OpId> gradient_param;
   // Per layer: its weight gradients (ops the variant-0 intra-op graphs leave out).
   std::vector<std::vector<ir::OpId>> weight_ops;
+  // Per op: a parameter with a weight gradient in another layer than its own (a tied
+  // table read by the head), whose gradient's inputs one layer's graph cannot all see.
+  std::vector<char> gradient_in_other_layer;
+  // Per op: a parameter read as a GEMM's or convolution's weight (operand 1 of a forward
+  // einsum or conv2d), whose gradient accumulation a runtime can fuse into the
+  // weight-gradient kernel (cuBLAS and cuDNN both accumulate into their output, beta = 1).
+  std::vector<char> gemm_weight;
   std::vector<int> rep;  // representative layer of each layer's structural class
   std::map<int, intra_op::IntraOpGraph> graphs;  // by representative
   std::map<int, std::vector<ir::OpId>> node_ops;
@@ -264,10 +274,17 @@ class Searcher {
     p->num_layers = p->graph.num_layers();
     p->gradient_param = ir::weight_gradient_parameters(p->graph);
     p->weight_ops.assign(static_cast<std::size_t>(std::max(0, p->num_layers)), {});
+    p->gradient_in_other_layer.assign(p->graph.size(), 0);
+    p->gemm_weight.assign(p->graph.size(), 0);
     for (const ir::Op& op : p->graph.ops()) {
-      if (op.layer < 0 || op.layer >= p->num_layers) continue;
-      const bool gradient = p->gradient_param[static_cast<std::size_t>(op.id)] != ir::kNoOp;
-      if (gradient) p->weight_ops[static_cast<std::size_t>(op.layer)].push_back(op.id);
+      if (op.phase == ir::Phase::kForward && (op.is_einsum() || op.kind == ir::OpKind::kConv2d) &&
+          op.inputs.size() >= 2 && p->graph.op(op.inputs[1]).kind == ir::OpKind::kParameter) {
+        p->gemm_weight[static_cast<std::size_t>(op.inputs[1])] = 1;
+      }
+      const ir::OpId param = p->gradient_param[static_cast<std::size_t>(op.id)];
+      if (param == ir::kNoOp) continue;
+      if (op.layer != p->graph.op(param).layer) p->gradient_in_other_layer[static_cast<std::size_t>(param)] = 1;
+      if (op.layer >= 0 && op.layer < p->num_layers) p->weight_ops[static_cast<std::size_t>(op.layer)].push_back(op.id);
     }
     if (with_layer_graphs) ALPASIM_RETURN_IF_ERROR(build_layer_graphs(*p));
     Point* raw = p.get();
@@ -772,6 +789,7 @@ class Searcher {
       std::int64_t act = 0, work = 0, par = 0, grad = 0, os = 0;
       for (const LayerCost& l : layers) {
         fwd += l.fwd_s; bwd += l.bwd_s; rc += l.rc_s; fc += l.fwd_comm_s; bc += l.bwd_comm_s;
+        if (!plan.gradient_accumulation_fusion) bwd += l.accumulate_gemm_s;
         gs += l.grad_sync_s; opt += l.opt_s; ff += l.fwd_flops; bf += l.bwd_flops; rf += l.rc_flops;
         act += l.act_b; work = std::max(work, l.work_b); par += l.param_b; grad += l.grad_b;
         os += l.opt_b;
@@ -1397,13 +1415,21 @@ class Searcher {
         const ir::OpId param = p.gradient_param[static_cast<std::size_t>(id)];
         const std::optional<intra_op::MeshAxes> written = tensor_axes(param);
         if (!written) continue;
+        // An input without a layout here (another layer's tensor only weight gradients
+        // read) may be split anywhere: its gradient is synchronised as before, and no
+        // extra work is charged for it.
         intra_op::MeshAxes read = 0;
-        for (ir::OpId in : op.inputs) read |= tensor_axes(in).value_or(0);
-        grad_read_axes[param] |= read;
+        for (ir::OpId in : op.inputs) read |= tensor_axes(in).value_or(intra_op::kBothAxes);
+        read &= (mesh.rows > 1 ? intra_op::kAxis0 : 0u) | (mesh.cols > 1 ? intra_op::kAxis1 : 0u);
+        // A gradient summed with another layer's (a tied table's) is synchronised as before.
+        grad_read_axes[param] |= p.gradient_in_other_layer[static_cast<std::size_t>(param)] != 0
+                                     ? (mesh.rows > 1 ? intra_op::kAxis0 : 0u) | (mesh.cols > 1 ? intra_op::kAxis1 : 0u)
+                                     : read;
         const std::int64_t read_shards = intra_op::group_size(mesh, read);
         const std::int64_t write_shards = intra_op::group_size(mesh, *written);
-        if (std::min(read_shards, write_shards) >= devices) continue;
         const std::int64_t work_shards = intra_op::group_size(mesh, read | *written);
+        // A GEMM splits its work over every axis any of its tensors is split on.
+        if ((op.is_matmul() ? work_shards : std::min(read_shards, write_shards)) >= devices) continue;
         bwd_work += std::max(
             0.0, adapters::op_compute_split(p.graph, op, work_shards, read_shards, write_shards, cost_).value() -
                      adapters::op_compute(p.graph, op, devices, cost_).value());
@@ -1421,6 +1447,12 @@ class Searcher {
     c.grad_sync_s = opt_comm;
     const std::int64_t state_per_param =
         ir::optimizer_state_bytes_per_parameter(optimizer_, in_.dtype);
+    // The weights' dtype in memory (fp8 training keeps bf16 weights and gradients).
+    const core::DType storage = in_.dtype == core::DType::kFp8 ? core::DType::kBf16 : in_.dtype;
+    const std::int64_t accumulate_per_param = ir::gradient_accumulation_bytes_per_parameter(storage);
+    const std::int64_t step_per_param = ir::mixed_precision_step_bytes_per_parameter(storage);
+    double accumulation_s = 0;
+    std::int64_t step_bytes = 0;
     // Gradient bytes per device to synchronise, by the mesh axes each weight is
     // replicated over (accumulated over the microbatches, synchronised once).
     std::map<intra_op::MeshAxes, std::int64_t> sync_bytes;
@@ -1447,6 +1479,15 @@ class Searcher {
       if (op.kind == ir::OpKind::kParameter) {
         c.param_b += bytes;
         c.grad_b += bytes;
+        // Each microbatch's gradient is accumulated into a buffer (one memory-bound kernel
+        // per weight, on its tile; a GEMM weight's only when the plan does not fuse it into
+        // the weight-gradient GEMM, accumulate_gemm_s); the mixed-precision step's passes over every weight
+        // are priced like the update, split over every device here (the caller scales a
+        // whole-state replica's step up as it does the update's).
+        const double accumulate =
+            cost_.memory_bound(core::bytes(op.out.num_elements() / shards * accumulate_per_param)).value();
+        (p.gemm_weight[static_cast<std::size_t>(ops[v])] != 0 ? c.accumulate_gemm_s : accumulation_s) += accumulate;
+        step_bytes += op.out.num_elements() * step_per_param / devices;
         // Weight-update sharding (Alpa §4.2 / ZeRO): states split over every device.
         c.opt_b += op.out.num_elements() * state_per_param / devices;
         c.opt_replicated_b += op.out.num_elements() * state_per_param / shards;
@@ -1472,9 +1513,18 @@ class Searcher {
         if (saved_later) c.saved_for_next_b += tile;
         if (saved_later && !saved_here) c.saved_only_for_next_b += tile;
       } else if (op.phase == ir::Phase::kRecompute) {
-        c.work_b += op.out.bytes() / shards;
+        // What the recomputed forward keeps for the backward (held together when the
+        // backward starts); an intermediate only other recomputed operators read is freed
+        // as the recomputation goes on.
+        bool read_by_backward = false;
+        for (ir::OpId u : p.graph.consumers(op.id)) {
+          read_by_backward |= p.graph.op(u).phase == ir::Phase::kBackward;
+        }
+        if (read_by_backward) c.work_b += op.out.bytes() / shards;
       }
     }
+    c.bwd_s += accumulation_s;
+    if (step_bytes > 0) c.opt_s += cost_.memory_bound(core::bytes(step_bytes)).value();
     // Reduce-scatter the accumulated gradients, update the shard, all-gather the weights.
     auto rs_ag_calls = std::make_shared<std::vector<sim::BlockingCollective>>();
     auto all_reduce_calls = std::make_shared<std::vector<sim::BlockingCollective>>();

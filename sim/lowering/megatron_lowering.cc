@@ -410,35 +410,42 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   ALPASIM_ASSIGN_OR_RETURN(ir::Graph forward, ir::build_forward_graph(local_model, build));
   const ir::Graph g = ir::derive_training_graph(forward, {training.optimizer, plan.recompute});
   const std::vector<ir::LayerStats> stats = ir::layer_stats(g);
-  // Stored activations per layer (bytes, before the tp split). In low precision a forward
-  // tensor that only block linears' backward GEMMs read is saved as their quantized copy
-  // (Transformer Engine keeps the fp8 / block-scaled input for the weight gradient); one that
-  // other backward ops read too (a flash-attention output O, which the kernel's backward
-  // needs in bf16) is saved in bf16 and quantized. Full precision: ir::layer_stats' count.
-  std::vector<std::int64_t> saved_activation(g.layers.size(), 0);
-  for (std::size_t l = 0; l < g.layers.size(); ++l) saved_activation[l] = stats[l].activation_bytes;
-  if (low_precision) {
-    const double quantized = saved_input_bytes(fp8, training.block_scaled);
+  // Stored activations per forward op (bytes, before the tp split; summed per layer with
+  // each op's split below). In low precision a forward tensor that only block linears'
+  // backward GEMMs read is saved as their quantized copy (Transformer Engine keeps the fp8 /
+  // block-scaled input for the weight gradient); one that other backward ops read too (a
+  // flash-attention output O, which the kernel's backward needs in bf16) is saved in bf16
+  // and quantized. Full precision: what ir::layer_stats counts.
+  std::vector<double> saved_op_bytes(g.size(), 0.0);
+  {
+    const double quantized = low_precision ? saved_input_bytes(fp8, training.block_scaled) : 0.0;
     // A flash-attention kernel's backward reads its output O (the graph's fused attention
     // recomputes the core from Q, K, V and needs no O, but the kernel does).
     const auto* transformer = std::get_if<ir::TransformerConfig>(&local_model.spec);
-    const bool flash = transformer != nullptr && transformer->fused_attention;
-    std::vector<double> bytes(g.layers.size(), 0.0);
+    const bool flash = low_precision && transformer != nullptr && transformer->fused_attention;
+    // A GPT block's memory is Korthikanti's closed form (below), which holds its input: a
+    // tensor of another layer that only such a block's backward reads is counted there.
+    const bool gpt_blocks = transformer != nullptr && transformer->builtin == "gpt";
+    auto formula_layer = [&](std::int32_t l) {
+      const std::string& kind = g.layers[static_cast<std::size_t>(l)].kind;
+      return gpt_blocks && kind != "prologue" && kind != "epilogue";
+    };
     for (const Op& o : g.ops()) {
       if (o.phase != Phase::kForward || o.kind == OpKind::kParameter) continue;
       bool linear = false;
       bool other = flash && o.kind == OpKind::kDot && o.selective_recompute && !o.fused_attention;
+      bool saved = false;
       for (ir::OpId c : g.consumers(o.id)) {
         const Op& consumer = g.op(c);
         if (consumer.phase != Phase::kBackward && consumer.phase != Phase::kRecompute) continue;
-        (is_block_linear(g, consumer, g.layers.size()) ? linear : other) = true;
+        if (consumer.layer != o.layer && formula_layer(consumer.layer)) continue;
+        saved = true;
+        if (low_precision) (is_block_linear(g, consumer, g.layers.size()) ? linear : other) = true;
       }
       const double elements = static_cast<double>(o.out.num_elements());
-      bytes[static_cast<std::size_t>(o.layer)] +=
-          (other ? static_cast<double>(o.out.bytes()) : 0.0) + (linear ? quantized * elements : 0.0);
-    }
-    for (std::size_t l = 0; l < bytes.size(); ++l) {
-      saved_activation[l] = static_cast<std::int64_t>(std::ceil(bytes[l]));
+      saved_op_bytes[static_cast<std::size_t>(o.id)] =
+          !low_precision ? (saved ? static_cast<double>(o.out.bytes()) : 0.0)
+                         : (other ? static_cast<double>(o.out.bytes()) : 0.0) + (linear ? quantized * elements : 0.0);
     }
   }
   const std::size_t num_layers = g.layers.size();
@@ -528,6 +535,21 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       }
     }
   }
+  // Stored activations per layer and GPU: a tensor split across the tp group (every one
+  // under sequence parallelism) takes 1/t of its bytes, a replicated one (the embedding's
+  // output, the head's layer-norm input and output without sequence parallelism) all of
+  // them on every GPU.
+  std::vector<std::int64_t> saved_activation(g.layers.size(), 0);
+  {
+    std::vector<double> bytes(g.layers.size(), 0.0);
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      if (saved_op_bytes[i] <= 0.0) continue;
+      const bool split = tp > 1 && (sharded[i] != 0 || plan.sequence_parallel);
+      bytes[static_cast<std::size_t>(g.op(static_cast<ir::OpId>(i)).layer)] +=
+          saved_op_bytes[i] / static_cast<double>(split ? tp : 1);
+    }
+    for (std::size_t l = 0; l < bytes.size(); ++l) saved_activation[l] = static_cast<std::int64_t>(std::ceil(bytes[l]));
+  }
   // A backward operator producing (part of) the gradient of a parameter split across the
   // tp group.
   const std::vector<ir::OpId> gradient_param = ir::weight_gradient_parameters(g);
@@ -542,7 +564,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   // is fp32 for bf16 (Megatron forces accumulate_allreduce_grads_in_fp32 with bf16). With
   // --gradient-accumulation-fusion the linear weights accumulate inside the wgrad GEMM.
   const std::int64_t main_grad_bytes = storage == core::DType::kBf16 ? 4 : dtype_bytes;
-  const std::int64_t accumulate_bytes_per_param = dtype_bytes + 2 * main_grad_bytes;
+  const std::int64_t accumulate_bytes_per_param = ir::gradient_accumulation_bytes_per_parameter(storage);
   std::vector<char> gemm_weight(g.size(), 0);
   for (std::size_t i = 0; i < g.size(); ++i) {
     const Op& op = g.op(static_cast<ir::OpId>(i));
@@ -977,7 +999,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
               : plan.recompute;
       kept = recomputed ? korthikanti(stored_policy) : full_activation;
     } else {
-      full_activation = ceil_div(saved_activation[l], tp);
+      full_activation = saved_activation[l];
       kept = full_activation;
       if (recomputed && plan.recompute == ir::RecomputePolicy::kFull && l > 0) {
         kept = stats[l - 1].boundary_bytes;
@@ -1012,17 +1034,9 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     if (optimizer_bytes[l] > 0 && params[l].total > 0) {
       const double share = static_cast<double>(local_params) / static_cast<double>(params[l].total);
       double bytes = static_cast<double>(optimizer_bytes[l]) * share;
-      // Megatron's mixed-precision optimizer (megatron/optimizer/optimizer.py,
-      // Float16OptimizerWithFloat16Params) adds passes around the Adam kernel, per
-      // parameter: zero main_grad at the start (write m), copy main_grad to the fp32 grad
-      // (fp16: read 2 + write 4; bf16 main_grad is already fp32: none), unscale + inf
-      // check (fp16 loss scaling: read 4 + write 4), the gradient norm for clipping
-      // (read 4), and copying the fp32 master weights back (read 4 + write 2).
-      if (storage == core::DType::kFp16) {
-        bytes += static_cast<double>(local_params) * (2 + 6 + 8 + 4 + 6);
-      } else if (storage == core::DType::kBf16) {
-        bytes += static_cast<double>(local_params) * (4 + 4 + 6);
-      }
+      // Megatron's mixed-precision optimizer adds passes around the Adam kernel.
+      bytes += static_cast<double>(local_params) *
+               static_cast<double>(ir::mixed_precision_step_bytes_per_parameter(storage));
       if (plan.zero_stage >= 1) bytes /= static_cast<double>(dp);
       // Low-precision weight copies: read the bf16 weight, write its quantized copies.
       bytes += static_cast<double>(quantized_weights[l]) * recipe.weight_cast;
@@ -1443,6 +1457,7 @@ core::Result<schema::Plan> megatron_plan_file(const ir::ModelConfig& model,
   out.interleave = plan.interleave;
   // Megatron's p2p blocks unless overlapped (lower_megatron_plan's blocking_p2p).
   out.p2p = plan.overlap_p2p_comm && plan.interleave > 1 ? schema::P2pMode::kAsync : schema::P2pMode::kBlocking;
+  out.gradient_accumulation_fusion = plan.gradient_accumulation_fusion;
   out.recompute = plan.recompute == ir::RecomputePolicy::kFull        ? schema::Recompute::kFull
                   : plan.recompute == ir::RecomputePolicy::kSelective ? schema::Recompute::kSelective
                                                                       : schema::Recompute::kNone;

@@ -172,14 +172,17 @@ TEST_CASE("split_memory_traffic_bytes splits reads and writes separately, roundi
   OpId e = g.add_embedding("lookup", table, ids, 0);
   g.meta.loss = g.add_reduce("loss", "mean", {e}, {1}, 1, 0);
   const Graph t = derive_training_graph(g, {});
+  int scatters = 0;
   for (const Op& o : t.ops()) {
     if (o.function != "scatter_add") continue;
+    ++scatters;
     CHECK(o.bytes_read > 0);
     CHECK(o.bytes_written > 0);
     CHECK(split_memory_traffic_bytes(t, o, 1, 1) == memory_traffic_bytes(t, o));
     CHECK(split_memory_traffic_bytes(t, o, 1, 4) == o.bytes_read + (o.bytes_written + 3) / 4);
     CHECK(split_memory_traffic_bytes(t, o, 3, 4) == (o.bytes_read + 2) / 3 + (o.bytes_written + 3) / 4);
   }
+  CHECK(scatters == 1);
 }
 
 }  // namespace

@@ -2,6 +2,10 @@
 
 #include <doctest/doctest.h>
 
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include "planner/intra_op/resharding.h"
 #include "planner/intra_op/synthetic_graphs.h"
 
@@ -96,6 +100,60 @@ TEST_CASE("users of one tensor in one pass share its resharding copy in the char
   CHECK(at(users[0]) == doctest::Approx(at(users[1]) + gather).epsilon(1e-12));
   CHECK(at(users[1]) == doctest::Approx(at(users[2])).epsilon(1e-12));
   CHECK(at(users[3]) == doctest::Approx(at(users[1]) + gather).epsilon(1e-12));
+}
+
+TEST_CASE("all-reduces of partial sums that are only added together are charged once") {
+  // The input gradient of Q, K and V under tensor parallelism: dy [b, f] and each weight
+  // [h, f] split over f on a 1x2 mesh, so each dx = dy . w^T holds partial sums all-reduced
+  // over axis 1; (q + k) + v sums them. Charged: one all-reduce of the sum (Megatron's fused
+  // QKV, XLA's AllReduceReassociate), i.e. the objective less two. A sum that reads one
+  // operand in another layout, or a partial with a second reader, keeps every all-reduce.
+  const std::int64_t b = 64, h = 128, f = 256;
+  auto spec = [](const char* text) { return *schema::ShardingSpec::parse(text); };
+  const LogicalMesh mesh{1, 2};
+  auto run = [&](bool second_reader) {
+    GraphBuilder gb;
+    const int dy = gb.input("dy", {b, f});
+    std::vector<int> partial;
+    for (const char* name : {"q", "k", "v"}) {
+      const int w = gb.parameter(std::string(name) + "_weight", {h, f});
+      partial.push_back(gb.einsum(std::string(name) + "_dx", "bf,hf->bh", {dy, w}));
+    }
+    const int qk = gb.elementwise("qk", {partial[0], partial[1]});
+    const int qkv = gb.elementwise("qkv", {qk, partial[2]});
+    if (second_reader) gb.elementwise("reads_v_dx", {partial[2]});
+    IntraOpGraph g = gb.graph();
+    for (int v : {qk, qkv}) g.nodes[static_cast<std::size_t>(v)].sums_operands = true;
+    IntraOpOptions o;
+    o.weight_update_sharding = false;
+    o.required.assign(g.nodes.size(), std::nullopt);
+    o.required[static_cast<std::size_t>(dy)] = schema::OperatorSharding{"dy", "", {}, spec("RS1")};
+    for (int v : partial) {
+      o.required[static_cast<std::size_t>(v)] =
+          schema::OperatorSharding{g.nodes[static_cast<std::size_t>(v)].name, "", {spec("RS1"), spec("RS1")}, spec("RR")};
+    }
+    for (int v : {qk, qkv}) {
+      o.required[static_cast<std::size_t>(v)] =
+          schema::OperatorSharding{g.nodes[static_cast<std::size_t>(v)].name, "", {spec("RR"), spec("RR")}, spec("RR")};
+    }
+    IntraOpPass pass;
+    auto plan = pass.run(g, mesh, hooks_for(mesh), o);
+    REQUIRE_MESSAGE(plan.ok(), plan.status().message());
+    double charged = 0;
+    for (double c : plan->node_cost_s) charged += c;
+    return std::make_tuple(charged, plan->cost.value(), plan->node_cost_s, partial);
+  };
+  const double all_reduce =
+      hooks_for(mesh).collective(Collective::kAllReduce, core::bytes(b * h * 2), kAxis1).value();
+  REQUIRE(all_reduce > 0);
+  const auto [charged, cost, node_cost, partial] = run(false);
+  CHECK(charged == doctest::Approx(cost - 2 * all_reduce).epsilon(1e-12));
+  // The first operand keeps the one all-reduce.
+  CHECK(node_cost[static_cast<std::size_t>(partial[0])] ==
+        doctest::Approx(node_cost[static_cast<std::size_t>(partial[1])] + all_reduce).epsilon(1e-12));
+  // v's partial sums read elsewhere too: only q's and k's combine.
+  const auto [charged2, cost2, node_cost2, partial2] = run(true);
+  CHECK(charged2 == doctest::Approx(cost2 - all_reduce).epsilon(1e-12));
 }
 
 TEST_CASE("an impossible memory limit says how many bytes are missing") {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 
@@ -212,6 +213,55 @@ TEST_CASE("the search is deterministic and its plan re-evaluates to the same pre
   REQUIRE(e.ok());
   CHECK(e.value().prediction.iteration_time_s == a.value().prediction.iteration_time_s);
   CHECK(e.value().prediction.peak_memory_bytes == a.value().prediction.peak_memory_bytes);
+}
+
+TEST_CASE("one GPU: each microbatch accumulates the weights' gradients, the step adds the mixed-precision passes") {
+  // One stage on one GPU (nothing communicates, nothing is split): the backward is the
+  // training graph's backward operators plus, per weight, one accumulation kernel of
+  // gradient_accumulation_bytes_per_parameter (fp16: 2 + 2·2 bytes per element), for a GEMM
+  // weight only when the plan does not fuse it into the weight-gradient GEMM
+  // (Plan::gradient_accumulation_fusion, true in searched plans); the step is the updates
+  // plus, per layer, one kernel of mixed_precision_step_bytes_per_parameter (fp16: 26) over
+  // its weights. What sim/lowering charges a Megatron plan; before, neither was charged.
+  planner::SearchInput in = tiny_input("alpa");
+  in.cluster.gpus_per_node = 1;
+  price_with_shipped_p3(in);
+  REQUIRE(in.dtype == core::DType::kFp16);
+  auto r = planner::search(in);
+  REQUIRE_MESSAGE(r.ok(), r.status().message());
+  schema::Plan plan = r->plan;
+  REQUIRE(plan.stages.size() == 1);
+  CHECK(plan.gradient_accumulation_fusion);
+  const ir::Graph g = training_graph_of(in, plan);
+  double backward = 0, step = 0, gemm_weights = 0;
+  for (const auto& t : planner::adapters::per_layer_compute(g, 1, *in.cost)) {
+    backward += t.backward.value();
+    step += t.optimizer.value();
+  }
+  std::set<ir::OpId> gemm;
+  for (const ir::Op& op : g.ops()) {
+    if (op.phase == ir::Phase::kForward && op.is_einsum() && op.inputs.size() >= 2) gemm.insert(op.inputs[1]);
+  }
+  std::map<std::int32_t, std::int64_t> layer_params;
+  for (const ir::Op& op : g.ops()) {
+    if (op.kind != ir::OpKind::kParameter) continue;
+    const double accumulate = in.cost->memory_bound(core::bytes(op.out.num_elements() * 6)).value();
+    (gemm.count(op.id) != 0 ? gemm_weights : backward) += accumulate;
+    layer_params[op.layer] += op.out.num_elements();
+  }
+  REQUIRE(gemm_weights > 0);
+  for (const auto& [layer, params] : layer_params) step += in.cost->memory_bound(core::bytes(params * 26)).value();
+  const sim::StageCosts& st = r->problem.stages.at(0);
+  CHECK(st.backward_s.value() == doctest::Approx(backward).epsilon(1e-9));
+  CHECK(st.optimizer_step_s.value() == doctest::Approx(step).epsilon(1e-9));
+  // Unfused (Megatron-LM of 2021), every weight is added separately.
+  plan.gradient_accumulation_fusion = false;
+  auto unfused = planner::evaluate_plan(in, plan);
+  REQUIRE_MESSAGE(unfused.ok(), unfused.status().message());
+  CHECK(unfused->problem.stages.at(0).backward_s.value() == doctest::Approx(backward + gemm_weights).epsilon(1e-9));
+  // The key round-trips through the plan file (written only when false).
+  CHECK(schema::plan_to_json(plan).at("gradient_accumulation_fusion") == false);
+  CHECK_FALSE(schema::plan_to_json(r->plan).contains("gradient_accumulation_fusion"));
 }
 
 TEST_CASE("a plan file's blocking p2p makes each stage wait for its sends, as Megatron-LM does") {

@@ -214,6 +214,44 @@ TEST_CASE("tensor parallelism: the vocabulary-parallel table's gradient is writt
         doctest::Approx(expected).epsilon(1e-12));
 }
 
+TEST_CASE("tensor parallelism: the embedding layer stores its replicated tensors whole, split under SP") {
+  // t = 2. Without sequence parallelism the embedding layer's stored tensors (its dropout
+  // mask, ...) are replicated: whole bytes on each GPU; its output is the first block's
+  // input, which the block's closed form (Korthikanti) holds, so it is not counted twice.
+  // With sequence parallelism every one is split. Before: all of it / t, the output included.
+  const auto cm = dgx(1);
+  ir::BuildOptions b;
+  b.microbatch_size = 2;
+  b.dtype = core::DType::kFp16;
+  auto fwd = ir::build_forward_graph(tiny_gpt(), b);
+  REQUIRE(fwd.ok());
+  const ir::Graph g = ir::derive_training_graph(*fwd, {});
+  std::int64_t whole = 0;
+  for (const ir::Op& op : g.ops()) {
+    if (op.layer != 0 || op.phase != ir::Phase::kForward || op.kind == ir::OpKind::kParameter) continue;
+    bool read_here = false;
+    for (ir::OpId c : g.consumers(op.id)) {
+      const ir::Op& user = g.op(c);
+      read_here |= user.layer == 0 && (user.phase == ir::Phase::kBackward || user.phase == ir::Phase::kRecompute);
+    }
+    if (read_here) whole += op.out.bytes();
+  }
+  REQUIRE(whole > 0);
+  for (bool sp : {false, true}) {
+    CAPTURE(sp);
+    MegatronPlan plan;
+    plan.tp = 2;
+    plan.dp = 4;
+    plan.microbatch_size = 2;
+    plan.sequence_parallel = sp;
+    auto lowered = lower_megatron_plan(tiny_gpt(), training(16), plan, cm);
+    REQUIRE_MESSAGE(lowered.ok(), lowered.status().message());
+    const LoweredLayer& embedding = lowered->layers.front();
+    REQUIRE(embedding.kind == "prologue");
+    CHECK(embedding.costs.activation_bytes.value() == (sp ? (whole + 1) / 2 : whole));
+  }
+}
+
 TEST_CASE("tensor parallelism: 2 forward + 2 backward all-reduces per block of mbs·s·h bytes") {
   const auto cm = dgx(1);
   MegatronPlan plan;
