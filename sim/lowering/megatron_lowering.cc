@@ -536,9 +536,10 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     }
   }
   // Stored activations per layer and GPU: a tensor split across the tp group (every one
-  // under sequence parallelism) takes 1/t of its bytes, a replicated one (the embedding's
-  // output, the head's layer-norm input and output without sequence parallelism) all of
-  // them on every GPU.
+  // under sequence parallelism) takes 1/t of its bytes, a replicated one (without sequence
+  // parallelism: the embedding's dropout mask, the head's layer-norm output) all of them on
+  // every GPU. (The head's layer-norm input is the last block's output: a block's stored
+  // tensors are its closed form's, which does not hold its output.)
   std::vector<std::int64_t> saved_activation(g.layers.size(), 0);
   {
     std::vector<double> bytes(g.layers.size(), 0.0);

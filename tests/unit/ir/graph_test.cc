@@ -113,15 +113,22 @@ TEST_CASE("backward derives dX and dW dots for every dot, FLOPs are 3x forward")
   CHECK(g.meta.optimizer == "adam");
 }
 
-TEST_CASE("a parameter used twice gets its gradients summed (tied embeddings)") {
+// A table [10, 4] looked up by ids [2, 3] and, when `tied`, read again as the logits'
+// weight (GPT's tied embedding); the loss is a mean.
+Graph table_graph(bool tied, OpId* table) {
   Graph g;
   g.layers = {{"l", "block"}};
   OpId ids = g.add_input("ids", {2, 3}, true, 0);
-  OpId table = g.add_parameter("table", {10, 4}, 0);
-  OpId e = g.add_embedding("lookup", table, ids, 0);
-  OpId logits = g.add_dot("logits", "bsh,vh->bsv", e, table, 0);
-  g.meta.loss = g.add_reduce("loss", "mean", {logits}, {1}, 1, 0);
-  const Graph t = derive_training_graph(g, {});
+  *table = g.add_parameter("table", {10, 4}, 0);
+  OpId e = g.add_embedding("lookup", *table, ids, 0);
+  const OpId out = tied ? g.add_dot("logits", "bsh,vh->bsv", e, *table, 0) : e;
+  g.meta.loss = g.add_reduce("loss", "mean", {out}, {1}, 1, 0);
+  return g;
+}
+
+TEST_CASE("a parameter used twice gets its gradients summed (tied embeddings)") {
+  OpId table = kNoOp;
+  const Graph t = derive_training_graph(table_graph(true, &table), {});
   int sums = 0;
   OpId update_grad = kNoOp;
   for (const Op& o : t.ops()) {
@@ -138,13 +145,8 @@ TEST_CASE("weight_gradient_parameters: every gradient on the path into a paramet
   // The tied table's two gradients (the lookup's scatter-add, the logits' dW) and their sum
   // are the table's; an input gradient is nobody's. Op::source of a weight gradient is the
   // forward op it differentiates, not the parameter.
-  Graph g;
-  g.layers = {{"l", "block"}};
-  OpId ids = g.add_input("ids", {2, 3}, true, 0);
-  OpId table = g.add_parameter("table", {10, 4}, 0);
-  OpId e = g.add_embedding("lookup", table, ids, 0);
-  OpId logits = g.add_dot("logits", "bsh,vh->bsv", e, table, 0);
-  g.meta.loss = g.add_reduce("loss", "mean", {logits}, {1}, 1, 0);
+  OpId table = kNoOp;
+  const Graph g = table_graph(true, &table);
   const Graph t = derive_training_graph(g, {});
   const std::vector<OpId> param = weight_gradient_parameters(t);
   REQUIRE(param.size() == t.size());
@@ -165,13 +167,8 @@ TEST_CASE("weight_gradient_parameters: every gradient on the path into a paramet
 }
 
 TEST_CASE("split_memory_traffic_bytes splits reads and writes separately, rounding up") {
-  Graph g;
-  g.layers = {{"l", "block"}};
-  OpId ids = g.add_input("ids", {2, 3}, true, 0);
-  OpId table = g.add_parameter("table", {10, 4}, 0);
-  OpId e = g.add_embedding("lookup", table, ids, 0);
-  g.meta.loss = g.add_reduce("loss", "mean", {e}, {1}, 1, 0);
-  const Graph t = derive_training_graph(g, {});
+  OpId table = kNoOp;
+  const Graph t = derive_training_graph(table_graph(false, &table), {});
   int scatters = 0;
   for (const Op& o : t.ops()) {
     if (o.function != "scatter_add") continue;

@@ -7,6 +7,7 @@
 #include <set>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "cluster/cluster_spec.h"
 #include "cost_model/calibration.h"
@@ -64,6 +65,21 @@ ir::Graph training_graph_of(const planner::SearchInput& in, const schema::Plan& 
                  : plan.recompute == schema::Recompute::kSelective ? ir::RecomputePolicy::kSelective
                                                                    : ir::RecomputePolicy::kNone;
   return ir::derive_training_graph(ir::build_forward_graph(in.model, bo).value(), to);
+}
+
+// The tiny GPT Megatron plan file (t = 2, p = 2, d = 2, as alpa-sim --out writes it) and
+// what evaluate_plan needs to price it on the shipped p3 calibration.
+std::pair<schema::Plan, planner::SearchInput> tiny_megatron_plan_file() {
+  auto plan = schema::read_plan_file(std::string(ALPASIM_SOURCE_DIR) +
+                                     "/tests/unit/exec/data/tiny_gpt_megatron_plan_file_tp2_pp2_dp2.json");
+  REQUIRE_MESSAGE(plan.ok(), plan.status().message());
+  planner::SearchInput in = tiny_input("alpa");
+  in.model = plan->model;
+  in.dtype = plan->dtype;
+  in.global_batch_size = plan->global_batch_size;
+  in.cluster.gpus_per_node = 8;
+  price_with_shipped_p3(in);
+  return {*plan, in};
 }
 
 // The intra_op_only plan of tiny_input (one stage on the 4 GPUs), the training graph it was
@@ -215,6 +231,34 @@ TEST_CASE("the search is deterministic and its plan re-evaluates to the same pre
   CHECK(e.value().prediction.peak_memory_bytes == a.value().prediction.peak_memory_bytes);
 }
 
+TEST_CASE("the IR adapter marks the backward's gradient sums, and only adds, as sums of their operands") {
+  // What charge_combined_all_reduces relies on: a block's Q, K and V input gradients meet in
+  // "add" operators (IntraOpNode::sums_operands); a product or a GEMM is never one.
+  planner::SearchInput in = tiny_input("alpa");
+  ir::BuildOptions bo;
+  bo.microbatch_size = 2;
+  const ir::Graph g = ir::derive_training_graph(ir::build_forward_graph(in.model, bo).value(), {});
+  std::vector<ir::OpId> ops;
+  auto layer = planner::adapters::layer_range_graph(g, 1, 2, &ops, false);
+  REQUIRE_MESSAGE(layer.ok(), layer.status().message());
+  int sums = 0, norm_sums = 0;
+  for (std::size_t v = 0; v < layer->nodes.size(); ++v) {
+    const ir::Op& op = g.op(ops[v]);
+    const auto& node = layer->nodes[v];
+    CAPTURE(op.name);
+    if (op.layer != 1) {  // another layer's tensor: an input of this graph
+      CHECK_FALSE(node.sums_operands);
+      continue;
+    }
+    const bool add = op.kind == ir::OpKind::kElementwise && op.function == "add" && op.inputs.size() >= 2;
+    CHECK(node.sums_operands == add);
+    sums += node.sums_operands ? 1 : 0;
+    if (node.sums_operands && op.name.find("attn_norm/grad_sum") != std::string::npos) ++norm_sums;
+  }
+  CHECK(sums > 0);
+  CHECK(norm_sums == 2);  // (dQ + dK) + dV
+}
+
 TEST_CASE("one GPU: each microbatch accumulates the weights' gradients, the step adds the mixed-precision passes") {
   // One stage on one GPU (nothing communicates, nothing is split): the backward is the
   // training graph's backward operators plus, per weight, one accumulation kernel of
@@ -260,8 +304,13 @@ TEST_CASE("one GPU: each microbatch accumulates the weights' gradients, the step
   REQUIRE_MESSAGE(unfused.ok(), unfused.status().message());
   CHECK(unfused->problem.stages.at(0).backward_s.value() == doctest::Approx(backward + gemm_weights).epsilon(1e-9));
   // The key round-trips through the plan file (written only when false).
-  CHECK(schema::plan_to_json(plan).at("gradient_accumulation_fusion") == false);
+  const core::Json unfused_json = schema::plan_to_json(plan);
+  CHECK(unfused_json.at("gradient_accumulation_fusion") == false);
   CHECK_FALSE(schema::plan_to_json(r->plan).contains("gradient_accumulation_fusion"));
+  auto read_back = schema::parse_plan(core::JsonValue(unfused_json, "plan.json", ""), ".");
+  REQUIRE_MESSAGE(read_back.ok(), read_back.status().message());
+  CHECK_FALSE(read_back->gradient_accumulation_fusion);
+  CHECK(*read_back == plan);
 }
 
 TEST_CASE("a plan file's blocking p2p makes each stage wait for its sends, as Megatron-LM does") {
@@ -377,21 +426,13 @@ TEST_CASE("stored activations follow the plan's shardings: a replicated tensor i
   MESSAGE("searched: stored " << stored << " B per device; " << searched.not_split << " saved tensors not split");
   CHECK(stored == searched.by_spec);
 
-  auto plan = schema::read_plan_file(std::string(ALPASIM_SOURCE_DIR) +
-                                     "/tests/unit/exec/data/tiny_gpt_megatron_plan_file_tp2_pp2_dp2.json");
-  REQUIRE_MESSAGE(plan.ok(), plan.status().message());
-  planner::SearchInput in = tiny_input("alpa");
-  in.model = plan->model;
-  in.dtype = plan->dtype;
-  in.global_batch_size = plan->global_batch_size;
-  in.cluster.gpus_per_node = 8;
-  price_with_shipped_p3(in);
-  auto e = planner::evaluate_plan(in, *plan);
+  const auto [plan, in] = tiny_megatron_plan_file();
+  auto e = planner::evaluate_plan(in, plan);
   REQUIRE_MESSAGE(e.ok(), e.status().message());
-  const ir::Graph g = training_graph_of(in, *plan);
-  for (std::size_t s = 0; s < plan->stages.size(); ++s) {
+  const ir::Graph g = training_graph_of(in, plan);
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
     CAPTURE(s);
-    const StoredBytes megatron = stored_by_spec(g, plan->stages[s]);
+    const StoredBytes megatron = stored_by_spec(g, plan.stages[s]);
     const std::int64_t got = e->problem.stages.at(s).stored_activation_bytes.value();
     MESSAGE("Megatron stage " << s << ": stored " << got << " B per device, split everywhere "
                               << megatron.split_everywhere << " B; " << megatron.not_split
@@ -413,16 +454,8 @@ TEST_CASE("a weight gradient computed whole from replicated inputs is not synchr
   // summed from inputs replicated on the tensor-parallel axis (every GPU of the pair
   // computes the same whole gradient), so only the data-parallel pair synchronises it, as
   // Megatron does. Before, such weights were all-reduced over all 4 GPUs.
-  auto plan = schema::read_plan_file(std::string(ALPASIM_SOURCE_DIR) +
-                                     "/tests/unit/exec/data/tiny_gpt_megatron_plan_file_tp2_pp2_dp2.json");
-  REQUIRE_MESSAGE(plan.ok(), plan.status().message());
-  planner::SearchInput in = tiny_input("alpa");
-  in.model = plan->model;
-  in.dtype = plan->dtype;
-  in.global_batch_size = plan->global_batch_size;
-  in.cluster.gpus_per_node = 8;
-  price_with_shipped_p3(in);
-  auto e = planner::evaluate_plan(in, *plan);
+  const auto [plan, in] = tiny_megatron_plan_file();
+  auto e = planner::evaluate_plan(in, plan);
   REQUIRE_MESSAGE(e.ok(), e.status().message());
   REQUIRE(e->problem.stages.size() == 2);
   for (const sim::StageCosts& st : e->problem.stages) {

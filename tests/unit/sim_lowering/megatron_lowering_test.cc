@@ -34,6 +34,17 @@ using testing::dgx;
 
 TrainingSetup training(std::int64_t batch) { return testing::training_setup(batch, core::DType::kFp16); }
 
+// The training graph the lowering builds for tiny_gpt() in fp16 at `microbatch` samples
+// (Adam, no recomputation).
+ir::Graph fp16_training_graph(std::int64_t microbatch) {
+  ir::BuildOptions b;
+  b.microbatch_size = microbatch;
+  b.dtype = core::DType::kFp16;
+  auto fwd = ir::build_forward_graph(tiny_gpt(), b);
+  REQUIRE(fwd.ok());
+  return ir::derive_training_graph(*fwd, {});
+}
+
 TEST_CASE("tp=pp=dp=1: the iteration is B x (forward + backward) + optimizer, GEMMs from ir dims") {
   // tp·pp·dp must equal the cluster's GPUs: a one-GPU machine (the preset's node with
   // one GPU) so that nothing but compute and the optimizer runs.
@@ -186,12 +197,7 @@ TEST_CASE("tensor parallelism: the vocabulary-parallel table's gradient is writt
   const TrainingSetup setup = training(16);
   auto lowered = lower_megatron_plan(tiny_gpt(), setup, plan, cm);
   REQUIRE_MESSAGE(lowered.ok(), lowered.status().message());
-  ir::BuildOptions b;
-  b.microbatch_size = plan.microbatch_size;
-  b.dtype = core::DType::kFp16;
-  auto fwd = ir::build_forward_graph(tiny_gpt(), b);
-  REQUIRE(fwd.ok());
-  const ir::Graph g = ir::derive_training_graph(*fwd, {});
+  const ir::Graph g = fp16_training_graph(plan.microbatch_size);
   const std::vector<ir::OpId> param = ir::weight_gradient_parameters(g);
   double expected = 0;
   int table_gradients = 0;
@@ -220,12 +226,7 @@ TEST_CASE("tensor parallelism: the embedding layer stores its replicated tensors
   // input, which the block's closed form (Korthikanti) holds, so it is not counted twice.
   // With sequence parallelism every one is split. Before: all of it / t, the output included.
   const auto cm = dgx(1);
-  ir::BuildOptions b;
-  b.microbatch_size = 2;
-  b.dtype = core::DType::kFp16;
-  auto fwd = ir::build_forward_graph(tiny_gpt(), b);
-  REQUIRE(fwd.ok());
-  const ir::Graph g = ir::derive_training_graph(*fwd, {});
+  const ir::Graph g = fp16_training_graph(2);
   std::int64_t whole = 0;
   for (const ir::Op& op : g.ops()) {
     if (op.layer != 0 || op.phase != ir::Phase::kForward || op.kind == ir::OpKind::kParameter) continue;
