@@ -1,5 +1,6 @@
 #include "schema/megatron_layouts.h"
 
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -64,6 +65,7 @@ core::Result<std::vector<OperatorSharding>> megatron_operator_shardings(
       if (w.kind == ir::OpKind::kParameter && !in_range(w) && written.insert(w.id).second) ops.push_back(&w);
     }
   }
+  std::map<ir::OpId, ShardingSpec> spec_of;  // what is written for each operator so far
   for (const ir::Op* op_ptr : ops) {
     const ir::Op& op = *op_ptr;
     const auto& dims = op.out.shape;
@@ -85,13 +87,32 @@ core::Result<std::vector<OperatorSharding>> megatron_operator_shardings(
       // the head's logits and their cross entropy.
       tp_dim = first_dim_of_size(dims, first, t->vocab_size);
     }
+    bool sequence_split = false;
     if (tp_dim < 0 && sequence_parallel && batched && dims.size() == 3 && dims[2] == t->hidden_size) {
       tp_dim = 1;  // [batch, sequence, hidden]: the sequence
+      sequence_split = true;
     }
     if (tp_dim >= 0 && tensor_parallel > 1) axes[static_cast<std::size_t>(tp_dim)].push_back(1);
     OperatorSharding sh;
     sh.op = op.name;
     sh.output = ShardingSpec(std::move(axes));
+    // Sequence parallelism: a column-parallel linear's input gradient (a backward GEMM from
+    // the split heads or FFN columns to the sequence-split hidden state) reads its operands
+    // as they were written and reduce-scatters its partial sums onto the sequence, as
+    // Megatron does; left open, the pass may instead gather the weight and move the
+    // gradient, which prices the same but is not what runs (and Q, K and V's three
+    // reduce-scatters could not be seen as the one Megatron runs).
+    if (sequence_split && tensor_parallel > 1 && op.phase == ir::Phase::kBackward && op.is_einsum() &&
+        op.grad_role == ir::GradRole::kInputGrad) {
+      std::vector<ShardingSpec> inputs;
+      for (ir::OpId in : op.inputs) {
+        auto it = spec_of.find(in);
+        if (it == spec_of.end()) break;
+        inputs.push_back(it->second);
+      }
+      if (inputs.size() == op.inputs.size()) sh.inputs = std::move(inputs);
+    }
+    spec_of.emplace(op.id, sh.output);
     out.push_back(std::move(sh));
   }
   return out;

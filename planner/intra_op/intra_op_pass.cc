@@ -68,14 +68,16 @@ std::string options_key(const LogicalMesh& mesh, const IntraOpOptions& o,
   return os.str();
 }
 
-// All-reduces are linear: all-reduce(a) + all-reduce(b) = all-reduce(a + b). A sum node
-// (IntraOpNode::sums_operands) that reads, as written, operands each of which all-reduces
-// its partial sums over the same mesh axes with the same buffer (or is such a sum itself)
-// and is read by nothing else, adds the partial sums and all-reduces once: XLA's
-// AllReduceReassociate pass does it, and Megatron's fused QKV GEMM reduces the input
-// gradient of Q, K and V once where the graph's three projections all-reduce three times.
-// The first operand keeps its all-reduce in plan->node_cost_s; the others' are taken off.
-// The solver's objective still prices each (an upper bound). Cost O(nodes + edges).
+// All-reduces and reduce-scatters are linear: all-reduce(a) + all-reduce(b) = all-reduce(a
+// + b), and the same for reduce-scatter. A sum node (IntraOpNode::sums_operands) that reads,
+// as written, operands each of which reduces its partial sums the same way (the same
+// collective over the same mesh axes with the same buffer, or is such a sum itself) and is
+// read by nothing else, adds the partial sums and reduces once: XLA's AllReduceReassociate
+// pass does it for all-reduces, and Megatron's fused QKV GEMM reduces (sequence parallel:
+// reduce-scatters) the input gradient of Q, K and V once where the graph's three projections
+// reduce three times. The first operand keeps its collective in plan->node_cost_s; the
+// others' are taken off. The solver's objective still prices each (an upper bound).
+// Cost O(nodes + edges).
 void charge_combined_all_reduces(const IntraOpGraph& g, const std::vector<std::vector<Strategy>>& st,
                                  IntraOpPlan* plan) {
   const std::size_t n = g.nodes.size();
@@ -86,31 +88,35 @@ void charge_combined_all_reduces(const IntraOpGraph& g, const std::vector<std::v
   auto chosen = [&](std::size_t v) -> const Strategy& {
     return st[v][static_cast<std::size_t>(plan->choice[v])];
   };
-  // Per sum node whose operands' all-reduces were combined: the node that keeps the one
-  // all-reduce left, and its axes and buffer; -1 otherwise.
+  // The reduction a strategy ends with: (0 none, 1 all-reduce, 2 reduce-scatter), its axes
+  // and its buffer.
+  using Reduction = std::tuple<int, MeshAxes, std::int64_t>;
+  auto reduction = [](const Strategy& s) -> Reduction {
+    if (s.all_reduce_axes != 0) return {1, s.all_reduce_axes, s.all_reduce_bytes.value()};
+    if (s.reduce_scatter_axes != 0) return {2, s.reduce_scatter_axes, s.reduce_scatter_bytes.value()};
+    return {0, 0, 0};
+  };
+  // Per sum node whose operands' reductions were combined: the node that keeps the one
+  // reduction left; -1 otherwise.
   std::vector<int> holder(n, -1);
   for (std::size_t v = 0; v < n; ++v) {
     const IntraOpNode& node = g.nodes[v];
     const Strategy& sv = chosen(v);
-    if (!node.sums_operands || node.operands.size() < 2 || sv.all_reduce_axes != 0 ||
+    if (!node.sums_operands || node.operands.size() < 2 || std::get<0>(reduction(sv)) != 0 ||
         sv.communication.value() > 0.0) {
       continue;
     }
     std::vector<int> holders;
-    MeshAxes axes = 0;
-    core::Bytes bytes = core::bytes(0);
+    Reduction first{0, 0, 0};
     bool combinable = true;
     for (std::size_t k = 0; k < node.operands.size() && combinable; ++k) {
       const auto u = static_cast<std::size_t>(node.operands[k]);
       const int h = holder[u] >= 0 ? holder[u] : static_cast<int>(u);
       const Strategy& sh = chosen(static_cast<std::size_t>(h));
-      combinable = readers[u] == 1 && chosen(u).output == sv.inputs[k] && sh.all_reduce_axes != 0 &&
-                   (holder[u] >= 0 || sh.communication.value() > 0.0) &&
-                   (k == 0 || (sh.all_reduce_axes == axes && sh.all_reduce_bytes == bytes));
-      if (k == 0) {
-        axes = sh.all_reduce_axes;
-        bytes = sh.all_reduce_bytes;
-      }
+      const Reduction r = reduction(sh);
+      combinable = readers[u] == 1 && chosen(u).output == sv.inputs[k] && std::get<0>(r) != 0 &&
+                   (holder[u] >= 0 || sh.communication.value() > 0.0) && (k == 0 || r == first);
+      if (k == 0) first = r;
       holders.push_back(h);
     }
     if (!combinable) continue;
@@ -118,7 +124,7 @@ void charge_combined_all_reduces(const IntraOpGraph& g, const std::vector<std::v
       const auto h = static_cast<std::size_t>(holders[k]);
       // What is left is the node's compute and its operands' resharding; a difference of
       // rounding only (below a picosecond) is the compute itself, so the trace lists no
-      // empty all-reduce and no phase gets a negative communication time.
+      // empty collective and no phase gets a negative communication time.
       const double rest = plan->node_cost_s[h] - chosen(h).communication.value();
       plan->node_cost_s[h] = rest - plan->node_compute_s[h] < 1e-12 ? plan->node_compute_s[h] : rest;
     }

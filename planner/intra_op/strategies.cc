@@ -119,6 +119,8 @@ void einsum_strategies(const IntraOpGraph& g, int v, const LogicalMesh& mesh,
         Strategy rs = base;
         rs.output = ShardingSpec(std::move(axes));
         rs.communication = hooks.collective(Collective::kReduceScatter, partial, reduce_axes);
+        rs.reduce_scatter_axes = reduce_axes;
+        rs.reduce_scatter_bytes = partial;
         rs.name = strategy_name(inputs, rs.output) + " (reduce-scatter " +
                   axes_text(reduce_axes) + ")";
         rs.memory = tile_bytes(n, rs.output, mesh);

@@ -43,6 +43,11 @@ struct Strategy {
   /// post-pass (intra_op_pass.h) may turn it into reduce-scatter + all-gather (ZeRO-like).
   MeshAxes all_reduce_axes = 0;
   core::Bytes all_reduce_bytes = core::bytes(0);  ///< per-device buffer of that all-reduce
+  /// Mesh axes over which this strategy reduce-scatters its partial-sum output (0: none), and
+  /// the per-device buffer before it (the intra-op pass combines such collectives of a sum's
+  /// operands, IntraOpNode::sums_operands).
+  MeshAxes reduce_scatter_axes = 0;
+  core::Bytes reduce_scatter_bytes = core::bytes(0);
   /// Devices that share the operator's work (einsum-like: product of split loop sizes);
   /// the rest compute replicas. 1 for operators whose compute is not modelled.
   std::int64_t parallel_devices = 1;

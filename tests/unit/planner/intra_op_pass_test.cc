@@ -4,6 +4,7 @@
 
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "planner/intra_op/resharding.h"
@@ -102,16 +103,17 @@ TEST_CASE("users of one tensor in one pass share its resharding copy in the char
   CHECK(at(users[3]) == doctest::Approx(at(users[1]) + gather).epsilon(1e-12));
 }
 
-TEST_CASE("all-reduces of partial sums that are only added together are charged once") {
+TEST_CASE("all-reduces (reduce-scatters) of partial sums that are only added together are charged once") {
   // The input gradient of Q, K and V under tensor parallelism: dy [b, f] and each weight
-  // [h, f] split over f on a 1x2 mesh, so each dx = dy . w^T holds partial sums all-reduced
-  // over axis 1; (q + k) + v sums them. Charged: one all-reduce of the sum (Megatron's fused
-  // QKV, XLA's AllReduceReassociate), i.e. the objective less two. A sum that reads one
-  // operand in another layout, or a partial with a second reader, keeps every all-reduce.
+  // [h, f] split over f on a 1x2 mesh, so each dx = dy . w^T holds partial sums reduced over
+  // axis 1: all-reduced (output RR), or reduce-scattered onto b (output S1R, as under
+  // sequence parallelism); (q + k) + v sums them. Charged: one reduction of the sum
+  // (Megatron's fused QKV, XLA's AllReduceReassociate), i.e. the objective less two. A
+  // partial with a second reader keeps its reduction.
   const std::int64_t b = 64, h = 128, f = 256;
   auto spec = [](const char* text) { return *schema::ShardingSpec::parse(text); };
   const LogicalMesh mesh{1, 2};
-  auto run = [&](bool second_reader) {
+  auto run = [&](const char* out, bool second_reader) {
     GraphBuilder gb;
     const int dy = gb.input("dy", {b, f});
     std::vector<int> partial;
@@ -130,11 +132,11 @@ TEST_CASE("all-reduces of partial sums that are only added together are charged 
     o.required[static_cast<std::size_t>(dy)] = schema::OperatorSharding{"dy", "", {}, spec("RS1")};
     for (int v : partial) {
       o.required[static_cast<std::size_t>(v)] =
-          schema::OperatorSharding{g.nodes[static_cast<std::size_t>(v)].name, "", {spec("RS1"), spec("RS1")}, spec("RR")};
+          schema::OperatorSharding{g.nodes[static_cast<std::size_t>(v)].name, "", {spec("RS1"), spec("RS1")}, spec(out)};
     }
     for (int v : {qk, qkv}) {
       o.required[static_cast<std::size_t>(v)] =
-          schema::OperatorSharding{g.nodes[static_cast<std::size_t>(v)].name, "", {spec("RR"), spec("RR")}, spec("RR")};
+          schema::OperatorSharding{g.nodes[static_cast<std::size_t>(v)].name, "", {spec(out), spec(out)}, spec(out)};
     }
     IntraOpPass pass;
     auto plan = pass.run(g, mesh, hooks_for(mesh), o);
@@ -143,17 +145,20 @@ TEST_CASE("all-reduces of partial sums that are only added together are charged 
     for (double c : plan->node_cost_s) charged += c;
     return std::make_tuple(charged, plan->cost.value(), plan->node_cost_s, partial);
   };
-  const double all_reduce =
-      hooks_for(mesh).collective(Collective::kAllReduce, core::bytes(b * h * 2), kAxis1).value();
-  REQUIRE(all_reduce > 0);
-  const auto [charged, cost, node_cost, partial] = run(false);
-  CHECK(charged == doctest::Approx(cost - 2 * all_reduce).epsilon(1e-12));
-  // The first operand keeps the one all-reduce.
-  CHECK(node_cost[static_cast<std::size_t>(partial[0])] ==
-        doctest::Approx(node_cost[static_cast<std::size_t>(partial[1])] + all_reduce).epsilon(1e-12));
-  // v's partial sums read elsewhere too: only q's and k's combine.
-  const auto [charged2, cost2, node_cost2, partial2] = run(true);
-  CHECK(charged2 == doctest::Approx(cost2 - all_reduce).epsilon(1e-12));
+  for (const auto& [out, collective] : {std::pair<const char*, Collective>{"RR", Collective::kAllReduce},
+                                        {"S1R", Collective::kReduceScatter}}) {
+    CAPTURE(out);
+    const double reduction = hooks_for(mesh).collective(collective, core::bytes(b * h * 2), kAxis1).value();
+    REQUIRE(reduction > 0);
+    const auto [charged, cost, node_cost, partial] = run(out, false);
+    CHECK(charged == doctest::Approx(cost - 2 * reduction).epsilon(1e-12));
+    // The first operand keeps the one reduction.
+    CHECK(node_cost[static_cast<std::size_t>(partial[0])] ==
+          doctest::Approx(node_cost[static_cast<std::size_t>(partial[1])] + reduction).epsilon(1e-12));
+    // v's partial sums read elsewhere too: only q's and k's combine.
+    const auto [charged2, cost2, node_cost2, partial2] = run(out, true);
+    CHECK(charged2 == doctest::Approx(cost2 - reduction).epsilon(1e-12));
+  }
 }
 
 TEST_CASE("an impossible memory limit says how many bytes are missing") {

@@ -19,6 +19,7 @@ namespace {
 struct Layouts {
   ir::Graph graph;
   std::map<std::string, std::string> output;  // op -> output spec
+  std::map<std::string, std::string> inputs;  // op -> its listed input specs, " x "-joined
 };
 Layouts layouts(bool sequence_parallel, std::int64_t dp = 2, std::int64_t tp = 2) {
   Layouts l;
@@ -35,7 +36,12 @@ Layouts layouts(bool sequence_parallel, std::int64_t dp = 2, std::int64_t tp = 2
     // Names may repeat (two gradient sums of one block); both get the same layout.
     const auto [it, fresh] = l.output.emplace(s.op, s.output.to_string());
     if (!fresh) CHECK(it->second == s.output.to_string());
-    CHECK(s.inputs.empty());
+    // Input specs are listed only for the backward GEMMs that reduce-scatter onto the
+    // sequence (next test).
+    if (!sequence_parallel) CHECK(s.inputs.empty());
+    std::string in;
+    for (const auto& spec : s.inputs) in += (in.empty() ? "" : " x ") + spec.to_string();
+    if (!in.empty()) l.inputs.emplace(s.op, in);
   }
   return l;
 }
@@ -78,6 +84,19 @@ TEST_CASE("Megatron layouts: sequence parallelism splits the residual stream's s
   CHECK(o.at("block0/mlp/dropout") == "S0S1R");
   CHECK(o.at("block0/attn/q") == "S0RS1RR");  // unchanged inside attention
   CHECK(o.at("block0/mlp/gelu") == "S0RS1");
+  // The column-parallel linears' input gradients read the split gradient and weight as
+  // written and reduce-scatter onto the sequence (Megatron's one reduce-scatter for Q, K and V
+  // together needs each of them to be one); nothing else lists inputs.
+  const Layouts sp = layouts(true);
+  CHECK(sp.output.at("block0/attn/q/grad_lhs") == "S0S1R");
+  CHECK(sp.inputs.at("block0/attn/q/grad_lhs") == "S0RS1RR x RS1RR");
+  CHECK(sp.inputs.at("block0/attn/k/grad_lhs") == "S0RS1R x RS1R");
+  CHECK(sp.inputs.at("block0/mlp/fc1/grad_lhs") == "S0RS1 x RS1");
+  CHECK(sp.inputs.count("block0/attn/out/grad_lhs") == 0);  // row-parallel: gathers first
+  for (const auto& [op, in] : sp.inputs) {
+    CAPTURE(op);
+    CHECK(op.find("/grad_lhs") != std::string::npos);
+  }
 }
 
 TEST_CASE("Megatron layouts: an axis of size 1 splits nothing, other architectures are unimplemented") {
