@@ -78,7 +78,7 @@ std::string options_key(const LogicalMesh& mesh, const IntraOpOptions& o,
 // reduce three times. The first operand keeps its collective in plan->node_cost_s; the
 // others' are taken off. The solver's objective still prices each (an upper bound).
 // Cost O(nodes + edges).
-void charge_combined_all_reduces(const IntraOpGraph& g, const std::vector<std::vector<Strategy>>& st,
+void charge_combined_reductions(const IntraOpGraph& g, const std::vector<std::vector<Strategy>>& st,
                                  IntraOpPlan* plan) {
   const std::size_t n = g.nodes.size();
   std::vector<int> readers(n, 0);
@@ -370,7 +370,7 @@ core::Result<IntraOpPlan> IntraOpPass::run(const IntraOpGraph& graph, const Logi
           }
         }
       }
-      charge_combined_all_reduces(graph, built.strategies, &plan);
+      charge_combined_reductions(graph, built.strategies, &plan);
       if (options.weight_update_sharding) {
         rewrite_weight_updates(graph, mesh, hooks, built.strategies, &plan);
       }

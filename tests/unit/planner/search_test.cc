@@ -232,7 +232,7 @@ TEST_CASE("the search is deterministic and its plan re-evaluates to the same pre
 }
 
 TEST_CASE("the IR adapter marks the backward's gradient sums, and only adds, as sums of their operands") {
-  // What charge_combined_all_reduces relies on: a block's Q, K and V input gradients meet in
+  // What charge_combined_reductions relies on: a block's Q, K and V input gradients meet in
   // "add" operators (IntraOpNode::sums_operands); a product or a GEMM is never one.
   planner::SearchInput in = tiny_input("alpa");
   ir::BuildOptions bo;
