@@ -492,6 +492,17 @@ std::vector<OpId> weight_gradient_parameters(const Graph& g) {
   return param;
 }
 
+std::vector<char> kernel_weight_parameters(const Graph& g) {
+  std::vector<char> weight(g.size(), 0);
+  for (const Op& op : g.ops()) {
+    if (op.phase == Phase::kForward && (op.is_einsum() || op.kind == OpKind::kConv2d) && op.inputs.size() >= 2 &&
+        g.op(op.inputs[1]).kind == OpKind::kParameter) {
+      weight[static_cast<std::size_t>(op.inputs[1])] = 1;
+    }
+  }
+  return weight;
+}
+
 double causal_tile_fraction(std::int64_t keys) {
   if (keys <= 0) return 1.0;
   const std::int64_t tiles = (keys + kFlashAttentionTile - 1) / kFlashAttentionTile;

@@ -169,4 +169,9 @@ double causal_tile_fraction(std::int64_t keys);
 /// kNoOp. Found from the updates (a graph without an optimizer has none). Cost O(ops).
 std::vector<OpId> weight_gradient_parameters(const Graph& g);
 
+/// Per op id: 1 for a parameter a forward GEMM (einsum) or convolution reads as its weight
+/// (operand 1), whose gradient accumulation across microbatches a runtime can fuse into the
+/// weight-gradient kernel (cuBLAS and cuDNN accumulate into their output, beta = 1); else 0.
+std::vector<char> kernel_weight_parameters(const Graph& g);
+
 }  // namespace alpasim::ir

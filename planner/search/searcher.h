@@ -120,9 +120,7 @@ struct Point {
   // Per op: a parameter with a weight gradient in another layer than its own (a tied
   // table read by the head), whose gradient's inputs one layer's graph cannot all see.
   std::vector<char> gradient_in_other_layer;
-  // Per op: a parameter read as a GEMM's or convolution's weight (operand 1 of a forward
-  // einsum or conv2d), whose gradient accumulation a runtime can fuse into the
-  // weight-gradient kernel (cuBLAS and cuDNN both accumulate into their output, beta = 1).
+  // Per op: a GEMM's or convolution's weight (ir::kernel_weight_parameters).
   std::vector<char> gemm_weight;
   std::vector<int> rep;  // representative layer of each layer's structural class
   std::map<int, intra_op::IntraOpGraph> graphs;  // by representative
@@ -275,12 +273,8 @@ class Searcher {
     p->gradient_param = ir::weight_gradient_parameters(p->graph);
     p->weight_ops.assign(static_cast<std::size_t>(std::max(0, p->num_layers)), {});
     p->gradient_in_other_layer.assign(p->graph.size(), 0);
-    p->gemm_weight.assign(p->graph.size(), 0);
+    p->gemm_weight = ir::kernel_weight_parameters(p->graph);
     for (const ir::Op& op : p->graph.ops()) {
-      if (op.phase == ir::Phase::kForward && (op.is_einsum() || op.kind == ir::OpKind::kConv2d) &&
-          op.inputs.size() >= 2 && p->graph.op(op.inputs[1]).kind == ir::OpKind::kParameter) {
-        p->gemm_weight[static_cast<std::size_t>(op.inputs[1])] = 1;
-      }
       const ir::OpId param = p->gradient_param[static_cast<std::size_t>(op.id)];
       if (param == ir::kNoOp) continue;
       if (op.layer != p->graph.op(param).layer) p->gradient_in_other_layer[static_cast<std::size_t>(param)] = 1;
@@ -1392,11 +1386,14 @@ class Searcher {
     {
       std::map<ir::OpId, std::size_t> node_of;
       for (std::size_t v = 0; v < ops.size() && v < plan.shardings.size(); ++v) node_of.emplace(ops[v], v);
+      // The mesh axes longer than 1: the only ones a tensor can be split or summed over.
+      const intra_op::MeshAxes mesh_axes =
+          (mesh.rows > 1 ? intra_op::kAxis0 : 0u) | (mesh.cols > 1 ? intra_op::kAxis1 : 0u);
       auto spec_axes = [&](const schema::ShardingSpec& spec) {
         intra_op::MeshAxes axes = 0;
-        if (mesh.rows > 1 && spec.uses_mesh_axis(0)) axes |= intra_op::kAxis0;
-        if (mesh.cols > 1 && spec.uses_mesh_axis(1)) axes |= intra_op::kAxis1;
-        return axes;
+        if (spec.uses_mesh_axis(0)) axes |= intra_op::kAxis0;
+        if (spec.uses_mesh_axis(1)) axes |= intra_op::kAxis1;
+        return axes & mesh_axes;
       };
       // The mesh axes a tensor is split on: a node's layout, a weight gradient's parameter's.
       auto tensor_axes = [&](ir::OpId id) -> std::optional<intra_op::MeshAxes> {
@@ -1420,11 +1417,9 @@ class Searcher {
         // extra work is charged for it.
         intra_op::MeshAxes read = 0;
         for (ir::OpId in : op.inputs) read |= tensor_axes(in).value_or(intra_op::kBothAxes);
-        read &= (mesh.rows > 1 ? intra_op::kAxis0 : 0u) | (mesh.cols > 1 ? intra_op::kAxis1 : 0u);
+        read &= mesh_axes;
         // A gradient summed with another layer's (a tied table's) is synchronised as before.
-        grad_read_axes[param] |= p.gradient_in_other_layer[static_cast<std::size_t>(param)] != 0
-                                     ? (mesh.rows > 1 ? intra_op::kAxis0 : 0u) | (mesh.cols > 1 ? intra_op::kAxis1 : 0u)
-                                     : read;
+        grad_read_axes[param] |= p.gradient_in_other_layer[static_cast<std::size_t>(param)] != 0 ? mesh_axes : read;
         const std::int64_t read_shards = intra_op::group_size(mesh, read);
         const std::int64_t write_shards = intra_op::group_size(mesh, *written);
         const std::int64_t work_shards = intra_op::group_size(mesh, read | *written);

@@ -566,14 +566,8 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   // --gradient-accumulation-fusion the linear weights accumulate inside the wgrad GEMM.
   const std::int64_t main_grad_bytes = storage == core::DType::kBf16 ? 4 : dtype_bytes;
   const std::int64_t accumulate_bytes_per_param = ir::gradient_accumulation_bytes_per_parameter(storage);
-  std::vector<char> gemm_weight(g.size(), 0);
-  for (std::size_t i = 0; i < g.size(); ++i) {
-    const Op& op = g.op(static_cast<ir::OpId>(i));
-    if (op.phase == Phase::kForward && op.is_einsum() && op.inputs.size() >= 2 &&
-        g.op(op.inputs[1]).kind == OpKind::kParameter) {
-      gemm_weight[static_cast<std::size_t>(op.inputs[1])] = 1;
-    }
-  }
+  // (A Megatron model has no convolution: its kernel weights are its GEMMs'.)
+  const std::vector<char> gemm_weight = ir::kernel_weight_parameters(g);
   std::vector<Seconds> grad_accumulation(num_layers, Seconds{0});
   std::vector<LayerParams> params(num_layers);
   // Low precision: block linear weights per GPU, kept as quantized copies (recipe_bytes:
