@@ -52,25 +52,6 @@ core::Status unsupported(const ir::Op& op, const std::string& why = "") {
                              (why.empty() ? "" : " (" + why + ")"));
 }
 
-/// splitmix64: a stateless hash, so a value depends only on (tensor, global index).
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-std::uint64_t name_hash(const std::string& s) {
-  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a
-  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
-  return h;
-}
-
-/// Uniform in [0, 1) from the top 24 bits (exact in fp32).
-float unit(std::uint64_t seed, std::int64_t i) {
-  return static_cast<float>(mix(seed ^ mix(static_cast<std::uint64_t>(i))) >> 40) / 16777216.0f;
-}
-
 std::int64_t product(const Shape& s, std::size_t from, std::size_t to) {
   std::int64_t p = 1;
   for (std::size_t i = from; i < to; ++i) p *= s[i];
@@ -587,18 +568,9 @@ core::Status reduce(const ir::Graph& g, const ir::Op& op, const std::vector<View
 
 template <class T>
 void init_parameter(const ir::Op& op, View<T> out) {
-  const std::uint64_t seed = name_hash(op.name);
-  const Shape& s = *out.shape;
-  float scale = 0.1f;  // biases and shifts: small values
-  float base = 0.0f;
-  const bool norm_scale = op.name.size() >= 6 && op.name.compare(op.name.size() - 6, 6, "_scale") == 0;
-  if (norm_scale) {
-    base = 1.0f;  // norm scales around 1
-  } else if (s.size() >= 2) {
-    scale = 1.0f / std::sqrt(static_cast<float>(product(s, 0, s.size() - 1)));  // ~1/sqrt(fan-in)
-  }
+  const init::ParameterInit p = parameter_init(op, *out.shape);
   // Computed in fp32 in both instantiations: the same initial values.
-  for (std::int64_t i = 0; i < out.size; ++i) out.data[i] = static_cast<T>(base + scale * (2.0f * unit(seed, i) - 1.0f));
+  for (std::int64_t i = 0; i < out.size; ++i) out.data[i] = static_cast<T>(init::parameter_value(p, i));
 }
 
 template <class T>
@@ -613,12 +585,7 @@ core::Status run_kernel(const ir::Graph& g, const ir::Op& op, const std::vector<
       const std::int64_t per_sample = out.size / std::max<std::int64_t>(1, (*out.shape)[0]);
       const std::int64_t base = ctx.sample_offset * per_sample;
       for (std::int64_t i = 0; i < out.size; ++i) {
-        const float u = unit(seed, base + i);
-        out.data[i] = op.out.is_index
-                          ? static_cast<T>(std::min<std::int64_t>(
-                                static_cast<std::int64_t>(u * static_cast<float>(ctx.index_range)),
-                                ctx.index_range - 1))
-                          : static_cast<T>(2.0f * u - 1.0f);
+        out.data[i] = static_cast<T>(init::input_value(seed, base + i, op.out.is_index, ctx.index_range));
       }
       return core::ok_status();
     }
@@ -715,6 +682,25 @@ core::Status run_kernel(const ir::Graph& g, const ir::Op& op, const std::vector<
 }
 
 }  // namespace
+
+std::uint64_t name_hash(const std::string& s) {
+  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  return h;
+}
+
+init::ParameterInit parameter_init(const ir::Op& op, const std::vector<std::int64_t>& whole_shape) {
+  init::ParameterInit p;
+  p.seed = name_hash(op.name);
+  p.scale = 0.1f;  // biases and shifts: small values
+  const bool norm_scale = op.name.size() >= 6 && op.name.compare(op.name.size() - 6, 6, "_scale") == 0;
+  if (norm_scale) {
+    p.base = 1.0f;  // norm scales around 1
+  } else if (whole_shape.size() >= 2) {
+    p.scale = 1.0f / std::sqrt(static_cast<float>(product(whole_shape, 0, whole_shape.size() - 1)));  // ~1/sqrt(fan-in)
+  }
+  return p;
+}
 
 std::vector<std::int64_t> index_ranges(const ir::Graph& g) {
   std::vector<std::int64_t> range(g.size(), 0);

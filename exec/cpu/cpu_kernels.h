@@ -1,9 +1,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "exec/cpu/init_values.h"
 #include "ir/graph.h"
 
 namespace alpasim::exec::cpu {
@@ -17,6 +19,12 @@ struct BasicTensorView {
 };
 using TensorView = BasicTensorView<float>;      ///< the backend's fp32 tensors
 using TensorViewF64 = BasicTensorView<double>;  ///< run_cpu_kernel_f64's
+
+/// FNV-1a of a tensor's name: the seed of its initial values (exec/cpu/init_values.h).
+std::uint64_t name_hash(const std::string& name);
+/// How parameter `op`'s initial values are drawn, given the shape of the whole tensor (not of
+/// a block of it): norm scales around 1, matrices uniform in ±1/sqrt(fan-in), others ±0.1.
+init::ParameterInit parameter_init(const ir::Op& op, const std::vector<std::int64_t>& whole_shape);
 
 /// What a kernel needs beyond its operands.
 struct KernelContext {

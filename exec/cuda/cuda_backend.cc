@@ -5,12 +5,16 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "exec/cuda/exec_kernels.h"
 #include "exec/cuda/op_runner.h"
@@ -60,7 +64,9 @@ class Iteration {
             ALPASIM_RETURN_IF_ERROR(check(cudaEventRecord(a, streams_[d]), "cudaEventRecord"));
           }
           bool issued = false;
+          const auto host0 = std::chrono::steady_clock::now();
           core::Status st = issue(d, i, record, &issued);
+          if (issued) charge_host_time(d, i, std::chrono::steady_clock::now() - host0);
           if (!st.ok()) return st.with_context(describe(p_, d, i));
           if (!issued) {
             if (a) cudaEventDestroy(a);
@@ -85,6 +91,7 @@ class Iteration {
       }
     }
     // Wait for the GPU with a deadline (async errors surface here), never hang.
+    const auto issued_at = std::chrono::steady_clock::now();
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     for (std::size_t d = 0; d < n; ++d) {
       for (;;) {
@@ -98,6 +105,8 @@ class Iteration {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
     }
+    finished_at_ = std::chrono::steady_clock::now();
+    gpu_wait_s_ = std::chrono::duration<double>(finished_at_ - issued_at).count();
     for (std::size_t d = 0; d < n; ++d) {
       for (std::size_t k = 0; k < ev[d].size(); ++k) {
         float t0 = 0, t1 = 0;
@@ -116,7 +125,45 @@ class Iteration {
     return core::ok_status();
   }
 
+  /// Host time spent issuing instructions (s), and waiting for the GPU after the last one.
+  /// An iteration whose issue time is close to its wall time was host-bound: its per-
+  /// instruction CUDA event times then include the GPU's waits for the host.
+  double host_issue_s() const {
+    double t = 0;
+    for (const auto& [key, v] : host_by_kind_) t += v.first;
+    return t;
+  }
+  double gpu_wait_s() const { return gpu_wait_s_; }
+  /// When the GPU finished the iteration's work (before its event times are read: reading
+  /// tens of thousands of them took a second of host time on GPT 1.3B, not part of the
+  /// iteration).
+  std::chrono::steady_clock::time_point finished_at() const { return finished_at_; }
+  /// "kind or op function: count, host seconds" lines, largest first.
+  std::string host_profile() const {
+    std::vector<std::pair<double, std::string>> rows;
+    for (const auto& [key, v] : host_by_kind_) {
+      char line[160];
+      std::snprintf(line, sizeof line, "  %-28s %8lld calls %10.4f s host\n", key.c_str(), static_cast<long long>(v.second), v.first);
+      rows.push_back({v.first, line});
+    }
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::string out;
+    for (const auto& r : rows) out += r.second;
+    return out;
+  }
+
  private:
+  void charge_host_time(std::size_t d, std::size_t i, std::chrono::steady_clock::duration t) {
+    const Instruction& in = p_.code[d][i];
+    std::string key(instr_kind_name(in.kind));
+    if (in.kind == InstrKind::kRun && in.op != ir::kNoOp && in.stage >= 0) {
+      const ir::Op& op = p_.graph_of_stage(in.stage).op(in.op);
+      key += " " + (op.function.empty() ? std::string(ir::op_kind_name(op.kind)) : op.function);
+    }
+    auto& slot = host_by_kind_[key];
+    slot.first += std::chrono::duration<double>(t).count();
+    slot.second += 1;
+  }
   float* ptr(BufferId b) { return ops_.ptr(b); }
   const Buffer& buf(BufferId b) { return ops_.buf(b); }
   core::Status alloc(float** out, i64 elements, cudaStream_t s) { return ops_.alloc(out, elements, s); }
@@ -325,6 +372,9 @@ class Iteration {
   std::map<std::int64_t, Mail> mail_;
   std::map<std::int64_t, Collective> colls_;
   std::map<std::pair<std::int32_t, std::int64_t>, BufferId> member_;
+  std::map<std::string, std::pair<double, std::int64_t>> host_by_kind_;  ///< seconds, calls
+  double gpu_wait_s_ = 0;
+  std::chrono::steady_clock::time_point finished_at_;
 };
 
 }  // namespace
@@ -349,7 +399,15 @@ core::Result<ExecutionResult> run_virtual(const Program& p, const RunOptions& op
     Iteration iter(p, blas, dnn.get(), streams, cache, plans, last);
     const auto t0 = std::chrono::steady_clock::now();
     status = iter.run(it == 0 ? &result : nullptr, options.timeout_s, last ? &result.timings : nullptr);
-    const auto t1 = std::chrono::steady_clock::now();
+    const auto t1 = status.ok() ? iter.finished_at() : std::chrono::steady_clock::now();
+    if (status.ok()) {
+      // One line per iteration on stderr (flushed: a run cut by a deadline still tells how
+      // far it got and whether the host or the GPU was the bottleneck).
+      std::fprintf(stderr, "alpa-exec cuda: iteration %d of %d: %.3f s (host issued for %.3f s, then waited %.3f s for the GPU)\n",
+                   it + 1, total, std::chrono::duration<double>(t1 - t0).count(), iter.host_issue_s(), iter.gpu_wait_s());
+      if (std::getenv("ALPASIM_EXEC_HOST_PROFILE")) std::fprintf(stderr, "%s", iter.host_profile().c_str());
+      std::fflush(stderr);
+    }
     if (status.ok() && it >= options.warmup_iterations) {
       result.iteration_s.push_back(std::chrono::duration<double>(t1 - t0).count());
     }

@@ -2,6 +2,8 @@
 
 #include <math.h>
 
+#include "exec/cpu/init_values.h"
+
 namespace alpasim::exec::cuda::kernels {
 namespace {
 
@@ -44,6 +46,24 @@ __global__ void strided_copy_k(float* d, const float* s, StridedBox box, float s
   }
 }
 __global__ void fill_k(float* d, float v, i64 n) { GRID_LOOP(i, n) d[i] = v; }
+__global__ void init_parameter_k(float* d, i64 n, exec::init::ParameterInit p, InitBlock b) {
+  GRID_LOOP(i, n) {
+    i64 whole = i;
+    if (b.axes > 0) {
+      i64 rest = i;
+      whole = 0;
+      for (int a = b.axes - 1; a >= 0; --a) {
+        const i64 x = rest % b.shape[a];
+        rest /= b.shape[a];
+        whole += (x + b.offset[a]) * b.whole_stride[a];
+      }
+    }
+    d[i] = exec::init::parameter_value(p, whole);
+  }
+}
+__global__ void init_input_k(float* d, i64 n, unsigned long long seed, i64 first, int is_index, i64 range) {
+  GRID_LOOP(i, n) d[i] = exec::init::input_value(seed, first + i, is_index != 0, range);
+}
 __global__ void axpby_k(float* d, float a, const float* s, float b, i64 n, i64 sn) {
   GRID_LOOP(i, n) d[i] = a * d[i] + (s ? b * s[i % sn] : 0.0f);
 }
@@ -61,8 +81,14 @@ __global__ void pointwise_k(int fn, float* o, const float* a, i64 an, const floa
     }
   }
 }
-__global__ void reduce_map_k(float* o, const float* in, const i64* map, float f, i64 n) {
-  GRID_LOOP(i, n) atomicAdd(o + map[i], f * in[i]);
+// Reductions accumulate in double, as the CPU backend does: a bias or batch-norm shift
+// gradient is a sum of 10^3-10^6 terms that largely cancel, and fp32 atomics left it
+// thousands of tolerances from the CPU's (validation/gpu/README.md run 4).
+__global__ void reduce_map_k(double* acc, const float* in, const i64* map, i64 n) {
+  GRID_LOOP(i, n) atomicAdd(acc + map[i], static_cast<double>(in[i]));
+}
+__global__ void scale_to_float_k(float* o, const double* acc, double f, i64 n) {
+  GRID_LOOP(i, n) o[i] = static_cast<float>(acc[i] * f);
 }
 __global__ void broadcast_map_k(float* o, const float* in, const i64* map, float f, i64 n) {
   GRID_LOOP(i, n) o[i] = f * in[map[i]];
@@ -183,12 +209,35 @@ __global__ void row_stats_k(float* stats, const float* x, i64 rows, i64 w, int r
     }
   }
 }
-__global__ void layer_norm_scale_grad_k(float* dg, const float* dy, const float* x, const float* stats, i64 rows,
-                                        i64 w) {
+// The layer-norm scale gradient is a column sum over rows, in two passes so that every SM
+// works (one thread per column left all but w/256 SMs idle: 63 ms of a GPT 1.3B iteration
+// on an H200, validation/gpu/README.md run 4). Pass 1: block (32, 8) sums 32 adjacent
+// columns (coalesced) over one chunk of rows; pass 2 adds the chunks' partials per column in
+// chunk order (deterministic).
+constexpr int kColTile = 32, kRowLanes = 8;
+__global__ void layer_norm_scale_grad_partial_k(double* part, const float* dy, const float* x, const float* stats,
+                                                i64 rows, i64 w, i64 rows_per_chunk) {
+  const i64 c = blockIdx.x * static_cast<i64>(kColTile) + threadIdx.x;
+  const i64 r0 = blockIdx.y * rows_per_chunk;
+  const i64 r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
+  double acc = 0;
+  if (c < w) {
+    for (i64 r = r0 + threadIdx.y; r < r1; r += kRowLanes) acc += dy[r * w + c] * (x[r * w + c] - stats[2 * r]) * stats[2 * r + 1];
+  }
+  __shared__ double lane_sum[kRowLanes][kColTile + 1];
+  lane_sum[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < w) {
+    double total = 0;
+    for (int k = 0; k < kRowLanes; ++k) total += lane_sum[k][threadIdx.x];
+    part[blockIdx.y * w + c] = total;
+  }
+}
+__global__ void sum_partials_k(float* dg, const double* part, i64 chunks, i64 w) {
   GRID_LOOP(c, w) {
-    double acc = 0;
-    for (i64 r = 0; r < rows; ++r) acc += dy[r * w + c] * (x[r * w + c] - stats[2 * r]) * stats[2 * r + 1];
-    dg[c] = static_cast<float>(acc);
+    double total = 0;
+    for (i64 k = 0; k < chunks; ++k) total += part[k * w + c];
+    dg[c] = static_cast<float>(total);
   }
 }
 // Batch norm: one block per channel, statistics over the rows (strided by the width).
@@ -344,6 +393,21 @@ cudaError_t strided_copy(float* d, const float* s, const StridedBox& box, float 
   strided_copy_k<<<blocks(n), kThreads, 0, st>>>(d, s, box, scale, n);
   return cudaGetLastError();
 }
+cudaError_t init_parameter(float* d, i64 n, unsigned long long seed, float base, float scale, const InitBlock& b,
+                           cudaStream_t st) {
+  exec::init::ParameterInit p;
+  p.seed = seed;
+  p.base = base;
+  p.scale = scale;
+  init_parameter_k<<<blocks(n), kThreads, 0, st>>>(d, n, p, b);
+  return cudaGetLastError();
+}
+
+cudaError_t init_input(float* d, i64 n, unsigned long long seed, i64 first, int is_index, i64 range, cudaStream_t st) {
+  init_input_k<<<blocks(n), kThreads, 0, st>>>(d, n, seed, first, is_index, range);
+  return cudaGetLastError();
+}
+
 cudaError_t fill(float* d, float v, i64 n, cudaStream_t st) {
   fill_k<<<blocks(n), kThreads, 0, st>>>(d, v, n);
   return cudaGetLastError();
@@ -356,9 +420,20 @@ cudaError_t pointwise(int fn, float* o, const float* a, i64 an, const float* b, 
   pointwise_k<<<blocks(n), kThreads, 0, st>>>(fn, o, a, an, b, bn, n);
   return cudaGetLastError();
 }
-cudaError_t reduce_map(float* o, const float* in, const i64* map, float f, i64 n, cudaStream_t st) {
-  reduce_map_k<<<blocks(n), kThreads, 0, st>>>(o, in, map, f, n);
-  return cudaGetLastError();
+cudaError_t reduce_map(float* o, const float* in, const i64* map, double f, i64 n, i64 out_n, cudaStream_t st) {
+  void* acc = nullptr;
+  if (cudaError_t e = cudaMallocAsync(&acc, static_cast<size_t>(out_n > 0 ? out_n : 1) * sizeof(double), st);
+      e != cudaSuccess) {
+    return e;
+  }
+  cudaError_t e = cudaMemsetAsync(acc, 0, static_cast<size_t>(out_n > 0 ? out_n : 1) * sizeof(double), st);
+  if (e == cudaSuccess) {
+    reduce_map_k<<<blocks(n), kThreads, 0, st>>>(static_cast<double*>(acc), in, map, n);
+    scale_to_float_k<<<blocks(out_n), kThreads, 0, st>>>(o, static_cast<const double*>(acc), f, out_n);
+    e = cudaGetLastError();
+  }
+  const cudaError_t freed = cudaFreeAsync(acc, st);  // also when a launch failed
+  return e != cudaSuccess ? e : freed;
 }
 cudaError_t broadcast_map(float* o, const float* in, const i64* map, float f, i64 n, cudaStream_t st) {
   broadcast_map_k<<<blocks(n), kThreads, 0, st>>>(o, in, map, f, n);
@@ -389,11 +464,25 @@ cudaError_t layer_norm_scale_grad(float* dg, const float* dy, const float* x, i6
       e != cudaSuccess) {
     return e;
   }
+  // Chunks of at least 64 rows, at most 256 chunks (the partials: chunks x w doubles).
+  const i64 chunks = rows < 64 ? 1 : ((rows + 63) / 64 > 256 ? 256 : (rows + 63) / 64);
+  const i64 rows_per_chunk = rows < 1 ? 1 : (rows + chunks - 1) / chunks;
+  void* part = nullptr;
+  if (cudaError_t e = cudaMallocAsync(&part, static_cast<size_t>(chunks * (w > 0 ? w : 1)) * sizeof(double), st);
+      e != cudaSuccess) {
+    (void)cudaFreeAsync(stats, st);
+    return e;
+  }
   row_stats_k<<<row_blocks(rows), kThreads, 0, st>>>(static_cast<float*>(stats), x, rows, w, rms);
-  layer_norm_scale_grad_k<<<blocks(w), kThreads, 0, st>>>(dg, dy, x, static_cast<const float*>(stats), rows, w);
+  const dim3 grid(static_cast<unsigned>((w + kColTile - 1) / kColTile > 0 ? (w + kColTile - 1) / kColTile : 1),
+                  static_cast<unsigned>(chunks));
+  layer_norm_scale_grad_partial_k<<<grid, dim3(kColTile, kRowLanes), 0, st>>>(
+      static_cast<double*>(part), dy, x, static_cast<const float*>(stats), rows, w, rows_per_chunk);
+  sum_partials_k<<<blocks(w), kThreads, 0, st>>>(dg, static_cast<const double*>(part), chunks, w);
   const cudaError_t launched = cudaGetLastError();
-  const cudaError_t freed = cudaFreeAsync(stats, st);  // also when a launch failed
-  return launched != cudaSuccess ? launched : freed;
+  const cudaError_t freed_part = cudaFreeAsync(part, st);  // also when a launch failed
+  const cudaError_t freed = cudaFreeAsync(stats, st);
+  return launched != cudaSuccess ? launched : (freed_part != cudaSuccess ? freed_part : freed);
 }
 cudaError_t batch_norm(float* y, const float* x, const float* g, const float* b, i64 rows, i64 w, cudaStream_t st) {
   batch_norm_k<<<row_blocks(w), kThreads, 0, st>>>(y, x, g, b, rows, w);

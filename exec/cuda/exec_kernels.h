@@ -28,6 +28,23 @@ struct StridedBox {
 /// dst[...] = scale · src[...] over `box` (resharding copies, their packing and unpacking).
 /// The destination elements of one box are distinct, so threads never race.
 cudaError_t strided_copy(float* dst, const float* src, const StridedBox& box, float scale, cudaStream_t stream);
+/// Where the elements of a block of a tensor sit in the whole tensor: element i of the block
+/// (row-major over `shape`) is the whole tensor's element Σ (x_a + offset[a])·whole_stride[a],
+/// x the block coordinates of i. axes == 0: the block is the whole tensor (element i is i).
+struct InitBlock {
+  int axes = 0;
+  i64 shape[kMaxBoxAxes] = {};
+  i64 offset[kMaxBoxAxes] = {};
+  i64 whole_stride[kMaxBoxAxes] = {};
+};
+/// dst[i] = exec::init::parameter_value({seed, base, scale}, whole index of i): a
+/// parameter's initial values, bit-identical to the CPU backend's (exec/cpu/init_values.h).
+cudaError_t init_parameter(float* dst, i64 n, unsigned long long seed, float base, float scale,
+                           const InitBlock& block, cudaStream_t stream);
+/// dst[i] = exec::init::input_value(seed, first_index + i, is_index, index_range): a
+/// synthetic input's values, bit-identical to the CPU backend's.
+cudaError_t init_input(float* dst, i64 n, unsigned long long seed, i64 first_index, int is_index,
+                       i64 index_range, cudaStream_t stream);
 /// dst[i] = value.
 cudaError_t fill(float* dst, float value, i64 n, cudaStream_t stream);
 /// dst[i] = alpha · dst[i] + beta · src[i % src_n] (bias add, accumulation, scaling).
@@ -37,8 +54,9 @@ cudaError_t axpby(float* dst, float alpha, const float* src, float beta, i64 n, 
 /// 0 add, 1 mul, 2 gelu(a), 3 a·gelu'(b), 4 relu(a), 5 a·[b > 0].
 cudaError_t pointwise(int fn, float* out, const float* a, i64 a_n, const float* b, i64 b_n, i64 n,
                       cudaStream_t stream);
-/// out[map[i]] += f · in[i] (out zeroed by the caller): reductions.
-cudaError_t reduce_map(float* out, const float* in, const i64* map, float f, i64 n, cudaStream_t stream);
+/// out[j] = f · Σ_{i: map[i] = j} in[i], j < out_n, summed in double (the CPU backend's
+/// reductions): sums and means.
+cudaError_t reduce_map(float* out, const float* in, const i64* map, double f, i64 n, i64 out_n, cudaStream_t stream);
 /// out[i] = f · in[map[i]]: gradient of a reduction.
 cudaError_t broadcast_map(float* out, const float* in, const i64* map, float f, i64 n, cudaStream_t stream);
 /// Row softmax; causal > 0: row r sees the first (r mod causal) + 1 entries.

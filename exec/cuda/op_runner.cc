@@ -1,6 +1,10 @@
 #include "exec/cuda/op_runner.h"
 
 #include <algorithm>
+#include <array>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #ifdef ALPASIM_EXEC_WITH_CUDNN
@@ -176,6 +180,11 @@ core::Status OpRunner::index_table(const ir::Graph& g, std::int64_t key, const s
     void* raw = nullptr;
     ALPASIM_RETURN_IF_ERROR(check(cudaMalloc(&raw, std::max<std::size_t>(1, host.size()) * sizeof(i64)), "cudaMalloc"));
     ALPASIM_RETURN_IF_ERROR(check(cudaMemcpy(raw, host.data(), host.size() * sizeof(i64), cudaMemcpyHostToDevice), "cudaMemcpy"));
+    // cudaMemcpy from pageable memory may return before its DMA reaches the device, and the
+    // kernels that read the table run on non-blocking streams, which do not wait for the
+    // legacy stream: without this wait a kernel could read a partly copied table (seen on an
+    // H200: bias gradients summed into element 0 in 6 of 8 runs, validation/gpu/README.md).
+    ALPASIM_RETURN_IF_ERROR(check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize"));
     it = cache_.emplace(std::make_tuple(&g, key, shapes_), static_cast<i64*>(raw)).first;
   }
   *out = it->second;
@@ -317,28 +326,39 @@ core::Status OpRunner::run_op(const Instruction& x, cudaStream_t s) {
   core::Status st = core::ok_status();
   auto launch = [&](cudaError_t e) { if (st.ok()) st = check(e, "kernel"); };
   switch (op.kind) {
-    case ir::OpKind::kParameter:
-    case ir::OpKind::kInput: {
-      // Same values as the CPU backend: computed on the host, copied up.
-      host_.emplace_back(static_cast<std::size_t>(n));
-      cpu::KernelContext ctx;
-      ctx.sample_offset = x.sample_offset;
-      ctx.index_range = p_.index_range[static_cast<std::size_t>(x.op)];
-      if (op.kind == ir::OpKind::kParameter && !ob.global_shape.empty() && ob.global_shape != ob.shape) {
-        // A block of a sharded parameter: its values are a function of the global index, so
-        // the whole tensor is computed and the block cut out (as the CPU backend).
-        i64 whole_n = 1;
-        for (std::int64_t e : ob.global_shape) whole_n *= e;
-        std::vector<float> whole(static_cast<std::size_t>(whole_n));
-        ALPASIM_RETURN_IF_ERROR(cpu::run_cpu_kernel(g, op, {}, {whole.data(), &ob.global_shape, whole_n}, ctx));
-        const launch::Block all{std::vector<std::int64_t>(ob.global_shape.size(), 0), ob.global_shape};
-        for (const launch::BoxCopy& c : launch::plan_block_copies({all}, {{ob.block_offset, ob.shape}})) {
-          launch::apply_copy_on_host(c, whole.data(), host_.back().data(), 1.0f);
+    case ir::OpKind::kParameter: {
+      // The CPU backend's values (exec/cpu/init_values.h), drawn on the GPU: computing them on
+      // the host and copying them up took seconds per iteration on billion-parameter plans,
+      // time the GPU spent waiting. A block of a sharded parameter holds the whole tensor's
+      // values at its indices.
+      const bool block = !ob.global_shape.empty() && ob.global_shape != ob.shape;
+      const init::ParameterInit pi = cpu::parameter_init(op, block ? ob.global_shape : ob.shape);
+      kernels::InitBlock where;
+      if (block) {
+        // An empty block_offset is the origin (as OpRunner::save reads it).
+        if (ob.shape.size() > static_cast<std::size_t>(kernels::kMaxBoxAxes) || ob.global_shape.size() != ob.shape.size() ||
+            (!ob.block_offset.empty() && ob.block_offset.size() != ob.shape.size())) {
+          return core::internal_error("op " + op.name + ": a parameter block of " + std::to_string(ob.shape.size()) +
+                                      " axes with " + std::to_string(ob.block_offset.size()) + " offsets");
         }
-      } else {
-        ALPASIM_RETURN_IF_ERROR(cpu::run_cpu_kernel(g, op, {}, {host_.back().data(), &ob.shape, n}, ctx));
+        where.axes = static_cast<int>(ob.shape.size());
+        i64 stride = 1;
+        for (std::size_t a = ob.shape.size(); a-- > 0;) {
+          where.shape[a] = ob.shape[a];
+          where.offset[a] = ob.block_offset.empty() ? 0 : ob.block_offset[a];
+          where.whole_stride[a] = stride;
+          stride *= ob.global_shape[a];
+        }
       }
-      launch(cudaMemcpyAsync(out, host_.back().data(), static_cast<std::size_t>(n) * 4, cudaMemcpyHostToDevice, s));
+      launch(kernels::init_parameter(out, n, pi.seed, pi.base, pi.scale, where, s));
+      break;
+    }
+    case ir::OpKind::kInput: {
+      // As the CPU backend: element i of this shard is the batch's element
+      // sample_offset·(elements per sample) + i.
+      const i64 per_sample = n / std::max<i64>(1, ob.shape.empty() ? 1 : ob.shape[0]);
+      launch(kernels::init_input(out, n, cpu::name_hash(op.name), x.sample_offset * per_sample, op.out.is_index ? 1 : 0,
+                                 p_.index_range[static_cast<std::size_t>(x.op)], s));
       break;
     }
     case ir::OpKind::kDot: st = einsum(g, op, in, ib, out, ob, s); break;
@@ -387,9 +407,8 @@ core::Status OpRunner::run_op(const Instruction& x, cudaStream_t s) {
           if (!cpu::reduction_index_map(ib[0]->shape, ob.shape, map)) return no_gpu_path(op);
           ALPASIM_RETURN_IF_ERROR(index_table(g, -1 - op.id, map, &dm));
         }
-        launch(kernels::fill(out, 0.0f, n, s));
-        const float f = fn == "mean" ? static_cast<float>(n) / static_cast<float>(ib[0]->elements) : 1.0f;
-        launch(kernels::reduce_map(out, in[0], dm, f, ib[0]->elements, s));
+        const double f = fn == "mean" ? static_cast<double>(n) / static_cast<double>(ib[0]->elements) : 1.0;
+        launch(kernels::reduce_map(out, in[0], dm, f, ib[0]->elements, n, s));
       } else {
         return no_gpu_path(op);
       }
@@ -495,6 +514,41 @@ core::Status first_usable(Perf* perf, int found, const std::string& what) {
   return core::internal_error(what + ": cuDNN offers no usable algorithm (" + std::to_string(found) + " listed)");
 }
 
+/// The algorithm and workspace cuDNN's heuristics chose for one convolution geometry and
+/// direction, asked once per process: the _v7 queries and descriptor checks cost the host
+/// milliseconds per call, which the GPU waited for on every convolution of every microbatch
+/// (validation/gpu/README.md, run 3). The choice depends only on the geometry and the device.
+struct ConvChoice {
+  int algo = 0;
+  std::size_t workspace_bytes = 0;
+};
+using ConvKey = std::array<i64, 11>;
+
+/// The process's choices (one per geometry and direction; a few dozen on real models).
+class ConvChoices {
+ public:
+  static std::optional<ConvChoice> find(const ConvKey& key) {
+    std::lock_guard<std::mutex> lock(mutex());
+    const auto it = map().find(key);
+    if (it == map().end()) return std::nullopt;
+    return it->second;
+  }
+  static void remember(const ConvKey& key, ConvChoice c) {
+    std::lock_guard<std::mutex> lock(mutex());
+    map()[key] = c;
+  }
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::map<ConvKey, ConvChoice>& map() {
+    static std::map<ConvKey, ConvChoice> m;
+    return m;
+  }
+};
+
 }  // namespace
 #endif
 
@@ -586,22 +640,38 @@ core::Status OpRunner::conv(const ir::Graph& g, const ir::Op& op, const std::vec
   void* ws = nullptr;
   int found = 0;
   core::Status st = core::ok_status();
+  const ConvKey key{c.n, c.ci, c.co, hp, wp, c.kh, c.kw, c.stride, pt, pl, static_cast<i64>(v)};
+  std::optional<ConvChoice> choice = ConvChoices::find(key);
+  const bool chosen_before = choice.has_value();
+  auto allocate_workspace = [&]() {
+    if (!chosen_before) ConvChoices::remember(key, *choice);
+    if (choice->workspace_bytes == 0) return core::ok_status();
+    return check(cudaMallocAsync(&ws, choice->workspace_bytes, s), "cudaMallocAsync");
+  };
   if (v == ir::ConvSpec::Variant::kForward) {
-    cudnnConvolutionFwdAlgoPerf_t perf[8];
-    st = dnn_check(cudnnGetConvolutionForwardAlgorithm_v7(dnn, d.x, d.w, d.conv, d.y, 8, &found, perf), what);
-    if (st.ok()) st = first_usable(perf, found, what);
-    if (st.ok()) st = dnn_check(cudnnGetConvolutionForwardWorkspaceSize(dnn, d.x, d.w, d.conv, d.y, perf[0].algo, &ws_bytes), what);
-    if (st.ok() && ws_bytes > 0) st = check(cudaMallocAsync(&ws, ws_bytes, s), "cudaMallocAsync");
-    if (st.ok()) st = dnn_check(cudnnConvolutionForward(dnn, &one, d.x, xbuf, d.w, wk, d.conv, perf[0].algo, ws, ws_bytes,
-                                                        &zero, d.y, out), what);
+    if (!choice) {
+      cudnnConvolutionFwdAlgoPerf_t perf[8];
+      st = dnn_check(cudnnGetConvolutionForwardAlgorithm_v7(dnn, d.x, d.w, d.conv, d.y, 8, &found, perf), what);
+      if (st.ok()) st = first_usable(perf, found, what);
+      if (st.ok()) st = dnn_check(cudnnGetConvolutionForwardWorkspaceSize(dnn, d.x, d.w, d.conv, d.y, perf[0].algo, &ws_bytes), what);
+      if (st.ok()) choice = ConvChoice{static_cast<int>(perf[0].algo), ws_bytes};
+    }
+    if (st.ok()) st = allocate_workspace();
+    if (st.ok()) st = dnn_check(cudnnConvolutionForward(dnn, &one, d.x, xbuf, d.w, wk, d.conv,
+                                                        static_cast<cudnnConvolutionFwdAlgo_t>(choice->algo), ws,
+                                                        choice->workspace_bytes, &zero, d.y, out), what);
   } else if (v == ir::ConvSpec::Variant::kGradInput) {
-    cudnnConvolutionBwdDataAlgoPerf_t perf[8];
-    st = dnn_check(cudnnGetConvolutionBackwardDataAlgorithm_v7(dnn, d.w, d.y, d.conv, d.x, 8, &found, perf), what);
-    if (st.ok()) st = first_usable(perf, found, what);
-    if (st.ok()) st = dnn_check(cudnnGetConvolutionBackwardDataWorkspaceSize(dnn, d.w, d.y, d.conv, d.x, perf[0].algo, &ws_bytes), what);
-    if (st.ok() && ws_bytes > 0) st = check(cudaMallocAsync(&ws, ws_bytes, s), "cudaMallocAsync");
-    if (st.ok()) st = dnn_check(cudnnConvolutionBackwardData(dnn, &one, d.w, wk, d.y, dy, d.conv, perf[0].algo, ws, ws_bytes,
-                                                             &zero, d.x, xbuf), what);
+    if (!choice) {
+      cudnnConvolutionBwdDataAlgoPerf_t perf[8];
+      st = dnn_check(cudnnGetConvolutionBackwardDataAlgorithm_v7(dnn, d.w, d.y, d.conv, d.x, 8, &found, perf), what);
+      if (st.ok()) st = first_usable(perf, found, what);
+      if (st.ok()) st = dnn_check(cudnnGetConvolutionBackwardDataWorkspaceSize(dnn, d.w, d.y, d.conv, d.x, perf[0].algo, &ws_bytes), what);
+      if (st.ok()) choice = ConvChoice{static_cast<int>(perf[0].algo), ws_bytes};
+    }
+    if (st.ok()) st = allocate_workspace();
+    if (st.ok()) st = dnn_check(cudnnConvolutionBackwardData(dnn, &one, d.w, wk, d.y, dy, d.conv,
+                                                             static_cast<cudnnConvolutionBwdDataAlgo_t>(choice->algo), ws,
+                                                             choice->workspace_bytes, &zero, d.x, xbuf), what);
     if (st.ok() && padded) {  // crop the padded data gradient back to H x W
       for (i64 n = 0; n < c.n && st.ok(); ++n) {
         st = check(cudaMemcpy2DAsync(out + n * c.h * c.w * c.ci, row_b, xp + n * hp * wp * c.ci, prow_b, row_b,
@@ -609,13 +679,17 @@ core::Status OpRunner::conv(const ir::Graph& g, const ir::Op& op, const std::vec
       }
     }
   } else {
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
-    st = dnn_check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(dnn, d.x, d.y, d.conv, d.w, 8, &found, perf), what);
-    if (st.ok()) st = first_usable(perf, found, what);
-    if (st.ok()) st = dnn_check(cudnnGetConvolutionBackwardFilterWorkspaceSize(dnn, d.x, d.y, d.conv, d.w, perf[0].algo, &ws_bytes), what);
-    if (st.ok() && ws_bytes > 0) st = check(cudaMallocAsync(&ws, ws_bytes, s), "cudaMallocAsync");
-    if (st.ok()) st = dnn_check(cudnnConvolutionBackwardFilter(dnn, &one, d.x, xbuf, d.y, dy, d.conv, perf[0].algo, ws, ws_bytes,
-                                                               &zero, d.w, wk), what);
+    if (!choice) {
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
+      st = dnn_check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(dnn, d.x, d.y, d.conv, d.w, 8, &found, perf), what);
+      if (st.ok()) st = first_usable(perf, found, what);
+      if (st.ok()) st = dnn_check(cudnnGetConvolutionBackwardFilterWorkspaceSize(dnn, d.x, d.y, d.conv, d.w, perf[0].algo, &ws_bytes), what);
+      if (st.ok()) choice = ConvChoice{static_cast<int>(perf[0].algo), ws_bytes};
+    }
+    if (st.ok()) st = allocate_workspace();
+    if (st.ok()) st = dnn_check(cudnnConvolutionBackwardFilter(dnn, &one, d.x, xbuf, d.y, dy, d.conv,
+                                                               static_cast<cudnnConvolutionBwdFilterAlgo_t>(choice->algo), ws,
+                                                               choice->workspace_bytes, &zero, d.w, wk), what);
     // KRSC -> HWIO: hwio[index[i]] = krsc[i].
     if (st.ok()) st = check(kernels::scatter(out, wk, wmap, wn, s), "filter transpose");
   }

@@ -99,9 +99,6 @@ class OpRunner {
   /// The current RUN's input and output shapes, -1 between them (part of IndexCache's key).
   std::vector<std::int64_t> shapes_;
   std::vector<float*> ptr_;
-  /// Host copies of parameter/input initial values; kept until the iteration ends because
-  /// cudaMemcpyAsync from pageable memory may still read them.
-  std::vector<std::vector<float>> host_;
 };
 
 }  // namespace alpasim::exec::cuda

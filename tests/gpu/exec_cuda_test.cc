@@ -2,12 +2,19 @@
 // virtual-device mode and must reproduce the CPU backend's loss and gradients.
 // Tolerance: 1e-3 · max|cpu| + 1e-5 per gradient (cuBLAS may use other summation orders and
 // fused multiply-adds; fp32 throughout). Exits 77 (CTest: skipped) without a usable GPU.
+#include <cuda_runtime_api.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 
 #include "exec/cpu/cpu_backend.h"
+#include "exec/cpu/cpu_kernels.h"
+#include "exec/cpu/init_values.h"
 #include "exec/cuda/cuda_backend.h"
+#include "exec/cuda/exec_kernels.h"
 #include "exec/lower.h"
 #include "exec/verify.h"
 #include "ir/builders.h"
@@ -67,6 +74,63 @@ int compare_on_model(alpasim::exec::Backend& cuda, const alpasim::ir::ModelConfi
   return failures;
 }
 
+/// The GPU draws initial values itself (exec/cuda/op_runner.cc); they must equal the CPU
+/// backend's bit for bit: a whole 2-D parameter, a norm scale, a block of a parameter at an
+/// offset, and token ids and features of inputs from a sample offset. Returns mismatches.
+int compare_initial_values() {
+  using namespace alpasim;
+  namespace k = exec::cuda::kernels;
+  int failures = 0;
+  auto on_gpu = [&](std::int64_t n, auto&& launch) {
+    std::vector<float> host(static_cast<std::size_t>(n), -7.0f);
+    void* raw = nullptr;
+    if (cudaMalloc(&raw, static_cast<std::size_t>(n) * 4) != cudaSuccess) {
+      std::printf("cudaMalloc failed\n");
+      ++failures;
+      return host;
+    }
+    float* d = static_cast<float*>(raw);
+    if (launch(d) != cudaSuccess || cudaMemcpy(host.data(), d, static_cast<std::size_t>(n) * 4, cudaMemcpyDeviceToHost) != cudaSuccess) {
+      std::printf("init kernel failed\n");
+      ++failures;
+    }
+    cudaFree(d);
+    return host;
+  };
+  auto same = [&](const char* what, const std::vector<float>& got, const std::vector<float>& want) {
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) bad += std::memcmp(&got[i], &want[i], 4) != 0;
+    std::printf("initial values, %s: %zu of %zu differ from the CPU backend's\n", what, bad, want.size());
+    if (bad) ++failures;
+  };
+  const std::vector<std::int64_t> whole{96, 80};
+  for (const char* name : {"block0/mlp/fc1_kernel", "block0/ln1_scale"}) {
+    ir::Op op;
+    op.name = name;
+    const exec::init::ParameterInit p = exec::cpu::parameter_init(op, whole);
+    std::vector<float> want(96 * 80);
+    for (std::size_t i = 0; i < want.size(); ++i) want[i] = exec::init::parameter_value(p, static_cast<std::int64_t>(i));
+    same(name, on_gpu(96 * 80, [&](float* d) { return k::init_parameter(d, 96 * 80, p.seed, p.base, p.scale, {}, nullptr); }), want);
+    // The block [32, 40) x [16, 64) of it.
+    k::InitBlock b;
+    b.axes = 2;
+    b.shape[0] = 8; b.shape[1] = 48;
+    b.offset[0] = 32; b.offset[1] = 16;
+    b.whole_stride[0] = 80; b.whole_stride[1] = 1;
+    std::vector<float> block;
+    for (int r = 0; r < 8; ++r) for (int c = 0; c < 48; ++c) block.push_back(want[static_cast<std::size_t>((32 + r) * 80 + 16 + c)]);
+    same("a block of it", on_gpu(8 * 48, [&](float* d) { return k::init_parameter(d, 8 * 48, p.seed, p.base, p.scale, b, nullptr); }), block);
+  }
+  const std::uint64_t seed = exec::cpu::name_hash("tokens");
+  for (const bool is_index : {true, false}) {
+    std::vector<float> want(4096);
+    for (std::size_t i = 0; i < want.size(); ++i) want[i] = exec::init::input_value(seed, 12288 + static_cast<std::int64_t>(i), is_index, 50257);
+    same(is_index ? "token ids" : "features",
+         on_gpu(4096, [&](float* d) { return k::init_input(d, 4096, seed, 12288, is_index ? 1 : 0, 50257, nullptr); }), want);
+  }
+  return failures;
+}
+
 }  // namespace
 
 int main() {
@@ -81,7 +145,7 @@ int main() {
     std::printf("%s: %s\n", no_gpu ? "SKIPPED" : "FAILED", cuda.status().message().c_str());
     return no_gpu ? 77 : 1;
   }
-  int failures = 0;
+  int failures = compare_initial_values();
   // The tiny GPT (4 layers of hidden 16), and one whose rows are wider than a 256-thread
   // block (hidden 272, 264 tokens, vocabulary 300), so every row kernel loops. Both are
   // well-conditioned at this tolerance (tests/unit/exec/gradient_check_test.cc

@@ -11,7 +11,9 @@
 # `cmake -DALPASIM_WITH_CUDA=ON`; BIN_DIR/../lib may hold libraries they need that the GPU
 # machine lacks. PROFILE_SECONDS 0 skips the profile. PLANS (names under validation/gpu/plans,
 # without .plan.json, in run order; default all), EXEC_LIMIT_S (per run, default 90) and
-# SERIALIZED=0 (skip the CUDA_DEVICE_MAX_CONNECTIONS=1 reruns) size the executor step.
+# SERIALIZED=0 (skip the CUDA_DEVICE_MAX_CONNECTIONS=1 reruns) size the executor step;
+# ALPASIM_EXEC_CUDA_MODE=processes runs one-device plans through the launcher and NCCL;
+# PROFILE_FLAGS (default "--quick --ops gemm,hbm,conv") chooses the profile sweep.
 # Writes OUT_DIR/results.tar.gz (env.txt, tests/, exec/, profile/) and
 # OUT_DIR/run.log. Run from the repository root.
 set -uo pipefail
@@ -105,8 +107,9 @@ fi
 if [ "$profile_s" -lt 5 ]; then
   stamp "alpa-profile skipped (no time left before the deadline, or PROFILE_SECONDS 0)"
 else
-stamp "alpa-profile --quick (limit ${profile_s} s)"
-timeout -k 5 "$profile_s" "$bin/alpa-profile" --quick --no-progress --ops gemm,hbm,conv \
+stamp "alpa-profile ${PROFILE_FLAGS:---quick --ops gemm,hbm,conv} (limit ${profile_s} s)"
+# shellcheck disable=SC2086  # PROFILE_FLAGS is a list of flags
+timeout -k 5 "$profile_s" "$bin/alpa-profile" ${PROFILE_FLAGS:---quick --ops gemm,hbm,conv} --no-progress \
   --out "$work/profile/profile.json" > "$work/profile/stdout.txt" 2> "$work/profile/stderr.txt"
 echo "alpa-profile rc=$?"
 tail -20 "$work/profile/stderr.txt"
