@@ -76,10 +76,11 @@ class Converter {
       const bool memory_bound = n.kind == intra_op::OpKind::kElementwise ||
                                 n.kind == intra_op::OpKind::kSoftmax ||
                                 n.kind == intra_op::OpKind::kLayerNorm ||
-                                n.kind == intra_op::OpKind::kReduce;
+                                n.kind == intra_op::OpKind::kReduce || n.gather;
       // The same bytes op_compute splits evenly: a strategy pays for what its tile adds.
       if (memory_bound && !op.is_source()) n.bytes_accessed = ir::memory_traffic_bytes(g_, op);
       n.sums_operands = n.kind == intra_op::OpKind::kElementwise && op.function == "add" && n.operands.size() >= 2;
+      n.result_unread = op.id == g_.meta.loss && g_.consumers(op.id).empty();
       index_[op.id] = push(std::move(n), op.id);
     }
     ALPASIM_RETURN_IF_ERROR(graph_.validate());
@@ -210,6 +211,7 @@ class Converter {
           n.operand_loops = {{r, r + 1}, ids};
           n.output_loops = out;
           n.flops = static_cast<double>(op.flops);
+          n.gather = true;
           return n;
         }
         break;

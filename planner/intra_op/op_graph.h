@@ -78,8 +78,9 @@ struct IntraOpNode {
   /// 0 lets the pass derive it for einsums and ignore it for everything else.
   double flops = 0.0;
 
-  /// kElementwise / kSoftmax / kLayerNorm / kReduce: bytes the unsharded operator reads and
-  /// writes as one memory-bound kernel; 0 leaves its compute out (CostHooks::memory_bound).
+  /// kElementwise / kSoftmax / kLayerNorm / kReduce and gathers: bytes the unsharded operator
+  /// reads and writes as one memory-bound kernel; 0 leaves its compute out
+  /// (CostHooks::memory_bound).
   std::int64_t bytes_accessed = 0;
 
   /// The pass running the operator (0 forward, 1 backward or recomputation, 2 optimizer):
@@ -93,6 +94,18 @@ struct IntraOpNode {
   /// residual add). All-reduces of partial sums that only this sum reads are then one
   /// all-reduce of the sum (the intra-op pass's charged costs; in structural_key).
   bool sums_operands = false;
+
+  /// kEinsum: an embedding lookup written as a one-hot contraction (a gather). It is
+  /// memory-bound (bytes_accessed), not a heavy operator: its replicated strategy is kept
+  /// (Megatron replicates the position lookup) and pays its bytes, and no FLOPs are charged
+  /// for the one-hot product it never computes. In structural_key.
+  bool gather = false;
+
+  /// The training loss: reported, read by no operator (the backward starts from a seed of
+  /// ones). Its partial sums over the replicas are not all-reduced per microbatch; a runtime
+  /// averages one scalar per iteration for logging (Megatron's
+  /// average_losses_across_data_parallel_group). In structural_key.
+  bool result_unread = false;
 };
 
 /// A DAG of operators in topological order (operands before users).

@@ -44,7 +44,7 @@ void einsum_strategies(const IntraOpGraph& g, int v, const LogicalMesh& mesh,
   std::vector<bool> in_output(sizes.size(), false);
   for (int l : n.output_loops) in_output[static_cast<std::size_t>(l)] = true;
   double flops = n.flops;
-  if (flops <= 0.0) {
+  if (flops <= 0.0 && !n.gather) {
     flops = 2.0;
     for (std::int64_t s : sizes) flops *= static_cast<double>(s);
   }
@@ -333,7 +333,7 @@ std::vector<Strategy> enumerate_strategies(const IntraOpGraph& graph, int v,
       break;
     case OpKind::kEinsum:
       einsum_strategies(graph, v, mesh, hooks, &out);
-      keep_fully_parallel(mesh, hooks, &out);
+      if (!n.gather) keep_fully_parallel(mesh, hooks, &out);
       break;
     case OpKind::kMoeDispatch:
     case OpKind::kMoeCombine:
@@ -352,6 +352,16 @@ std::vector<Strategy> enumerate_strategies(const IntraOpGraph& graph, int v,
       break;
   }
   ALPASIM_CHECK(!out.empty()) << "node " << v << " (\"" << n.name << "\") has no strategy";
+  if (n.result_unread) {
+    // Nothing reads the loss: its partial sums stay where they are (IntraOpNode::result_unread).
+    for (Strategy& s : out) {
+      if (s.all_reduce_axes == 0) continue;
+      s.communication = core::seconds(0.0);
+      s.all_reduce_axes = 0;
+      s.all_reduce_bytes = core::bytes(0);
+      s.name += " not needed: the result is not read";
+    }
+  }
   if (hooks.memory_bound && n.bytes_accessed > 0 && n.kind != OpKind::kUpdate) {
     // Shards of the work: a reduce's operand tiles (its result may be replicated after the
     // all-reduce of split summed axes), every other operator's output tiles.

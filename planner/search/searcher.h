@@ -72,6 +72,10 @@ struct LayerCost {
   // plan keeps every replica's optimizer states whole (weight_update_sharding false).
   double replica_sync_rs_ag_s = 0, replica_sync_all_reduce_s = 0;
   double opt_s = 0;        // once per iteration
+  // Bytes per device that opt_s streams: the optimizer update and the mixed-precision step's
+  // passes over this layer's weights, one memory-bound pass (a multi-tensor kernel, as
+  // sim/lowering prices it): scaled as bytes, never as a time with its fixed costs.
+  double opt_bytes = 0;
   // Per microbatch, seconds: accumulating the GEMM weights' gradients by a separate add
   // (not in bwd_s; added where a plan has Plan::gradient_accumulation_fusion false).
   double accumulate_gemm_s = 0;
@@ -103,6 +107,9 @@ struct LayerCost {
   // plan runs it (replica_sync_calls: the weight-update-sharding reduce-scatter + all-gather,
   // or, when the plan keeps whole optimizer states, replica_all_reduce_calls, the all-reduce).
   Calls sync_calls, replica_sync_calls, replica_all_reduce_calls;
+  // Bytes per device of the replicas' gradient synchronisation, by the set of mesh axes the
+  // weights are replicated over: what a plan's lowering coalesces over its chunk's layers.
+  std::shared_ptr<const std::map<intra_op::MeshAxes, std::int64_t>> replica_sync_bytes;
   double total_s() const { return fwd_s + bwd_s + rc_s; }
 };
 
@@ -1056,8 +1063,9 @@ class Searcher {
         if (!st.weight_update_sharding && lc.opt_replicated_b > lc.opt_b) {
           // The plan keeps every replica's optimizer states whole: each device holds and
           // updates the states of its parameter shards (the step is memory-bound over them).
-          if (lc.opt_b > 0) {
-            lc.opt_s *= static_cast<double>(lc.opt_replicated_b) / static_cast<double>(lc.opt_b);
+          if (lc.opt_b > 0 && lc.opt_bytes > 0) {
+            lc.opt_bytes *= static_cast<double>(lc.opt_replicated_b) / static_cast<double>(lc.opt_b);
+            lc.opt_s = cost_.memory_bound(core::bytes(static_cast<std::int64_t>(lc.opt_bytes))).value();
           }
           lc.opt_b = lc.opt_replicated_b;
         }
@@ -1100,6 +1108,9 @@ class Searcher {
         }
         layers.push_back(lc);
       }
+      ALPASIM_RETURN_IF_ERROR(coalesce_replica_sync(meshes[static_cast<std::size_t>(c)].first,
+                                                    meshes[static_cast<std::size_t>(c)].second,
+                                                    st.weight_update_sharding, &layers));
       lw.chunk_layers.push_back(std::move(layers));
       if (c < p) {
         lw.mesh_devices.push_back(st.device_ids);
@@ -1438,7 +1449,6 @@ class Searcher {
     c.fwd_s = ct.forward.value() + fwd_work + c.fwd_comm_s;
     c.bwd_s = ct.backward.value() + bwd_work + c.bwd_comm_s;
     c.rc_s = ct.recompute.value() + rc_comm;
-    c.opt_s = ct.optimizer.value();
     c.grad_sync_s = opt_comm;
     const std::int64_t state_per_param =
         ir::optimizer_state_bytes_per_parameter(optimizer_, in_.dtype);
@@ -1519,7 +1529,11 @@ class Searcher {
       }
     }
     c.bwd_s += accumulation_s;
-    if (step_bytes > 0) c.opt_s += cost_.memory_bound(core::bytes(step_bytes)).value();
+    // The update (every optimizer operator's bytes, split over the devices as compute_for
+    // splits them) and the step's passes, as one pass over the layer's states.
+    c.opt_bytes = layer_optimizer_bytes(p)[static_cast<std::size_t>(rep)] / static_cast<double>(devices) +
+                  static_cast<double>(step_bytes);
+    if (c.opt_bytes > 0) c.opt_s = cost_.memory_bound(core::bytes(static_cast<std::int64_t>(c.opt_bytes))).value();
     // Reduce-scatter the accumulated gradients, update the shard, all-gather the weights.
     auto rs_ag_calls = std::make_shared<std::vector<sim::BlockingCollective>>();
     auto all_reduce_calls = std::make_shared<std::vector<sim::BlockingCollective>>();
@@ -1543,6 +1557,7 @@ class Searcher {
     }
     c.replica_sync_calls = std::move(rs_ag_calls);
     c.replica_all_reduce_calls = std::move(all_reduce_calls);
+    if (!sync_bytes.empty()) c.replica_sync_bytes = std::make_shared<const std::map<intra_op::MeshAxes, std::int64_t>>(sync_bytes);
     const auto& s = p.stats[static_cast<std::size_t>(rep)];
     c.boundary_b = s.boundary_bytes;
     const double d = static_cast<double>(devices);
@@ -1563,6 +1578,61 @@ class Searcher {
  public:
   adapters::ComputeTimes compute_for(const Point& p, int layer, std::int64_t devices) {
     return layer_computes(p, devices)[static_cast<std::size_t>(layer)];
+  }
+
+  // The replicas' gradient synchronisation of one chunk's layers as a runtime runs it: one
+  // collective per set of mesh axes over the gradients of all of them (Megatron's contiguous
+  // gradient buffer is one all-reduce; XLA combines all-reduces), so each collective's fixed
+  // costs are paid once, not once per layer (sim/lowering prices a stage's synchronisation
+  // the same way). The whole of it is charged to the chunk's first layer.
+  core::Status coalesce_replica_sync(const SubmeshShape& sub, const LogicalMesh& mesh, bool weight_update_sharding,
+                                     std::vector<LayerCost>* layers) {
+    std::map<intra_op::MeshAxes, std::int64_t> bytes_by_axes;
+    for (LayerCost& lc : *layers) {
+      if (!lc.replica_sync_bytes) continue;
+      for (const auto& [axes, bytes] : *lc.replica_sync_bytes) bytes_by_axes[axes] += bytes;
+      lc.grad_sync_s -= weight_update_sharding ? lc.replica_sync_rs_ag_s : lc.replica_sync_all_reduce_s;
+      lc.grad_sync_s = std::max(0.0, lc.grad_sync_s);
+      lc.replica_sync_calls = nullptr;
+    }
+    if (bytes_by_axes.empty() || layers->empty()) return core::Status();
+    ALPASIM_ASSIGN_OR_RETURN(const intra_op::CollectiveCostFn* h, hook(sub, mesh));
+    auto calls = std::make_shared<std::vector<sim::BlockingCollective>>();
+    double total = 0;
+    for (const auto& [axes, bytes] : bytes_by_axes) {
+      const int group = static_cast<int>(intra_op::group_size(mesh, axes));
+      auto add = [&](intra_op::Collective kind, const char* name, const char* algorithm) {
+        const double seconds = (*h)(kind, core::bytes(bytes), axes).value();
+        total += seconds;
+        calls->push_back(sim::BlockingCollective{name, bytes, group, algorithm, core::seconds(seconds),
+                                                 "gradients (one buffer for the chunk)", "grad_collective"});
+      };
+      if (weight_update_sharding) {
+        add(intra_op::Collective::kReduceScatter, "reduce_scatter", "weight-update sharding");
+        add(intra_op::Collective::kAllGather, "all_gather", "weight-update sharding");
+      } else {
+        add(intra_op::Collective::kAllReduce, "all_reduce", "replica all-reduce");
+      }
+    }
+    layers->front().grad_sync_s += total;
+    layers->front().replica_sync_calls = std::move(calls);
+    return core::Status();
+  }
+
+  // Per layer of p: the bytes its optimizer operators stream (ir::memory_traffic_bytes,
+  // unsplit), cached.
+  const std::vector<double>& layer_optimizer_bytes(const Point& p) {
+    const auto key = std::make_pair(p.mbs, static_cast<int>(p.recompute));
+    auto it = optimizer_bytes_.find(key);
+    if (it == optimizer_bytes_.end()) {
+      std::vector<double> bytes(static_cast<std::size_t>(std::max(0, p.num_layers)), 0.0);
+      for (const ir::Op& op : p.graph.ops()) {
+        if (op.phase != ir::Phase::kOptimizer || op.layer < 0 || op.layer >= p.num_layers) continue;
+        bytes[static_cast<std::size_t>(op.layer)] += static_cast<double>(ir::memory_traffic_bytes(p.graph, op));
+      }
+      it = optimizer_bytes_.emplace(key, std::move(bytes)).first;
+    }
+    return it->second;
   }
 
   // Compute times of every layer of p on `devices` GPUs (adapters::per_layer_compute: one
@@ -1657,6 +1727,7 @@ class Searcher {
   std::map<std::string, LayerCost> costs_;
   std::map<std::string, intra_op::IntraOpPlan> plans_;
   std::map<std::tuple<std::int64_t, int, std::int64_t>, std::vector<adapters::ComputeTimes>> compute_;
+  std::map<std::pair<std::int64_t, int>, std::vector<double>> optimizer_bytes_;
   std::map<std::tuple<std::int64_t, int, std::set<std::int64_t>>, double> point_bounds_;
   std::map<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>, double> send_bandwidth_;
   std::map<std::string, intra_op::CollectiveCostFn> hooks_;  // by mesh_key

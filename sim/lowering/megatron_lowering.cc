@@ -417,6 +417,11 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   // flash-attention output O, which the kernel's backward needs in bf16) is saved in bf16
   // and quantized. Full precision: what ir::layer_stats counts.
   std::vector<double> saved_op_bytes(g.size(), 0.0);
+  // The layer whose stored activations hold each saved tensor: its own, except a closed-form
+  // block's tensor that only another layer's backward reads (the last block's output, the
+  // head's layer-norm input: Megatron stores it for the final layer norm's backward, and the
+  // block's closed form does not hold its own output), which that layer stores.
+  std::vector<std::int32_t> saved_in_layer(g.size(), -1);
   {
     const double quantized = low_precision ? saved_input_bytes(fp8, training.block_scaled) : 0.0;
     // A flash-attention kernel's backward reads its output O (the graph's fused attention
@@ -435,13 +440,19 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       bool linear = false;
       bool other = flash && o.kind == OpKind::kDot && o.selective_recompute && !o.fused_attention;
       bool saved = false;
+      bool read_by_own_layer = false;
+      std::int32_t reader_layer = o.layer;
       for (ir::OpId c : g.consumers(o.id)) {
         const Op& consumer = g.op(c);
         if (consumer.phase != Phase::kBackward && consumer.phase != Phase::kRecompute) continue;
         if (consumer.layer != o.layer && formula_layer(consumer.layer)) continue;
         saved = true;
+        if (consumer.layer == o.layer) read_by_own_layer = true;
+        else reader_layer = consumer.layer;
         if (low_precision) (is_block_linear(g, consumer, g.layers.size()) ? linear : other) = true;
       }
+      saved_in_layer[static_cast<std::size_t>(o.id)] =
+          formula_layer(o.layer) && !read_by_own_layer ? reader_layer : o.layer;
       const double elements = static_cast<double>(o.out.num_elements());
       saved_op_bytes[static_cast<std::size_t>(o.id)] =
           !low_precision ? (saved ? static_cast<double>(o.out.bytes()) : 0.0)
@@ -537,17 +548,15 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   }
   // Stored activations per layer and GPU: a tensor split across the tp group (every one
   // under sequence parallelism) takes 1/t of its bytes, a replicated one (without sequence
-  // parallelism: the embedding's dropout mask, the head's layer-norm output) all of them on
-  // every GPU. (The head's layer-norm input is the last block's output: a block's stored
-  // tensors are its closed form's, which does not hold its output.)
+  // parallelism: the embedding's dropout mask, the head's layer-norm input and output) all
+  // of them on every GPU. Each is counted in the layer that stores it (saved_in_layer).
   std::vector<std::int64_t> saved_activation(g.layers.size(), 0);
   {
     std::vector<double> bytes(g.layers.size(), 0.0);
     for (std::size_t i = 0; i < g.size(); ++i) {
       if (saved_op_bytes[i] <= 0.0) continue;
       const bool split = tp > 1 && (sharded[i] != 0 || plan.sequence_parallel);
-      bytes[static_cast<std::size_t>(g.op(static_cast<ir::OpId>(i)).layer)] +=
-          saved_op_bytes[i] / static_cast<double>(split ? tp : 1);
+      bytes[static_cast<std::size_t>(saved_in_layer[i])] += saved_op_bytes[i] / static_cast<double>(split ? tp : 1);
     }
     for (std::size_t l = 0; l < bytes.size(); ++l) saved_activation[l] = static_cast<std::int64_t>(std::ceil(bytes[l]));
   }
