@@ -39,15 +39,17 @@ struct ParameterInit {
 };
 
 /// A parameter's value at global index i. 2u − 1 is exact in fp32 (u has 24 bits); the
-/// product and the sum are rounded separately, never fused (x86-64 builds have no FMA
-/// contraction by default; the device path uses explicitly rounded intrinsics), so both
+/// product and the sum are rounded separately, never fused into one FMA (the device path
+/// uses explicitly rounded intrinsics; the host path stores the product through a volatile,
+/// which no compiler may contract, on any target or -ffp-contract setting), so both
 /// backends round the same way.
 ALPASIM_HOST_DEVICE inline float parameter_value(const ParameterInit& p, std::int64_t i) {
   const float centred = 2.0f * unit(p.seed, i) - 1.0f;
 #if defined(__CUDA_ARCH__)
   return __fadd_rn(p.base, __fmul_rn(p.scale, centred));
 #else
-  return p.base + p.scale * centred;
+  volatile float product = p.scale * centred;
+  return p.base + product;
 #endif
 }
 

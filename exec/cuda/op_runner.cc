@@ -179,12 +179,17 @@ core::Status OpRunner::index_table(const ir::Graph& g, std::int64_t key, const s
   if (it == cache_.end()) {
     void* raw = nullptr;
     ALPASIM_RETURN_IF_ERROR(check(cudaMalloc(&raw, std::max<std::size_t>(1, host.size()) * sizeof(i64)), "cudaMalloc"));
-    ALPASIM_RETURN_IF_ERROR(check(cudaMemcpy(raw, host.data(), host.size() * sizeof(i64), cudaMemcpyHostToDevice), "cudaMemcpy"));
     // cudaMemcpy from pageable memory may return before its DMA reaches the device, and the
     // kernels that read the table run on non-blocking streams, which do not wait for the
-    // legacy stream: without this wait a kernel could read a partly copied table (seen on an
-    // H200: bias gradients summed into element 0 in 6 of 8 runs, validation/gpu/README.md).
-    ALPASIM_RETURN_IF_ERROR(check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize"));
+    // legacy stream: without the wait a kernel could read a partly copied table (the most
+    // likely cause of the wide-row GPT's gradients summed into element 0 in 6 of 8 runs on an
+    // H200, validation/gpu/README.md; this wait has not run on a GPU yet).
+    core::Status copied = check(cudaMemcpy(raw, host.data(), host.size() * sizeof(i64), cudaMemcpyHostToDevice), "cudaMemcpy");
+    if (copied.ok()) copied = check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize");
+    if (!copied.ok()) {
+      cudaFree(raw);
+      return copied;
+    }
     it = cache_.emplace(std::make_tuple(&g, key, shapes_), static_cast<i64*>(raw)).first;
   }
   *out = it->second;

@@ -1599,13 +1599,19 @@ class Searcher {
     ALPASIM_ASSIGN_OR_RETURN(const intra_op::CollectiveCostFn* h, hook(sub, mesh));
     auto calls = std::make_shared<std::vector<sim::BlockingCollective>>();
     double total = 0;
-    for (const auto& [axes, bytes] : bytes_by_axes) {
+    for (const auto& entry : bytes_by_axes) {
+      // Named copies: a lambda cannot capture a structured binding (C++17; clang before 16).
+      const intra_op::MeshAxes axes = entry.first;
+      const std::int64_t bytes = entry.second;
       const int group = static_cast<int>(intra_op::group_size(mesh, axes));
       auto add = [&](intra_op::Collective kind, const char* name, const char* algorithm) {
         const double seconds = (*h)(kind, core::bytes(bytes), axes).value();
         total += seconds;
+        std::string over = "gradients replicated over mesh axis";
+        if ((axes & intra_op::kAxis0) != 0 && (axes & intra_op::kAxis1) != 0) over += "es 0 and 1";
+        else over += (axes & intra_op::kAxis0) != 0 ? " 0" : " 1";
         calls->push_back(sim::BlockingCollective{name, bytes, group, algorithm, core::seconds(seconds),
-                                                 "gradients (one buffer for the chunk)", "grad_collective"});
+                                                 over + " (one buffer for the chunk)", "grad_collective"});
       };
       if (weight_update_sharding) {
         add(intra_op::Collective::kReduceScatter, "reduce_scatter", "weight-update sharding");
