@@ -64,7 +64,7 @@ class Iteration {
             ALPASIM_RETURN_IF_ERROR(check(cudaEventRecord(a, streams_[d]), "cudaEventRecord"));
           }
           bool issued = false;
-          const auto host0 = std::chrono::steady_clock::now();
+          const auto host0 = profile_host_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
           core::Status st = issue(d, i, record, &issued);
           if (issued && profile_host_) charge_host_time(d, i, std::chrono::steady_clock::now() - host0);
           if (!st.ok()) return st.with_context(describe(p_, d, i));

@@ -529,6 +529,20 @@ struct ConvChoice {
 };
 using ConvKey = std::array<i64, 11>;
 
+/// cuDNN's first usable heuristic choice for one direction of a convolution: `query(perf,
+/// &found)` is that direction's _v7 heuristics call (at most 8 results), `workspace(algo,
+/// &bytes)` its workspace-size call.
+template <typename Perf, typename Query, typename Workspace>
+core::Result<ConvChoice> heuristic_choice(Query query, Workspace workspace, const std::string& what) {
+  Perf perf[8];
+  int found = 0;
+  ALPASIM_RETURN_IF_ERROR(dnn_check(query(perf, &found), what));
+  ALPASIM_RETURN_IF_ERROR(first_usable(perf, found, what));
+  std::size_t bytes = 0;
+  ALPASIM_RETURN_IF_ERROR(dnn_check(workspace(perf[0].algo, &bytes), what));
+  return ConvChoice{static_cast<int>(perf[0].algo), bytes};
+}
+
 /// The process's choices (one per geometry and direction; a few dozen on real models).
 class ConvChoices {
  public:
@@ -641,60 +655,55 @@ core::Status OpRunner::conv(const ir::Graph& g, const ir::Op& op, const std::vec
   }
   float* xbuf = padded ? xp : (v == ir::ConvSpec::Variant::kGradInput ? out : const_cast<float*>(x_in));
   const float one = 1.0f, zero = 0.0f;
-  std::size_t ws_bytes = 0;
   void* ws = nullptr;
-  int found = 0;
   core::Status st = core::ok_status();
   const ConvKey key{c.n, c.ci, c.co, hp, wp, c.kh, c.kw, c.stride, pt, pl, static_cast<i64>(v)};
   std::optional<ConvChoice> choice = ConvChoices::find(key);
-  const bool chosen_before = choice.has_value();
-  auto allocate_workspace = [&]() {
-    if (!chosen_before) ConvChoices::remember(key, *choice);
-    if (choice->workspace_bytes == 0) return core::ok_status();
-    return check(cudaMallocAsync(&ws, choice->workspace_bytes, s), "cudaMallocAsync");
-  };
-  if (v == ir::ConvSpec::Variant::kForward) {
-    if (!choice) {
-      cudnnConvolutionFwdAlgoPerf_t perf[8];
-      st = dnn_check(cudnnGetConvolutionForwardAlgorithm_v7(dnn, d.x, d.w, d.conv, d.y, 8, &found, perf), what);
-      if (st.ok()) st = first_usable(perf, found, what);
-      if (st.ok()) st = dnn_check(cudnnGetConvolutionForwardWorkspaceSize(dnn, d.x, d.w, d.conv, d.y, perf[0].algo, &ws_bytes), what);
-      if (st.ok()) choice = ConvChoice{static_cast<int>(perf[0].algo), ws_bytes};
+  if (!choice) {
+    core::Result<ConvChoice> chosen = [&]() -> core::Result<ConvChoice> {
+      if (v == ir::ConvSpec::Variant::kForward) {
+        return heuristic_choice<cudnnConvolutionFwdAlgoPerf_t>(
+            [&](auto* perf, int* found) { return cudnnGetConvolutionForwardAlgorithm_v7(dnn, d.x, d.w, d.conv, d.y, 8, found, perf); },
+            [&](auto algo, std::size_t* bytes) { return cudnnGetConvolutionForwardWorkspaceSize(dnn, d.x, d.w, d.conv, d.y, algo, bytes); },
+            what);
+      }
+      if (v == ir::ConvSpec::Variant::kGradInput) {
+        return heuristic_choice<cudnnConvolutionBwdDataAlgoPerf_t>(
+            [&](auto* perf, int* found) { return cudnnGetConvolutionBackwardDataAlgorithm_v7(dnn, d.w, d.y, d.conv, d.x, 8, found, perf); },
+            [&](auto algo, std::size_t* bytes) { return cudnnGetConvolutionBackwardDataWorkspaceSize(dnn, d.w, d.y, d.conv, d.x, algo, bytes); },
+            what);
+      }
+      return heuristic_choice<cudnnConvolutionBwdFilterAlgoPerf_t>(
+            [&](auto* perf, int* found) { return cudnnGetConvolutionBackwardFilterAlgorithm_v7(dnn, d.x, d.y, d.conv, d.w, 8, found, perf); },
+            [&](auto algo, std::size_t* bytes) { return cudnnGetConvolutionBackwardFilterWorkspaceSize(dnn, d.x, d.y, d.conv, d.w, algo, bytes); },
+            what);
+    }();
+    if (chosen.ok()) {
+      choice = *chosen;
+      ConvChoices::remember(key, *choice);
+    } else {
+      st = chosen.status();
     }
-    if (st.ok()) st = allocate_workspace();
-    if (st.ok()) st = dnn_check(cudnnConvolutionForward(dnn, &one, d.x, xbuf, d.w, wk, d.conv,
-                                                        static_cast<cudnnConvolutionFwdAlgo_t>(choice->algo), ws,
-                                                        choice->workspace_bytes, &zero, d.y, out), what);
-  } else if (v == ir::ConvSpec::Variant::kGradInput) {
-    if (!choice) {
-      cudnnConvolutionBwdDataAlgoPerf_t perf[8];
-      st = dnn_check(cudnnGetConvolutionBackwardDataAlgorithm_v7(dnn, d.w, d.y, d.conv, d.x, 8, &found, perf), what);
-      if (st.ok()) st = first_usable(perf, found, what);
-      if (st.ok()) st = dnn_check(cudnnGetConvolutionBackwardDataWorkspaceSize(dnn, d.w, d.y, d.conv, d.x, perf[0].algo, &ws_bytes), what);
-      if (st.ok()) choice = ConvChoice{static_cast<int>(perf[0].algo), ws_bytes};
-    }
-    if (st.ok()) st = allocate_workspace();
-    if (st.ok()) st = dnn_check(cudnnConvolutionBackwardData(dnn, &one, d.w, wk, d.y, dy, d.conv,
-                                                             static_cast<cudnnConvolutionBwdDataAlgo_t>(choice->algo), ws,
-                                                             choice->workspace_bytes, &zero, d.x, xbuf), what);
+  }
+  if (st.ok() && choice->workspace_bytes > 0) st = check(cudaMallocAsync(&ws, choice->workspace_bytes, s), "cudaMallocAsync");
+  if (st.ok() && v == ir::ConvSpec::Variant::kForward) {
+    st = dnn_check(cudnnConvolutionForward(dnn, &one, d.x, xbuf, d.w, wk, d.conv,
+                                           static_cast<cudnnConvolutionFwdAlgo_t>(choice->algo), ws,
+                                           choice->workspace_bytes, &zero, d.y, out), what);
+  } else if (st.ok() && v == ir::ConvSpec::Variant::kGradInput) {
+    st = dnn_check(cudnnConvolutionBackwardData(dnn, &one, d.w, wk, d.y, dy, d.conv,
+                                                static_cast<cudnnConvolutionBwdDataAlgo_t>(choice->algo), ws,
+                                                choice->workspace_bytes, &zero, d.x, xbuf), what);
     if (st.ok() && padded) {  // crop the padded data gradient back to H x W
       for (i64 n = 0; n < c.n && st.ok(); ++n) {
         st = check(cudaMemcpy2DAsync(out + n * c.h * c.w * c.ci, row_b, xp + n * hp * wp * c.ci, prow_b, row_b,
                                      static_cast<std::size_t>(c.h), cudaMemcpyDeviceToDevice, s), "crop data gradient");
       }
     }
-  } else {
-    if (!choice) {
-      cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
-      st = dnn_check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(dnn, d.x, d.y, d.conv, d.w, 8, &found, perf), what);
-      if (st.ok()) st = first_usable(perf, found, what);
-      if (st.ok()) st = dnn_check(cudnnGetConvolutionBackwardFilterWorkspaceSize(dnn, d.x, d.y, d.conv, d.w, perf[0].algo, &ws_bytes), what);
-      if (st.ok()) choice = ConvChoice{static_cast<int>(perf[0].algo), ws_bytes};
-    }
-    if (st.ok()) st = allocate_workspace();
-    if (st.ok()) st = dnn_check(cudnnConvolutionBackwardFilter(dnn, &one, d.x, xbuf, d.y, dy, d.conv,
-                                                               static_cast<cudnnConvolutionBwdFilterAlgo_t>(choice->algo), ws,
-                                                               choice->workspace_bytes, &zero, d.w, wk), what);
+  } else if (st.ok()) {
+    st = dnn_check(cudnnConvolutionBackwardFilter(dnn, &one, d.x, xbuf, d.y, dy, d.conv,
+                                                  static_cast<cudnnConvolutionBwdFilterAlgo_t>(choice->algo), ws,
+                                                  choice->workspace_bytes, &zero, d.w, wk), what);
     // KRSC -> HWIO: hwio[index[i]] = krsc[i].
     if (st.ok()) st = check(kernels::scatter(out, wk, wmap, wn, s), "filter transpose");
   }
