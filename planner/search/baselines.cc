@@ -314,7 +314,9 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return cands[a].bound < cands[b].bound;
   });
-  const bool rescore = f.zero <= 1 && !s.minimize_memory && in.options.rescore_grid;
+  // In the least-memory ranking too: its figure is what an error message tells the user
+  // the mode needs, so it is the evaluator's memory of a real plan (below).
+  const bool rescore = f.zero <= 1 && in.options.rescore_grid;
   // Analytic results by grid index (kept for re-scoring in the analytic order).
   std::vector<std::optional<Evaluated>> analytic(cands.size());
   Evaluated best;
@@ -357,6 +359,33 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
   // Plans the format cannot express yet keep the analytic price: ZeRO-2/3, and models
   // other than the builtin gpt and llama.
   constexpr int kRescored = 16;
+  if (s.minimize_memory) {
+    // Least memory: the kRescored points of least analytic memory (all of a small grid),
+    // priced by the evaluator, the least of them. Its figure is what an error message says
+    // the mode needs, so it is the evaluator's memory of a real plan; the analytic memory
+    // is optimistic, a figure no plan of the grid meets.
+    std::vector<std::size_t> by_memory;
+    for (std::size_t i = 0; i < cands.size(); ++i) {
+      if (analytic[i]) by_memory.push_back(i);
+    }
+    std::stable_sort(by_memory.begin(), by_memory.end(), [&](std::size_t a, std::size_t b) {
+      return analytic[a]->prediction.peak_memory_bytes < analytic[b]->prediction.peak_memory_bytes;
+    });
+    std::optional<Evaluated> least;
+    for (std::size_t k = 0; k < by_memory.size() && k < static_cast<std::size_t>(kRescored); ++k) {
+      auto plan = s.with_megatron_layouts(analytic[by_memory[k]]->plan);
+      if (!plan.ok()) {
+        if (plan.status().code() == core::StatusCode::kUnimplemented) continue;
+        return plan.status();
+      }
+      ALPASIM_ASSIGN_OR_RETURN(Evaluated e, s.evaluate(*plan));
+      if (!least || e.prediction.peak_memory_bytes < least->prediction.peak_memory_bytes) {
+        if (description) *description = cands[by_memory[k]].description;
+        least = std::move(e);
+      }
+    }
+    return least ? std::move(*least) : best;
+  }
   auto written = s.with_megatron_layouts(best.plan);
   if (!written.ok()) {
     if (written.status().code() != core::StatusCode::kUnimplemented) return written.status();
@@ -365,16 +394,19 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
   ALPASIM_ASSIGN_OR_RETURN(Evaluated first, s.evaluate(*written));
   if (first.prediction.fits) return first;
   for (std::size_t i = 0; i < cands.size(); ++i) {
-    // Only fitting points are re-scored: one that cannot fit needs no simulation (exact: it
-    // would not enter by_time).
-    if (analytic[i] || cands[i].unfit) continue;
+    // Every point, those whose analytic memory bound says they cannot fit too: that
+    // memory is the grid's, not the evaluator's (it replicates no activation and prices
+    // the optimizer by kernel), so a point it rejects may fit as written. They rank after
+    // the analytically fitting ones (`better`), so they are priced only when fewer than
+    // kRescored of those are left or none of them fits.
+    if (analytic[i]) continue;
     auto e = s.run_problem(cands[i].problem, cands[i].plan);
     ++s.grid_simulated;
     if (e.ok()) analytic[i] = std::move(e).value();
   }
   std::vector<std::size_t> by_time;
   for (std::size_t i = 0; i < cands.size(); ++i) {
-    if (i != best_index && analytic[i] && analytic[i]->prediction.fits) by_time.push_back(i);
+    if (i != best_index && analytic[i]) by_time.push_back(i);
   }
   std::stable_sort(by_time.begin(), by_time.end(), [&](std::size_t a, std::size_t b) {
     return better(s, *analytic[a], *analytic[b]);

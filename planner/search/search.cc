@@ -165,29 +165,57 @@ core::Result<SearchResult> search(const SearchInput& input) {
     chosen = core::Result<Evaluated>(core::resource_exhausted("no plan fits"));
   }
   if (!chosen.ok() && chosen.status().code() == core::StatusCode::kResourceExhausted) {
-    // Smallest memory per device any plan of this mode (or the Megatron grid) needs.
-    Searcher u(input);
-    u.set_unlimited_memory();
-    u.minimize_memory = true;
-    AlpaStats st2;
-    std::string d2;
-    std::int64_t need = std::numeric_limits<std::int64_t>::max();
-    for (const std::string& m : {input.mode, std::string("megatron"), std::string("zero3")}) {
-      auto e = run_mode(u, m, st2, start, &d2);
-      if (e.ok()) {
-        // Re-rank by memory: the least-memory plan of that mode.
-        need = std::min(need, e.value().prediction.peak_memory_bytes);
+    // Smallest memory per device any plan of this mode needs (ranked by memory, no limit).
+    // Then the Megatron grid and ZeRO-3: the first that answers with a fitting plan under
+    // the same limit is named with that plan's memory, priced as its answer would be;
+    // otherwise the smaller of their least-memory figures when below this mode's. (A user
+    // asking for data_parallel on a model that does not fit used to read the grid's smaller
+    // figure as "the smallest plan found", a figure within the limit.)
+    constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
+    auto least_memory = [&](const std::string& m) -> std::int64_t {
+      Searcher u(input);
+      u.set_unlimited_memory();
+      u.minimize_memory = true;
+      AlpaStats unused_stats;
+      std::string unused_description;
+      auto e = run_mode(u, m, unused_stats, start, &unused_description);
+      return e.ok() ? e.value().prediction.peak_memory_bytes : kNone;
+    };
+    const std::int64_t own = least_memory(input.mode);
+    std::string fitting_mode, other_mode;
+    std::int64_t fitting_need = kNone, other_need = kNone;
+    for (const char* m : {"megatron", "zero3"}) {
+      if (input.mode == m) continue;
+      Searcher v(input);
+      AlpaStats unused_stats;
+      std::string unused_description;
+      auto e = run_mode(v, m, unused_stats, start, &unused_description);
+      if (e.ok() && e.value().prediction.fits) {
+        fitting_mode = m;
+        fitting_need = e.value().prediction.peak_memory_bytes;
+        break;
+      }
+      const std::int64_t need = least_memory(m);
+      if (need < other_need) {
+        other_need = need;
+        other_mode = m;
       }
     }
+    auto bytes_text = [](std::int64_t b) {
+      return core::format_bytes(b) + " (" + std::to_string(b) + " bytes)";
+    };
     std::string msg = "no plan fits in " + core::format_bytes(static_cast<std::int64_t>(s.memory_limit())) + " per GPU";
     if (!input.options.memory_limit && input.cluster.reserved_memory.value() > 0) {
       msg += " (" + core::format_bytes(input.cluster.gpu.memory.value()) + " less the " +
              core::format_bytes(input.cluster.reserved_memory.value()) +
              " reserved for the runtime, cluster.reserved_memory_gib)";
     }
-    if (need != std::numeric_limits<std::int64_t>::max()) {
-      msg += "; the smallest plan found needs " + core::format_bytes(need) +
-             " (" + std::to_string(need) + " bytes) per GPU";
+    if (own != kNone) msg += "; the smallest plan found needs " + bytes_text(own) + " per GPU";
+    if (!fitting_mode.empty()) {
+      msg += "; mode " + fitting_mode + " has a plan that fits, needing " + bytes_text(fitting_need) +
+             " per GPU (search.mode \"" + fitting_mode + "\")";
+    } else if (other_need < own) {
+      msg += "; mode " + other_mode + " has one that needs " + bytes_text(other_need) + " per GPU";
     }
     return core::resource_exhausted(msg);
   }

@@ -783,6 +783,60 @@ TEST_CASE("an impossible memory budget names the memory it would need") {
   CHECK(m.find("no plan fits in 1.00 MiB per GPU; the smallest plan found needs ") == 0);
 }
 
+// The byte counts of "... (N bytes) ..." in an error message, in order.
+std::vector<std::int64_t> byte_counts(const std::string& m) {
+  std::vector<std::int64_t> out;
+  for (std::size_t at = m.find(" bytes)"); at != std::string::npos; at = m.find(" bytes)", at + 1)) {
+    const std::size_t open = m.rfind('(', at);
+    out.push_back(std::stoll(m.substr(open + 1, at - open - 1)));
+  }
+  return out;
+}
+
+TEST_CASE("a mode that cannot fit says so with its own smallest plan, and names a mode that fits") {
+  // Data parallelism replicates every weight: on 4 GPUs its smallest plan needs more than
+  // the Megatron grid's (tensor and pipeline parallelism divide the weights). The message
+  // used to print the smaller of the two as "the smallest plan found", a figure that fits.
+  planner::SearchInput in = tiny_input("data_parallel");
+  in.options.memory_limit = core::bytes(1 << 20);  // 1 MiB: nothing fits
+  auto r = planner::search(in);
+  REQUIRE_FALSE(r.ok());
+  std::vector<std::int64_t> needs = byte_counts(r.status().message());
+  REQUIRE_MESSAGE(needs.size() == 2, r.status().message());
+  const std::int64_t dp_need = needs[0];
+  CHECK(needs[1] < dp_need);  // the grid's least-memory figure, named as the grid's
+  CHECK(r.status().message().find("; mode megatron has one that needs ") != std::string::npos);
+  CHECK(r.status().message().find("fits,") == std::string::npos);
+
+  // One byte less than data parallelism needs: it still cannot fit; the message names a
+  // mode whose search answers with a fitting plan under the same limit, with that plan's
+  // memory.
+  in.options.memory_limit = core::bytes(dp_need - 1);
+  r = planner::search(in);
+  REQUIRE_FALSE(r.ok());
+  const std::string m = r.status().message();
+  needs = byte_counts(m);
+  REQUIRE_MESSAGE(needs.size() == 2, m);
+  CHECK(needs[0] == dp_need);
+  const std::string quote = "(search.mode \"";
+  const std::size_t named = m.find(quote);
+  REQUIRE_MESSAGE(named != std::string::npos, m);
+  const std::size_t begin = named + quote.size();
+  in.mode = m.substr(begin, m.find('"', begin) - begin);
+  const auto fits = planner::search(in);
+  REQUIRE_MESSAGE(fits.ok(), fits.status().message());
+  CHECK(fits.value().prediction.fits);
+  CHECK(fits.value().prediction.peak_memory_bytes == needs[1]);
+  CHECK(needs[1] <= dp_need - 1);
+
+  // With exactly its own figure, data parallelism fits.
+  in.mode = "data_parallel";
+  in.options.memory_limit = core::bytes(dp_need);
+  const auto dp = planner::search(in);
+  REQUIRE_MESSAGE(dp.ok(), dp.status().message());
+  CHECK(dp.value().prediction.peak_memory_bytes <= dp_need);
+}
+
 TEST_CASE("the cluster's reserved memory is out of every plan's reach") {
   planner::SearchInput in = tiny_input("alpa");
   in.cluster.reserved_memory = core::bytes(0);
