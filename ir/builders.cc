@@ -156,7 +156,10 @@ Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
       // selective recomputation: what a Flash kernel fuses (its output, attn/context, is
       // stored as usual: attn/out reads it).
       for (OpId id = scores; id <= probs; ++id) {
-        if (g.op(id).layer == b.layer && g.op(id).selective_recompute) g.mutable_op(id).fused_attention = true;
+        if (g.op(id).layer == b.layer && g.op(id).selective_recompute) {
+          g.mutable_op(id).fused_attention = true;
+          g.mutable_op(id).attention_window = c.attention_window_of(l);
+        }
       }
     }
     OpId ctx = b.dot("attn/context", "bkgst,btkd->bskgd", probs, v);

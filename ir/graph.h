@@ -157,12 +157,21 @@ std::int64_t split_memory_traffic_bytes(const Graph& g, const Op& op, std::int64
 /// flash-attention kernel, whose attention is causal (the builders make decoder language
 /// models), the key tiles wholly above the diagonal are skipped: with n = ceil(keys / tile)
 /// tiles per row, n(n+1)/2 of n^2 are computed, (n + 1) / 2n (0.5078 at 8,192 keys).
-/// 1 for every other op. Model FLOPs still count the whole s x s product (Megatron's formula).
+/// With a sliding window (Op::attention_window) only the tiles in the band:
+/// attention_tile_fraction. 1 for every other op. Model FLOPs still count the whole s x s
+/// product (Megatron's formula), windowed or not.
 double flash_attention_work_fraction(const Graph& g, const Op& op);
 
 /// (n + 1) / 2n with n = ceil(keys / kFlashAttentionTile): the share of a causal attention's
 /// tiles a flash kernel computes over `keys` keys (1 for keys <= 0).
 double causal_tile_fraction(std::int64_t keys);
+
+/// The share of the n x n tiles (n = ceil(keys / kFlashAttentionTile)) a flash kernel
+/// computes when each query sees its `window` latest keys (itself included; window <= 0
+/// or >= keys: causal, = causal_tile_fraction): query tile i reads key tiles
+/// max(0, floor((i·T - window + 1) / T)) .. i. 8,192 keys, window 4,096: 1,584 of 4,096
+/// tiles, 0.3867 (causal: 0.5078). 1 for keys <= 0.
+double attention_tile_fraction(std::int64_t keys, std::int64_t window);
 
 /// Per op id: the parameter whose gradient the op computes or sums (a weight gradient,
 /// Op::grad_role kWeightGrad, on the path into that parameter's optimizer update), else

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/limits.h"
 #include "core/text.h"
 
 namespace alpasim::ir {
@@ -243,6 +244,14 @@ class Reader {
     g_.mutable_op(id).selective_recompute = sel;
     ALPASIM_ASSIGN_OR_RETURN(bool fused, obj.get_bool_or("fused_attention", false));
     g_.mutable_op(id).fused_attention = fused;
+    ALPASIM_ASSIGN_OR_RETURN(std::int64_t window,
+                             obj.get_count_or("attention_window", core::limits::kMaxSeqLen, 0));
+    if (window > 0 && !fused) {
+      return obj.value().child("attention_window", obj.value().raw()["attention_window"])
+          .error("expected only on a fused attention op (\"fused_attention\": true), got " +
+                 std::to_string(window));
+    }
+    g_.mutable_op(id).attention_window = window;
     ALPASIM_ASSIGN_OR_RETURN(bool swiglu, obj.get_bool_or("fused_swiglu", false));
     g_.mutable_op(id).fused_swiglu = swiglu;
     ALPASIM_RETURN_IF_ERROR(obj.finish());
@@ -422,6 +431,7 @@ Json graph_to_json(const Graph& g) {
     if (!ng.empty()) e["no_grad_inputs"] = ng;
     if (o.selective_recompute) e["selective_recompute"] = true;
     if (o.fused_attention) e["fused_attention"] = true;
+    if (o.attention_window > 0) e["attention_window"] = o.attention_window;
     if (o.fused_swiglu) e["fused_swiglu"] = true;
     ops.push_back(std::move(e));
   }

@@ -21,7 +21,7 @@ const std::vector<std::string>& ignored_keys() {
       "pad_token_id", "torch_dtype", "transformers_version", "use_cache", "rms_norm_eps",
       "layer_norm_epsilon", "layer_norm_eps", "initializer_range", "hidden_act",
       "activation_function", "rope_theta", "rope_scaling", "pretraining_tp",
-      "attention_dropout", "sliding_window", "max_window_layers", "use_sliding_window",
+      "attention_dropout",
       "router_aux_loss_coef", "output_router_logits", "router_jitter_noise", "resid_pdrop",
       "embd_pdrop", "attn_pdrop", "summary_activation", "summary_first_dropout",
       "summary_proj_to_labels", "summary_type", "summary_use_proj", "task_specific_params",
@@ -38,6 +38,70 @@ const std::vector<std::string>& model_types() {
 
 Result<bool> get_bool(JsonObject& obj, std::string_view key, bool fallback) {
   return obj.get_bool_or(key, fallback);
+}
+
+// Sliding-window attention as transformers reads it: `sliding_window` (null: none) on
+// every layer (mistral, mixtral), Qwen2's only with `use_sliding_window` and on layers from
+// `max_window_layers` on, and `layer_types` ("sliding_attention" / "full_attention" per
+// layer) where present. Patterns TransformerConfig cannot say (a full-attention prefix, an
+// irregular list) are errors naming the key.
+core::Status parse_sliding_window(JsonObject& obj, const std::string& type, TransformerConfig& c) {
+  std::int64_t window = 0;
+  std::optional<JsonValue> window_key = obj.optional("sliding_window");
+  if (window_key && !window_key->raw().is_null()) {
+    ALPASIM_ASSIGN_OR_RETURN(window, window_key->as_count(core::limits::kMaxSeqLen));
+  }
+  bool use = type != "qwen2";  // Qwen2Config: use_sliding_window defaults to false
+  if (auto u = obj.optional("use_sliding_window"); u && !u->raw().is_null()) {
+    ALPASIM_ASSIGN_OR_RETURN(use, u->as_bool());
+  }
+  if (!use) window = 0;
+  if (auto m = obj.optional("max_window_layers"); m && !m->raw().is_null() && type == "qwen2" && window > 0) {
+    ALPASIM_ASSIGN_OR_RETURN(std::int64_t full_first, m->as_non_negative_int());
+    if (full_first > 0 && full_first < c.num_layers) {
+      return m->error("expected 0 or at least num_hidden_layers (" + std::to_string(c.num_layers) +
+                      "): full attention on the first " + std::to_string(full_first) +
+                      " layers and a sliding window after them is not a pattern this version models "
+                      "(sliding_window_pattern: every k-th layer full)");
+    }
+    if (full_first >= c.num_layers) window = 0;  // no layer slides
+  }
+  c.sliding_window = window;
+  c.sliding_window_pattern = 0;
+  auto types_key = obj.optional("layer_types");
+  if (!types_key || types_key->raw().is_null()) return core::ok_status();
+  ALPASIM_ASSIGN_OR_RETURN(std::vector<JsonValue> types, types_key->as_array());
+  if (static_cast<std::int64_t>(types.size()) != c.num_layers) {
+    return types_key->error("expected one entry per layer (" + std::to_string(c.num_layers) + "), got " +
+                            std::to_string(types.size()));
+  }
+  static const std::vector<std::string> kinds = {"sliding_attention", "full_attention"};
+  std::vector<bool> full(types.size());
+  for (std::size_t l = 0; l < types.size(); ++l) {
+    ALPASIM_ASSIGN_OR_RETURN(std::string kind, types[l].as_enum(kinds));
+    full[l] = kind == "full_attention";
+  }
+  const auto first_full = std::find(full.begin(), full.end(), true);
+  if (first_full == full.begin() && std::all_of(full.begin(), full.end(), [](bool f) { return f; })) {
+    c.sliding_window = 0;
+    return core::ok_status();
+  }
+  if (window == 0) {
+    return types_key->error("expected \"sliding_attention\" layers only with a sliding_window, which is " +
+                            std::string(window_key && !window_key->raw().is_null() ? "off (use_sliding_window)" : "absent or null"));
+  }
+  // Every k-th layer full: (l + 1) % k == 0, with k the first full layer's index + 1.
+  const std::int64_t k = first_full == full.end() ? 0 : (first_full - full.begin()) + 1;
+  for (std::size_t l = 0; l < full.size(); ++l) {
+    const bool expected = k >= 2 && (static_cast<std::int64_t>(l) + 1) % k == 0;
+    if (full[l] != expected) {
+      return types[l].error("expected " + std::string(expected ? "\"full_attention\"" : "\"sliding_attention\"") +
+                            ": layer types must repeat one pattern, every k-th layer full (k = " +
+                            std::to_string(k) + " from the first full layer)");
+    }
+  }
+  c.sliding_window_pattern = k;
+  return core::ok_status();
 }
 
 }  // namespace
@@ -91,6 +155,7 @@ Result<TransformerConfig> parse_hf_config(const JsonValue& root, std::int64_t se
       c.capacity_factor = 1.0;
     }
   }
+  if (type != "gpt2") ALPASIM_RETURN_IF_ERROR(parse_sliding_window(obj, type, c));
   for (const std::string& k : ignored_keys()) obj.has(k);
   // Not JsonObject::finish(): its message lists every known key, ~60 here.
   const std::vector<std::string> known = obj.known_keys();

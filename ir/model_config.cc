@@ -75,6 +75,17 @@ Result<TransformerConfig> parse_transformer(JsonObject& obj, const std::string& 
   set_architecture_defaults(c);
   ALPASIM_ASSIGN_OR_RETURN(c.fused_attention, obj.get_bool_or("fused_attention", true));
   ALPASIM_ASSIGN_OR_RETURN(c.fused_swiglu, obj.get_bool_or("fused_swiglu", true));
+  ALPASIM_ASSIGN_OR_RETURN(c.sliding_window, obj.get_count_or("sliding_window", L::kMaxSeqLen, 0));
+  ALPASIM_ASSIGN_OR_RETURN(c.sliding_window_pattern,
+                           obj.get_count_or("sliding_window_pattern", L::kMaxLayers, 0));
+  if (c.sliding_window_pattern == 1) {
+    return obj.value().child("sliding_window_pattern", obj.value().raw()["sliding_window_pattern"])
+        .error("expected 0 (every layer slides) or k >= 2 (every k-th layer keeps full attention), got 1");
+  }
+  if (c.sliding_window_pattern > 0 && c.sliding_window == 0) {
+    return obj.value().child("sliding_window_pattern", obj.value().raw()["sliding_window_pattern"])
+        .error("expected only with \"sliding_window\", which is absent or 0");
+  }
   return c;
 }
 
@@ -243,6 +254,10 @@ core::Json model_config_to_json(const ModelConfig& config) {
     j["ffn_hidden_size"] = t->ffn_hidden_size;
     j["fused_attention"] = t->fused_attention;
     j["fused_swiglu"] = t->fused_swiglu;
+    if (t->sliding_window > 0) {
+      j["sliding_window"] = t->sliding_window;
+      if (t->sliding_window_pattern > 0) j["sliding_window_pattern"] = t->sliding_window_pattern;
+    }
     if (t->num_experts > 0) {
       j["num_experts"] = t->num_experts;
       j["top_k"] = t->top_k;

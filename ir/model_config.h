@@ -58,6 +58,22 @@ struct TransformerConfig {
   /// "fused_swiglu" defaults to true (Megatron-Core's bias_swiglu_fusion); a config built in
   /// code defaults to false. Written by model_config_to_json.
   bool fused_swiglu = false;
+  /// Sliding-window attention: each query sees its `sliding_window` latest keys (itself
+  /// included; Hugging Face's `sliding_window`); 0 = full causal attention. Scenario key
+  /// "sliding_window", Hugging Face configs' `sliding_window` (mistral, mixtral; qwen2 with
+  /// `use_sliding_window`) and `layer_types`. Written by model_config_to_json when set.
+  std::int64_t sliding_window = 0;
+  /// Which layers slide: 0 = every layer; k >= 2 = every k-th layer keeps full attention
+  /// (layers l with (l + 1) % k == 0, 0-based: Gemma 2 and GPT-OSS alternate, k = 2; Gemma
+  /// 3 has five local layers per global one, k = 6). Scenario key "sliding_window_pattern".
+  std::int64_t sliding_window_pattern = 0;
+  /// The window of block l (0-based): sliding_window, or 0 when the layer attends to every
+  /// earlier key.
+  std::int64_t attention_window_of(std::int64_t l) const {
+    if (sliding_window <= 0) return 0;
+    if (sliding_window_pattern >= 2 && (l + 1) % sliding_window_pattern == 0) return 0;
+    return sliding_window;
+  }
 };
 
 /// Sets the architecture details of `config` from config.builtin: "gpt"/"moe": tied

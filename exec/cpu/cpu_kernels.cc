@@ -325,18 +325,28 @@ bool is_causal_softmax(const ir::Graph& g, const ir::Op& op) {
   return f.name.find("attn/softmax") != std::string::npos;
 }
 
+// The sliding window of an attention softmax (its forward op's Op::attention_window; 0:
+// none).
+std::int64_t attention_window_of(const ir::Graph& g, const ir::Op& op) {
+  const ir::Op& f = op.source != ir::kNoOp ? g.op(op.source) : op;
+  return f.attention_window;
+}
+
 template <class T>
-void softmax_rows(const T* x, T* y, std::int64_t rows, std::int64_t width, std::int64_t causal_len) {
+void softmax_rows(const T* x, T* y, std::int64_t rows, std::int64_t width, std::int64_t causal_len,
+                  std::int64_t window = 0) {
   for (std::int64_t r = 0; r < rows; ++r) {
-    // Causal: query position s = r mod S may see keys t <= s.
+    // Causal: query position s = r mod S may see keys t <= s; with a sliding window only
+    // its `window` latest, s - window < t <= s.
     const std::int64_t limit = causal_len > 0 ? (r % causal_len) + 1 : width;
+    const std::int64_t first = causal_len > 0 && window > 0 ? std::max<std::int64_t>(0, limit - window) : 0;
     const T* xr = x + r * width;
     T* yr = y + r * width;
     T mx = -std::numeric_limits<T>::infinity();
-    for (std::int64_t i = 0; i < limit; ++i) mx = std::max(mx, xr[i]);
+    for (std::int64_t i = first; i < limit; ++i) mx = std::max(mx, xr[i]);
     double sum = 0;
     for (std::int64_t i = 0; i < width; ++i) {
-      yr[i] = i < limit ? std::exp(xr[i] - mx) : T(0);
+      yr[i] = i >= first && i < limit ? std::exp(xr[i] - mx) : T(0);
       sum += yr[i];
     }
     for (std::int64_t i = 0; i < width; ++i) yr[i] = static_cast<T>(yr[i] / sum);
@@ -606,7 +616,7 @@ core::Status run_kernel(const ir::Graph& g, const ir::Op& op, const std::vector<
       const std::int64_t w = out.shape->back();
       const std::int64_t causal = is_causal_softmax(g, op) && out.shape->size() >= 2 &&
                                           (*out.shape)[out.shape->size() - 2] == w ? w : 0;
-      softmax_rows(in[0].data, out.data, out.size / w, w, causal);
+      softmax_rows(in[0].data, out.data, out.size / w, w, causal, attention_window_of(g, op));
       return core::ok_status();
     }
     case ir::OpKind::kNorm: {

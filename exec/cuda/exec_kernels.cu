@@ -132,17 +132,20 @@ __device__ float block_max(float v) {
 #define BLOCK_LOOP(r, n) for (i64 r = blockIdx.x; r < (n); r += gridDim.x)
 #define THREAD_LOOP(i, n) for (i64 i = threadIdx.x; i < (n); i += blockDim.x)
 
-__global__ void softmax_k(float* y, const float* x, i64 rows, i64 w, i64 causal) {
+__global__ void softmax_k(float* y, const float* x, i64 rows, i64 w, i64 causal, i64 window) {
   BLOCK_LOOP(r, rows) {
     const i64 lim = causal > 0 ? (r % causal) + 1 : w;
+    const i64 first = causal > 0 && window > 0 && lim > window ? lim - window : 0;
     const float* xr = x + r * w;
     float* yr = y + r * w;
     float mx = -INFINITY;
-    THREAD_LOOP(i, lim) mx = fmaxf(mx, xr[i]);
+    THREAD_LOOP(i, lim) {
+      if (i >= first) mx = fmaxf(mx, xr[i]);
+    }
     mx = block_max(mx);
     double sum = 0;
     THREAD_LOOP(i, w) {
-      yr[i] = i < lim ? expf(xr[i] - mx) : 0.0f;
+      yr[i] = i >= first && i < lim ? expf(xr[i] - mx) : 0.0f;
       sum += yr[i];
     }
     sum = block_sum(sum);
@@ -439,8 +442,8 @@ cudaError_t broadcast_map(float* o, const float* in, const i64* map, float f, i6
   broadcast_map_k<<<blocks(n), kThreads, 0, st>>>(o, in, map, f, n);
   return cudaGetLastError();
 }
-cudaError_t softmax(float* y, const float* x, i64 rows, i64 w, i64 causal, cudaStream_t st) {
-  softmax_k<<<row_blocks(rows), kThreads, 0, st>>>(y, x, rows, w, causal);
+cudaError_t softmax(float* y, const float* x, i64 rows, i64 w, i64 causal, i64 window, cudaStream_t st) {
+  softmax_k<<<row_blocks(rows), kThreads, 0, st>>>(y, x, rows, w, causal, window);
   return cudaGetLastError();
 }
 cudaError_t softmax_grad(float* dx, const float* dy, const float* y, i64 rows, i64 w, cudaStream_t st) {

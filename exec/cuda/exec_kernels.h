@@ -59,8 +59,10 @@ cudaError_t pointwise(int fn, float* out, const float* a, i64 a_n, const float* 
 cudaError_t reduce_map(float* out, const float* in, const i64* map, double f, i64 n, i64 out_n, cudaStream_t stream);
 /// out[i] = f · in[map[i]]: gradient of a reduction.
 cudaError_t broadcast_map(float* out, const float* in, const i64* map, float f, i64 n, cudaStream_t stream);
-/// Row softmax; causal > 0: row r sees the first (r mod causal) + 1 entries.
-cudaError_t softmax(float* y, const float* x, i64 rows, i64 width, i64 causal, cudaStream_t stream);
+/// Row softmax; causal > 0: row r sees the first (r mod causal) + 1 entries, and with
+/// window > 0 (a sliding-window attention, ir::Op::attention_window) only the last
+/// `window` of them.
+cudaError_t softmax(float* y, const float* x, i64 rows, i64 width, i64 causal, i64 window, cudaStream_t stream);
 /// dx = y · (dy − Σ dy·y) per row.
 cudaError_t softmax_grad(float* dx, const float* dy, const float* y, i64 rows, i64 width, cudaStream_t stream);
 /// Layer norm (rms != 0: RMS norm) over rows: y = xhat·gamma + beta (beta may be null).

@@ -424,7 +424,7 @@ core::Status OpRunner::run_op(const Instruction& x, cudaStream_t s) {
       const ir::Op& f = op.source != ir::kNoOp ? g.op(op.source) : op;
       const bool causal = f.name.find("attn/softmax") != std::string::npos && ob.shape.size() >= 2 &&
                           ob.shape[ob.shape.size() - 2] == w;
-      launch(kernels::softmax(out, in[0], n / w, w, causal ? w : 0, s));
+      launch(kernels::softmax(out, in[0], n / w, w, causal ? w : 0, f.attention_window, s));
       break;
     }
     case ir::OpKind::kNorm: {

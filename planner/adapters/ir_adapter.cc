@@ -118,6 +118,7 @@ class Converter {
     n.kind = kind;
     n.shape = op.out.shape;
     n.element_bytes = op.out.element_bytes();
+    n.attention_window = op.attention_window;
     return n;
   }
 

@@ -226,7 +226,7 @@ std::string IntraOpGraph::structural_key() const {
     list(n.splittable);
     list(n.reduce_axes);
     os << n.norm_axis << ':' << n.state_bytes_per_element << ':' << n.flops << ':'
-       << n.bytes_accessed << ':' << n.sums_operands << ':' << n.gather << ':' << n.result_unread << ';';
+       << n.bytes_accessed << ':' << n.sums_operands << ':' << n.gather << ':' << n.result_unread << ':' << n.attention_window << ';';
   }
   return os.str();
 }

@@ -106,6 +106,12 @@ struct IntraOpNode {
   /// averages one scalar per iteration for logging (Megatron's
   /// average_losses_across_data_parallel_group). In structural_key.
   bool result_unread = false;
+
+  /// ir::Op::attention_window of the operator (a fused attention op of a sliding-window
+  /// layer; 0 otherwise). The pass prices it through its compute hook; it is here so that
+  /// a sliding-window layer and a full-attention layer of the same shapes are different
+  /// structural classes (priced apart by the search). In structural_key.
+  std::int64_t attention_window = 0;
 };
 
 /// A DAG of operators in topological order (operands before users).

@@ -402,6 +402,13 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       return bad("cp", "needs fused attention (Megatron-Core's context parallelism runs inside "
                        "Transformer Engine's flash attention)");
     }
+    if (t->sliding_window > 0 && t->sliding_window < t->seq_len) {
+      // The ring would skip the chunks outside every query's window (fewer exchanges and
+      // tiles than the causal split this lowering prices): not modelled, so refused.
+      return bad("cp", "context parallelism with sliding-window attention is not modelled "
+                       "(model.sliding_window " + std::to_string(t->sliding_window) + " < seq_len " +
+                       std::to_string(t->seq_len) + ")");
+    }
     t->seq_len /= cp;
   }
   ir::BuildOptions build;

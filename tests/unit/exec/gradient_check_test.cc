@@ -55,6 +55,8 @@ class Interpreter {
 
   const Graph& graph() const { return g_; }
   std::map<OpId, std::vector<double>>& params() { return params_; }
+  /// The values of op `id` after the last run().
+  const std::vector<double>& values(OpId id) const { return values_[static_cast<std::size_t>(id)]; }
   void set_override(KernelOverride o) { override_ = std::move(o); }
 
   /// Evaluates the forward ops (and the backward ops when `backward`); returns the loss.
@@ -250,6 +252,43 @@ TEST_CASE("gradient check: softmax, causal attention core, GELU, ReLU, max-pool,
     OpId s = t.g.add_dot("attn/scores", "bskd,btkd->bkst", q, k, 0);
     OpId p = t.g.add_softmax("attn/softmax", s, 0);
     expect_gradients_match(t.finish(t.g.add_dot("attn/context", "bkst,btkd->bskd", p, v, 0)));
+  }
+  {
+    // The same core with a sliding window of 2 keys (ir::Op::attention_window on the fused
+    // scores and softmax): the forward masks every key but the query's latest two, and the
+    // gradients still match the finite differences.
+    Tiny t("sliding-window attention");
+    OpId q = t.param("q", {2, 4, 2, 3});
+    OpId k = t.param("k", {2, 4, 2, 3});
+    OpId v = t.param("v", {2, 4, 2, 3});
+    OpId s = t.g.add_dot("attn/scores", "bskd,btkd->bkst", q, k, 0);
+    OpId p = t.g.add_softmax("attn/softmax", s, 0);
+    for (OpId id : {s, p}) {
+      t.g.mutable_op(id).fused_attention = true;
+      t.g.mutable_op(id).attention_window = 2;
+    }
+    const Graph g = t.finish(t.g.add_dot("attn/context", "bkst,btkd->bskd", p, v, 0));
+    Interpreter forward(ir::derive_training_graph(g, {}));
+    forward.run(false);
+    const auto& probs = forward.values(p);  // [b, k, s, t]: rows of 4 keys
+    REQUIRE(probs.size() == 2 * 2 * 4 * 4);
+    for (std::size_t row = 0; row < probs.size() / 4; ++row) {
+      const std::size_t query = row % 4;
+      double sum = 0;
+      for (std::size_t key = 0; key < 4; ++key) {
+        const double x = probs[row * 4 + key];
+        CAPTURE(row);
+        CAPTURE(key);
+        if (key > query || key + 2 <= query) {
+          CHECK(x == 0.0);  // in the future, or older than the window
+        } else {
+          CHECK(x > 0.0);
+        }
+        sum += x;
+      }
+      CHECK(sum == doctest::Approx(1.0).epsilon(1e-12));
+    }
+    expect_gradients_match(g);
   }
   {
     Tiny t("gelu");

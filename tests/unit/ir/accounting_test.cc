@@ -192,6 +192,60 @@ TEST_CASE("a fused SwiGLU stores the gate and up projections, not the SiLU, and 
   }
 }
 
+TEST_CASE("a sliding window: the flash kernel computes only the tiles of the band, layer by layer") {
+  // Closed forms (T = 128): 8,192 keys, window 4,096: query tiles 0..31 read i + 1 key
+  // tiles, tiles 32..63 read 33 (keys i·128 - 4,095 .. on): 528 + 32·33 = 1,584 of 4,096.
+  CHECK(attention_tile_fraction(8192, 4096) == 1584.0 / 4096.0);
+  // 1,024 keys, window 128: tile 0 reads itself, tiles 1..7 two (the previous and own).
+  CHECK(attention_tile_fraction(1024, 128) == 15.0 / 64.0);
+  // A window of one key (each query sees itself): the diagonal tiles only.
+  CHECK(attention_tile_fraction(1024, 1) == 8.0 / 64.0);
+  // No window, or one as wide as the keys: causal.
+  for (const std::int64_t w : {0, 1024, 5000}) CHECK(attention_tile_fraction(1024, w) == causal_tile_fraction(1024));
+  CHECK(attention_tile_fraction(0, 16) == 1.0);
+
+  // Gemma-2 / GPT-OSS shape: every 2nd layer keeps full attention.
+  const std::int64_t s = 2048, window = 512;
+  auto c = gpt(4, 64, 4, s, 100);
+  c.fused_attention = true;
+  c.sliding_window = window;
+  c.sliding_window_pattern = 2;
+  const Graph g = train(c, RecomputePolicy::kNone, 1);
+  const double sliding = attention_tile_fraction(s, window), causal = causal_tile_fraction(s);
+  REQUIRE(sliding < causal);
+  int dots_checked = 0;
+  for (const Op& o : g.ops()) {
+    if (!runs_in_flash_attention(g, o) || !o.is_einsum()) continue;
+    // Layers 1..4 hold blocks 0..3; blocks 1 and 3 ((l + 1) % 2 == 0) attend to every key.
+    const std::int64_t block = o.layer - 1;
+    CAPTURE(o.name);
+    CHECK(flash_attention_work_fraction(g, o) == (block % 2 == 1 ? causal : sliding));
+    ++dots_checked;
+  }
+  CHECK(dots_checked == 4 * 7);  // forward, recomputed and backward dots of every layer
+  // Written as JSON and read back: the windows come back with the ops.
+  BuildOptions o;
+  o.microbatch_size = 1;
+  const Graph forward = build_transformer(c, o, "test");
+  auto again = parse_graph_json(core::JsonValue(graph_to_json(forward), "g.json", ""), o);
+  REQUIRE_MESSAGE(again.ok(), again.status().message());
+  for (const Op& op : forward.ops()) CHECK(again->op(op.id).attention_window == op.attention_window);
+  // Unfused attention forms the whole masked product: no op carries a window.
+  c.fused_attention = false;
+  const Graph unfused = train(c, RecomputePolicy::kNone, 1);
+  for (const Op& op : unfused.ops()) CHECK(op.attention_window == 0);
+  // Model FLOPs are the model's, windowed or not (Megatron's formula).
+  c.fused_attention = true;
+  auto full = c;
+  full.sliding_window = 0;
+  full.sliding_window_pattern = 0;
+  std::int64_t flops = 0, flops_full = 0;
+  for (const Op& op : g.ops()) flops += op.flops;
+  const Graph full_graph = train(full, RecomputePolicy::kNone, 1);
+  for (const Op& op : full_graph.ops()) flops_full += op.flops;
+  CHECK(flops == flops_full);
+}
+
 TEST_CASE("a flash kernel moves no s x s tensor through HBM and skips the causal mask's tiles") {
   const std::int64_t l = 2, h = 64, a = 4, b = 1, V = 100;
   for (const std::int64_t s : {128, 1000, 8192}) {

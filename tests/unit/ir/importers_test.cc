@@ -93,6 +93,60 @@ TEST_CASE("config.json errors name the key") {
         "c.json: /n_positions: missing required key (expected a positive integer at most 4194304)");
 }
 
+core::Result<TransformerConfig> hf_text(const std::string& extra, const std::string& type = "mistral") {
+  auto doc = core::parse_json_text(R"({"model_type": ")" + type + R"(", "num_hidden_layers": 4,
+      "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 10,
+      "max_position_embeddings": 8192)" + extra + "}", "c.json");
+  REQUIRE(doc.ok());
+  return parse_hf_config(core::JsonValue::root(*doc));
+}
+
+TEST_CASE("config.json sliding windows: Mistral, Qwen2's switch, layer_types") {
+  // Mistral-7B-v0.1: 4,096 on every layer; v0.2 on: null.
+  auto c = hf_text(R"(, "sliding_window": 4096)");
+  REQUIRE_MESSAGE(c.ok(), c.status().message());
+  CHECK(c->sliding_window == 4096);
+  CHECK(c->sliding_window_pattern == 0);
+  c = hf_text(R"(, "sliding_window": null)");
+  REQUIRE(c.ok());
+  CHECK(c->sliding_window == 0);
+  // Qwen2 slides only with use_sliding_window (false by default), from max_window_layers on.
+  c = hf_text(R"(, "sliding_window": 4096, "max_window_layers": 28)", "qwen2");
+  REQUIRE(c.ok());
+  CHECK(c->sliding_window == 0);
+  c = hf_text(R"(, "sliding_window": 4096, "use_sliding_window": true, "max_window_layers": 4)", "qwen2");
+  REQUIRE(c.ok());
+  CHECK(c->sliding_window == 0);  // layers from 4 on slide: none of the 4
+  c = hf_text(R"(, "sliding_window": 4096, "use_sliding_window": true, "max_window_layers": 0)", "qwen2");
+  REQUIRE(c.ok());
+  CHECK(c->sliding_window == 4096);
+  CHECK(hf_text(R"(, "sliding_window": 4096, "use_sliding_window": true, "max_window_layers": 2)", "qwen2")
+            .status().message() ==
+        "c.json: /max_window_layers: expected 0 or at least num_hidden_layers (4): full attention on the "
+        "first 2 layers and a sliding window after them is not a pattern this version models "
+        "(sliding_window_pattern: every k-th layer full)");
+  // layer_types (GPT-OSS, Gemma): alternating -> every 2nd layer full.
+  c = hf_text(R"(, "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention",
+      "sliding_attention", "full_attention"])");
+  REQUIRE_MESSAGE(c.ok(), c.status().message());
+  CHECK(c->sliding_window == 128);
+  CHECK(c->sliding_window_pattern == 2);
+  c = hf_text(R"(, "sliding_window": 128, "layer_types": ["full_attention", "full_attention",
+      "full_attention", "full_attention"])");
+  REQUIRE(c.ok());
+  CHECK(c->sliding_window == 0);
+  CHECK(hf_text(R"(, "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention",
+      "full_attention", "full_attention"])").status().message() ==
+        "c.json: /layer_types/2: expected \"sliding_attention\": layer types must repeat one pattern, "
+        "every k-th layer full (k = 2 from the first full layer)");
+  CHECK(hf_text(R"(, "layer_types": ["sliding_attention", "sliding_attention",
+      "sliding_attention", "sliding_attention"])").status().message() ==
+        "c.json: /layer_types: expected \"sliding_attention\" layers only with a sliding_window, which "
+        "is absent or null");
+  CHECK(hf_text(R"(, "sliding_window": 128, "layer_types": ["sliding_attention"])").status().message() ==
+        "c.json: /layer_types: expected one entry per layer (4), got 1");
+}
+
 TEST_CASE("a builtin graph written as JSON reads back to the same graph") {
   TransformerConfig c;
   c.builtin = "mixtral";

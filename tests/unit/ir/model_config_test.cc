@@ -35,12 +35,30 @@ TEST_CASE("model configs round-trip") {
             "ffn_hidden_size": 8192})",
         R"({"builtin": "wide_resnet", "num_layers": 50, "base_channels": 320, "width_factor": 2})",
         R"({"builtin": "llama", "name": "7B", "num_layers": 32, "hidden_size": 4096,
-            "num_heads": 32, "seq_len": 4096, "vocab_size": 32000, "ffn_hidden_size": 11008})"}) {
+            "num_heads": 32, "seq_len": 4096, "vocab_size": 32000, "ffn_hidden_size": 11008})",
+        R"({"builtin": "llama", "name": "local-global", "num_layers": 6, "hidden_size": 512,
+            "num_heads": 8, "seq_len": 8192, "vocab_size": 1000, "ffn_hidden_size": 1024,
+            "sliding_window": 1024, "sliding_window_pattern": 3})"}) {
     ModelConfig m = parse_text(text).value();
     auto doc = core::parse_json_text(model_config_to_json(m).dump(), "again.json").value();
     ModelConfig again = parse_model_config(core::JsonValue::root(doc), ".").value();
     CHECK(model_config_to_json(again) == model_config_to_json(m));
   }
+}
+
+TEST_CASE("a sliding window reaches the layers its pattern names") {
+  ModelConfig m = parse_text(R"({"builtin": "llama", "num_layers": 6, "hidden_size": 512,
+      "num_heads": 8, "seq_len": 8192, "vocab_size": 1000, "ffn_hidden_size": 1024,
+      "sliding_window": 1024, "sliding_window_pattern": 3})").value();
+  const auto& t = std::get<TransformerConfig>(m.spec);
+  // Every 3rd layer (2 and 5, 0-based) keeps full attention: Gemma 3's five-to-one with k = 6.
+  const std::vector<std::int64_t> expected = {1024, 1024, 0, 1024, 1024, 0};
+  for (std::int64_t l = 0; l < 6; ++l) CHECK(t.attention_window_of(l) == expected[static_cast<std::size_t>(l)]);
+  TransformerConfig every = t;
+  every.sliding_window_pattern = 0;
+  for (std::int64_t l = 0; l < 6; ++l) CHECK(every.attention_window_of(l) == 1024);
+  every.sliding_window = 0;
+  for (std::int64_t l = 0; l < 6; ++l) CHECK(every.attention_window_of(l) == 0);
 }
 
 TEST_CASE("bad model blocks give exact errors") {
@@ -56,6 +74,13 @@ TEST_CASE("bad model blocks give exact errors") {
   CHECK(parse_text(R"({"builtin": "wide_resnet", "num_layers": 51, "base_channels": 1,
       "width_factor": 1})").status().message() ==
         "m.json: /num_layers: expected 50 or 101, got 51");
+  CHECK(parse_text(R"({"builtin": "gpt", "num_layers": 2, "hidden_size": 64, "num_heads": 4,
+      "seq_len": 8, "vocab_size": 10, "sliding_window": 4, "sliding_window_pattern": 1})").status().message() ==
+        "m.json: /sliding_window_pattern: expected 0 (every layer slides) or k >= 2 (every k-th layer "
+        "keeps full attention), got 1");
+  CHECK(parse_text(R"({"builtin": "gpt", "num_layers": 2, "hidden_size": 64, "num_heads": 4,
+      "seq_len": 8, "vocab_size": 10, "sliding_window_pattern": 2})").status().message() ==
+        "m.json: /sliding_window_pattern: expected only with \"sliding_window\", which is absent or 0");
   CHECK(parse_text(R"({"file": "nope.onnx", "format": "onnx"})").status().message() ==
         "m.json: /file: file not found: ./nope.onnx");
 }

@@ -837,6 +837,29 @@ TEST_CASE("a mode that cannot fit says so with its own smallest plan, and names 
   CHECK(dp.value().prediction.peak_memory_bytes <= dp_need);
 }
 
+TEST_CASE("the search prices sliding-window layers apart from full-attention layers") {
+  // Two blocks at 1,024 tokens with fused attention; a window of 128 keys on every layer,
+  // on every 2nd layer (block 0 slides, block 1 attends to all keys), or on none. Block 1
+  // of the alternating model costs what the full model's blocks cost and block 0 what the
+  // sliding model's do: if the two blocks were one structural class (priced once), the
+  // alternating model would cost as one of the others.
+  auto time_of = [](std::int64_t window, std::int64_t pattern) {
+    planner::SearchInput in = tiny_input("intra_op_only");
+    in.model = ir::gpt_model_config("sliding", 2, 256, 4, 1024, 1024);
+    auto& t = std::get<ir::TransformerConfig>(in.model.spec);
+    t.fused_attention = true;
+    t.sliding_window = window;
+    t.sliding_window_pattern = pattern;
+    in.options.microbatch_sizes = {2};
+    auto r = planner::search(in);
+    REQUIRE_MESSAGE(r.ok(), r.status().message());
+    return r.value().prediction.iteration_time_s;
+  };
+  const double every = time_of(128, 0), alternating = time_of(128, 2), none = time_of(0, 0);
+  CHECK(every < alternating);
+  CHECK(alternating < none);
+}
+
 TEST_CASE("the cluster's reserved memory is out of every plan's reach") {
   planner::SearchInput in = tiny_input("alpa");
   in.cluster.reserved_memory = core::bytes(0);

@@ -159,6 +159,75 @@ TEST_CASE("a flash kernel's GEMMs cost the causal share of their tiles, its soft
   CHECK(la->memory_bound_forward_s.value() > lf->memory_bound_forward_s.value());
 }
 
+TEST_CASE("a sliding window: the flash GEMMs cost the band's share of their tiles, on its layers only") {
+  // Two GPT blocks at sequence 1,024, window 256, every 2nd block full (sliding_window_pattern
+  // 2): block 0's QK^T and attention x V cost attention_tile_fraction(1024, 256) = 21/64 of
+  // their tiles (tile 0: 1, tile 1: 2, tiles 2..7: 3 each: the diagonal and the two before,
+  // which the window's 255 earlier keys reach), block 1's the causal 36/64: the lowered
+  // block-0 forward GEMMs are block 1's minus 15/64 of the two products' gemm() time.
+  const auto cm = dgx(1);
+  ir::ModelConfig model = gpt_model(2, 256, 8, 1024, 1024);
+  auto& t = std::get<ir::TransformerConfig>(model.spec);
+  t.fused_attention = true;
+  t.sliding_window = 256;
+  t.sliding_window_pattern = 2;
+  CHECK(ir::attention_tile_fraction(1024, 256) == 21.0 / 64.0);
+  MegatronPlan plan;
+  plan.dp = 8;
+  plan.microbatch_size = 2;
+  const TrainingSetup setup = testing::training_setup(16, core::DType::kFp16);
+  auto lowered = lower_megatron_plan(model, setup, plan, cm);
+  REQUIRE_MESSAGE(lowered.ok(), lowered.status().message());
+  std::vector<const LoweredLayer*> blocks;
+  for (const auto& l : lowered->layers) {
+    if (l.kind == "transformer") blocks.push_back(&l);
+  }
+  REQUIRE(blocks.size() == 2);
+  cost_model::GemmShape scores;  // per head: (s x d) x (d x s)
+  scores.batch = 2 * 8;
+  scores.m = 1024;
+  scores.n = 1024;
+  scores.k = 32;
+  scores.dtype = core::DType::kFp16;
+  cost_model::GemmShape context = scores;  // (s x s) x (s x d)
+  context.n = 32;
+  context.k = 1024;
+  const double attention_s = cm.gemm(scores).time.value() + cm.gemm(context).time.value();
+  CHECK(blocks[1]->gemm_forward_s.value() - blocks[0]->gemm_forward_s.value() ==
+        doctest::Approx((ir::causal_tile_fraction(1024) - 21.0 / 64.0) * attention_s).epsilon(1e-9));
+  // Without the window both blocks cost the same.
+  t.sliding_window = 0;
+  t.sliding_window_pattern = 0;
+  auto full = lower_megatron_plan(model, setup, plan, cm);
+  REQUIRE(full.ok());
+  std::vector<double> full_gemm;
+  for (const auto& l : full->layers) {
+    if (l.kind == "transformer") full_gemm.push_back(l.gemm_forward_s.value());
+  }
+  REQUIRE(full_gemm.size() == 2);
+  CHECK(full_gemm[0] == full_gemm[1]);
+  CHECK(full_gemm[1] == blocks[1]->gemm_forward_s.value());
+}
+
+TEST_CASE("context parallelism with a sliding window is refused, naming both") {
+  const auto cm = dgx(1);
+  ir::ModelConfig model = gpt_model(2, 256, 8, 1024, 1024);
+  auto& t = std::get<ir::TransformerConfig>(model.spec);
+  t.builtin = "llama";
+  ir::set_architecture_defaults(t);
+  t.fused_attention = true;
+  t.sliding_window = 256;
+  MegatronPlan plan;
+  plan.dp = 4;
+  plan.cp = 2;
+  auto lowered = lower_megatron_plan(model, testing::training_setup(8, core::DType::kBf16), plan, cm);
+  REQUIRE_FALSE(lowered.ok());
+  CHECK(lowered.status().message().find("context parallelism with sliding-window attention is not modelled "
+                                        "(model.sliding_window 256 < seq_len 1024)") != std::string::npos);
+  t.sliding_window = 1024;  // as wide as the sequence: causal, allowed
+  CHECK(lower_megatron_plan(model, testing::training_setup(8, core::DType::kBf16), plan, cm).ok());
+}
+
 TEST_CASE("a Megatron plan whose stage spans part of a node has no plan file, with the reason") {
   // tp 4 x dp 3 = 12 GPUs per stage on 8-GPU nodes: a node and a half; a plan file's submesh
   // (nodes x GPUs per node) cannot hold it. Before, --out wrote a 1 x 8 submesh under a 3 x 4
