@@ -387,12 +387,12 @@ struct ModernRow {
 };
 
 // The rows of `gpu_type` ("H100", "B200") evaluated on `preset`.
-// `moe`: the mixture-of-experts rows instead of the dense ones. Mixtral and Qwen3 MoE rows
-// are expressible (builtin "mixtral": every layer MoE, the row's experts, top-k and expert
+// `moe`: the mixture-of-experts rows instead of the dense ones. Mixtral, Qwen3 MoE and
+// GPT-OSS rows are expressible (builtin "mixtral": every layer MoE, the row's experts, top-k and expert
 // FFN width, Qwen3's head_dim from the row's attention note, capacity factor 1 for the
 // sources' force-balanced dropless routing, ep from the row and etp 1 where the row leaves
 // it blank: an assumption, Megatron-Bridge's MoE recipes set it so); the other
-// architectures (MLA, shared experts, sliding windows, hybrid Mamba) are listed.
+// architectures (MLA, shared experts, hybrid Mamba) are listed.
 std::vector<ModernRow> nemo_rows(const std::string& gpu_type, const std::string& preset,
                                  std::vector<std::string>* not_expressible, bool moe = false) {
   const auto all = read_csv(ALPASIM_SOURCE_DIR "/validation/data/modern/nemo_perf.csv");
@@ -411,7 +411,12 @@ std::vector<ModernRow> nemo_rows(const std::string& gpu_type, const std::string&
     const std::string& name = row.at("model");
     const bool llama = !moe && name.rfind("Llama", 0) == 0;
     const bool gpt3 = !moe && name.rfind("GPT-3", 0) == 0;
-    const bool mixtral_like = moe && (name.rfind("Mixtral", 0) == 0 || name.rfind("Qwen3", 0) == 0);
+    // GPT-OSS (added 2026-11-27 with sliding windows, its first run): every layer MoE with
+    // SwiGLU experts, alternating sliding-window (128) and full attention, q/k/v biases.
+    // Left out: its attention sinks (one logit per head), its expert biases and its clamped
+    // SwiGLU (elementwise), none priced.
+    const bool gpt_oss = moe && name.rfind("GPT-OSS", 0) == 0;
+    const bool mixtral_like = moe && (name.rfind("Mixtral", 0) == 0 || name.rfind("Qwen3", 0) == 0 || gpt_oss);
     if (!llama && !gpt3 && !mixtral_like) {
       not_expressible->push_back(row.at("row_id") + ": architecture (" + name + ")");
       continue;
@@ -445,6 +450,17 @@ std::vector<ModernRow> nemo_rows(const std::string& gpu_type, const std::string&
       }
     }
     ir::set_architecture_defaults(t);
+    if (gpt_oss) {
+      const std::string& note = row.at("attention_note");
+      const auto at = note.find("sliding-window(");
+      if (at == std::string::npos) {
+        not_expressible->push_back(row.at("row_id") + ": the row's attention note gives no sliding window");
+        continue;
+      }
+      t.sliding_window = std::stoll(note.substr(at + 15));
+      t.sliding_window_pattern = note.find("alternating") != std::string::npos ? 2 : 0;
+      t.qkv_bias = true;
+    }
     t.fused_attention = true;
     // Megatron-Core's bias_swiglu_fusion (on by default; added 2026-11-26, sixth stop, with
     // these rows in view: before, the SiLU's output was stored as well).
@@ -619,8 +635,8 @@ TEST_CASE("NVIDIA B200 pre-training runs: rows evaluate and are finite, MAPE pri
   blackwell_rows("B200", "dgx-b200", "b200");
 }
 
-// The sources' mixture-of-experts rows that this version can express (Mixtral, Qwen3 MoE),
-// per GPU and precision, with expert parallelism as published. The first run was held out;
+// The sources' mixture-of-experts rows that this version can express (Mixtral, Qwen3 MoE;
+// GPT-OSS since 2026-11-27), per GPU and precision, with expert parallelism as published. The first run was held out;
 // the token-routing pricing changed after it (docs/validation.md gives both). The strict
 // checks are that each row evaluates to a finite time; MAPEs and memory verdicts are printed
 // (no target: the issue asks for them as they are).
