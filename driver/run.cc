@@ -29,6 +29,13 @@ std::string describe_model(const ir::ModelConfig& m) {
     if (t->num_experts > 0) {
       s << ", " << t->num_experts << " experts top-" << t->top_k << " every "
         << t->moe_layer_interval << " layer(s)";
+      if (t->first_dense_layers > 0) s << " after " << t->first_dense_layers << " dense";
+      if (t->dense_ffn_hidden_size > 0) s << ", dense ffn " << t->dense_ffn_hidden_size;
+      if (t->shared_expert_ffn_hidden_size > 0) s << ", shared expert ffn " << t->shared_expert_ffn_hidden_size;
+    }
+    if (t->sliding_window > 0) {
+      s << ", sliding window " << t->sliding_window;
+      if (t->sliding_window_pattern > 0) s << " (every " << t->sliding_window_pattern << ". layer full)";
     }
     s << (t->fused_attention ? ", fused attention" : ", unfused attention");
   } else if (const auto* w = std::get_if<ir::WideResNetConfig>(&m.spec)) {

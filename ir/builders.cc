@@ -123,10 +123,28 @@ Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
     capacity = std::max<std::int64_t>(capacity, 1);
   }
 
+  // A dense MLP of width `width` on `in` ([B, S, H]), its ops named `prefix` + gate / up /
+  // silu / swiglu / down (SwiGLU, llama-style) or fc1 / gelu / fc2 (GPT): a dense block's
+  // MLP ("mlp/") or a MoE block's shared expert ("moe/shared_").
+  auto dense_mlp = [&](const std::string& prefix, OpId in, std::int64_t width, bool bias) {
+    if (llama) {
+      OpId gate = b.dot(prefix + "gate", "bsh,hf->bsf", in, b.param(prefix + "gate_weight", {H, width}));
+      OpId up = b.dot(prefix + "up", "bsh,hf->bsf", in, b.param(prefix + "up_weight", {H, width}));
+      OpId act = b.ew(prefix + "silu", "silu", {gate}, kSiluFlops);
+      g.mutable_op(act).fused_swiglu = c.fused_swiglu;
+      OpId prod = b.ew(prefix + "swiglu", "mul", {act, up}, 1);
+      return b.dot(prefix + "down", "bsf,fh->bsh", prod, b.param(prefix + "down_weight", {width, H}));
+    }
+    OpId b1 = bias ? b.param(prefix + "fc1_bias", {width}) : kNoOp;
+    OpId b2 = bias ? b.param(prefix + "fc2_bias", {H}) : kNoOp;
+    OpId f1 = b.dot(prefix + "fc1", "bsh,hf->bsf", in, b.param(prefix + "fc1_weight", {H, width}), b1);
+    OpId act = b.ew(prefix + "gelu", "gelu", {f1}, kGeluFlops);
+    return b.dot(prefix + "fc2", "bsf,fh->bsh", act, b.param(prefix + "fc2_weight", {width, H}), b2);
+  };
+
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     // Alpa's GShard model (alpa/model/moe.py) puts the experts in layers 0, 2, 4, ...
-    const bool moe = c.num_experts > 0 && c.moe_layer_interval > 0 &&
-                     l % c.moe_layer_interval == 0;
+    const bool moe = c.is_moe_layer(l);
     b.layer = static_cast<std::int32_t>(l + 1);
     b.prefix = "block" + std::to_string(l) + "/";
     g.layers.push_back({"block" + std::to_string(l), moe ? "moe_transformer" : "transformer"});
@@ -150,6 +168,10 @@ Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
     OpId probs = g.add_softmax(b.n("attn/softmax"), scores, b.layer);
     g.mutable_op(scores).selective_recompute = true;
     g.mutable_op(probs).selective_recompute = true;
+    // The window masks the softmax in either kernel (the executors read it); only a fused
+    // kernel skips the tiles outside it (flash_attention_work_fraction).
+    g.mutable_op(scores).attention_window = c.attention_window_of(l);
+    g.mutable_op(probs).attention_window = c.attention_window_of(l);
     if (c.dropout) probs = b.dropout("attn/probs_dropout", probs, true);
     if (c.fused_attention) {
       // scores -> softmax [-> mask, dropout], the ops created since `scores` and marked for
@@ -158,7 +180,7 @@ Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
       for (OpId id = scores; id <= probs; ++id) {
         if (g.op(id).layer == b.layer && g.op(id).selective_recompute) {
           g.mutable_op(id).fused_attention = true;
-          g.mutable_op(id).attention_window = c.attention_window_of(l);
+          g.mutable_op(id).attention_window = c.attention_window_of(l);  // its dropout too
         }
       }
     }
@@ -172,20 +194,7 @@ Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
     OpId ln2 = norm_op("mlp_norm", x1);
     OpId mlp;
     if (!moe) {
-      if (llama) {
-        OpId gate = b.dot("mlp/gate", "bsh,hf->bsf", ln2, b.param("mlp/gate_weight", {H, F}));
-        OpId up = b.dot("mlp/up", "bsh,hf->bsf", ln2, b.param("mlp/up_weight", {H, F}));
-        OpId act = b.ew("mlp/silu", "silu", {gate}, kSiluFlops);
-        g.mutable_op(act).fused_swiglu = c.fused_swiglu;
-        OpId prod = b.ew("mlp/swiglu", "mul", {act, up}, 1);
-        mlp = b.dot("mlp/down", "bsf,fh->bsh", prod, b.param("mlp/down_weight", {F, H}));
-      } else {
-        OpId b1 = c.dense_bias ? b.param("mlp/fc1_bias", {F}) : kNoOp;
-        OpId b2 = c.dense_bias ? b.param("mlp/fc2_bias", {H}) : kNoOp;
-        OpId f1 = b.dot("mlp/fc1", "bsh,hf->bsf", ln2, b.param("mlp/fc1_weight", {H, F}), b1);
-        OpId act = b.ew("mlp/gelu", "gelu", {f1}, kGeluFlops);
-        mlp = b.dot("mlp/fc2", "bsf,fh->bsh", act, b.param("mlp/fc2_weight", {F, H}), b2);
-      }
+      mlp = dense_mlp("mlp/", ln2, c.dense_width(), c.dense_bias);
     } else {
       // GShard MoE: x = groups, y = tokens per group, e = experts, c = capacity.
       const std::int64_t E = c.num_experts;
@@ -218,6 +227,12 @@ Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
       OpId combined = g.add_einsum(b.n("moe/combine"), OpKind::kMoeCombine, "xyec,exch->xyh",
                                    combine, expert_out, kNoOp, b.layer);
       mlp = b.reshape("moe/ungroup_tokens", combined, {B, S, H});
+      if (c.shared_expert_ffn_hidden_size > 0) {
+        // Every token also passes the shared expert (no biases: DeepSeek, Qwen2-MoE);
+        // Qwen2-MoE's sigmoid gate on its output (one h-vector per token) is left out.
+        OpId shared = dense_mlp("moe/shared_", ln2, c.shared_expert_ffn_hidden_size, false);
+        mlp = b.add("moe/add_shared", mlp, shared);
+      }
     }
     if (c.dropout) mlp = b.dropout("mlp/dropout", mlp, false);
     x = b.add("mlp_residual", x1, mlp);

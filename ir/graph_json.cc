@@ -246,11 +246,6 @@ class Reader {
     g_.mutable_op(id).fused_attention = fused;
     ALPASIM_ASSIGN_OR_RETURN(std::int64_t window,
                              obj.get_count_or("attention_window", core::limits::kMaxSeqLen, 0));
-    if (window > 0 && !fused) {
-      return obj.value().child("attention_window", obj.value().raw()["attention_window"])
-          .error("expected only on a fused attention op (\"fused_attention\": true), got " +
-                 std::to_string(window));
-    }
     g_.mutable_op(id).attention_window = window;
     ALPASIM_ASSIGN_OR_RETURN(bool swiglu, obj.get_bool_or("fused_swiglu", false));
     g_.mutable_op(id).fused_swiglu = swiglu;

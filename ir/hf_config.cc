@@ -22,7 +22,7 @@ const std::vector<std::string>& ignored_keys() {
       "layer_norm_epsilon", "layer_norm_eps", "initializer_range", "hidden_act",
       "activation_function", "rope_theta", "rope_scaling", "pretraining_tp",
       "attention_dropout",
-      "router_aux_loss_coef", "output_router_logits", "router_jitter_noise", "resid_pdrop",
+      "router_aux_loss_coef", "norm_topk_prob", "output_router_logits", "router_jitter_noise", "resid_pdrop",
       "embd_pdrop", "attn_pdrop", "summary_activation", "summary_first_dropout",
       "summary_proj_to_labels", "summary_type", "summary_use_proj", "task_specific_params",
       "scale_attn_weights", "reorder_and_upcast_attn", "scale_attn_by_inverse_layer_idx",
@@ -32,7 +32,8 @@ const std::vector<std::string>& ignored_keys() {
 }
 
 const std::vector<std::string>& model_types() {
-  static const std::vector<std::string> k = {"gpt2", "llama", "mistral", "mixtral", "qwen2"};
+  static const std::vector<std::string> k = {"gpt2", "llama", "mistral", "mixtral", "qwen2",
+                                             "qwen2_moe", "qwen3_moe"};
   return k;
 }
 
@@ -40,31 +41,57 @@ Result<bool> get_bool(JsonObject& obj, std::string_view key, bool fallback) {
   return obj.get_bool_or(key, fallback);
 }
 
-// Sliding-window attention as transformers reads it: `sliding_window` (null: none) on
-// every layer (mistral, mixtral), Qwen2's only with `use_sliding_window` and on layers from
-// `max_window_layers` on, and `layer_types` ("sliding_attention" / "full_attention" per
-// layer) where present. Patterns TransformerConfig cannot say (a full-attention prefix, an
-// irregular list) are errors naming the key.
+// Sliding-window attention as transformers reads it: `sliding_window` on every layer of
+// mistral (absent: MistralConfig's default 4,096; null: none) and mixtral (absent or null:
+// none); Qwen2's and its MoE siblings' only with `use_sliding_window` (default false) and on
+// layers from `max_window_layers` (default 28) on; `layer_types` ("sliding_attention" /
+// "full_attention" per layer) where present. LlamaConfig has no window: the keys are
+// accepted and ignored there, as transformers does. Patterns TransformerConfig cannot say
+// (a full-attention prefix, an irregular list) are errors naming the key.
 core::Status parse_sliding_window(JsonObject& obj, const std::string& type, TransformerConfig& c) {
-  std::int64_t window = 0;
+  const bool qwen = type.rfind("qwen", 0) == 0;
   std::optional<JsonValue> window_key = obj.optional("sliding_window");
-  if (window_key && !window_key->raw().is_null()) {
+  std::optional<JsonValue> use_key = obj.optional("use_sliding_window");
+  std::optional<JsonValue> layers_key = obj.optional("max_window_layers");
+  c.sliding_window = 0;
+  c.sliding_window_pattern = 0;
+  if (type == "llama") {
+    obj.optional("layer_types");
+    return core::ok_status();
+  }
+  bool use = !qwen;
+  if (use_key && !use_key->raw().is_null()) {
+    ALPASIM_ASSIGN_OR_RETURN(use, use_key->as_bool());
+  }
+  std::int64_t window = 0;
+  std::string off_reason = "absent or null";
+  if (!use) {
+    off_reason = "off (use_sliding_window)";  // the window's value is not read
+  } else if (window_key && !window_key->raw().is_null()) {
     ALPASIM_ASSIGN_OR_RETURN(window, window_key->as_count(core::limits::kMaxSeqLen));
+  } else if (!window_key && type == "mistral") {
+    window = 4096;  // MistralConfig(sliding_window=4096)
   }
-  bool use = type != "qwen2";  // Qwen2Config: use_sliding_window defaults to false
-  if (auto u = obj.optional("use_sliding_window"); u && !u->raw().is_null()) {
-    ALPASIM_ASSIGN_OR_RETURN(use, u->as_bool());
-  }
-  if (!use) window = 0;
-  if (auto m = obj.optional("max_window_layers"); m && !m->raw().is_null() && type == "qwen2" && window > 0) {
-    ALPASIM_ASSIGN_OR_RETURN(std::int64_t full_first, m->as_non_negative_int());
-    if (full_first > 0 && full_first < c.num_layers) {
-      return m->error("expected 0 or at least num_hidden_layers (" + std::to_string(c.num_layers) +
-                      "): full attention on the first " + std::to_string(full_first) +
-                      " layers and a sliding window after them is not a pattern this version models "
-                      "(sliding_window_pattern: every k-th layer full)");
+  if (qwen && window > 0) {
+    std::int64_t full_first = 28;  // Qwen2Config(max_window_layers=28)
+    if (layers_key && !layers_key->raw().is_null()) {
+      ALPASIM_ASSIGN_OR_RETURN(full_first, layers_key->as_non_negative_int());
     }
-    if (full_first >= c.num_layers) window = 0;  // no layer slides
+    if (full_first > 0 && full_first < c.num_layers) {
+      const std::string what = "full attention on the first " + std::to_string(full_first) +
+                               " layers and a sliding window after them is not a pattern this version models "
+                               "(sliding_window_pattern: every k-th layer full)";
+      if (!layers_key || layers_key->raw().is_null()) {
+        return obj.value().error("max_window_layers absent (transformers' default 28 < num_hidden_layers " +
+                                 std::to_string(c.num_layers) + "): " + what);
+      }
+      return layers_key->error("expected 0 or at least num_hidden_layers (" + std::to_string(c.num_layers) +
+                               "): " + what);
+    }
+    if (full_first >= c.num_layers) {
+      window = 0;  // no layer slides
+      off_reason = "off (max_window_layers >= num_hidden_layers)";
+    }
   }
   c.sliding_window = window;
   c.sliding_window_pattern = 0;
@@ -88,7 +115,7 @@ core::Status parse_sliding_window(JsonObject& obj, const std::string& type, Tran
   }
   if (window == 0) {
     return types_key->error("expected \"sliding_attention\" layers only with a sliding_window, which is " +
-                            std::string(window_key && !window_key->raw().is_null() ? "off (use_sliding_window)" : "absent or null"));
+                            off_reason);
   }
   // Every k-th layer full: (l + 1) % k == 0, with k the first full layer's index + 1.
   const std::int64_t k = first_full == full.end() ? 0 : (first_full - full.begin()) + 1;
@@ -101,6 +128,59 @@ core::Status parse_sliding_window(JsonObject& obj, const std::string& type, Tran
     }
   }
   c.sliding_window_pattern = k;
+  return core::ok_status();
+}
+
+// Qwen2-MoE / Qwen3-MoE (transformers' Qwen2MoeConfig, Qwen3MoeConfig): routed experts of
+// moe_intermediate_size, Qwen2-MoE's shared expert, dense blocks of intermediate_size where
+// mlp_only_layers names them. A block is sparse when (l + 1) % decoder_sparse_step == 0 and
+// it is not in mlp_only_layers: only step 1 with a prefix of dense blocks is a pattern
+// TransformerConfig says (first_dense_layers); others are errors naming the key. Left out:
+// Qwen2-MoE's sigmoid gate on the shared expert and Qwen3's per-head q/k RMS norms (one
+// h-wide elementwise pass each; not priced).
+core::Status parse_qwen_moe(JsonObject& obj, const std::string& type, TransformerConfig& c) {
+  c.dense_ffn_hidden_size = c.ffn_hidden_size;  // intermediate_size: the dense blocks'
+  ALPASIM_ASSIGN_OR_RETURN(c.ffn_hidden_size,
+                           obj.get_count("moe_intermediate_size", core::limits::kMaxFfnHiddenSize));
+  ALPASIM_ASSIGN_OR_RETURN(c.num_experts, obj.get_count("num_experts", core::limits::kMaxExperts));
+  ALPASIM_ASSIGN_OR_RETURN(c.top_k, obj.get_count_or("num_experts_per_tok", core::limits::kMaxExperts, 4));
+  if (type == "qwen2_moe") {
+    if (auto shared = obj.optional("shared_expert_intermediate_size"); shared && !shared->raw().is_null()) {
+      ALPASIM_ASSIGN_OR_RETURN(std::int64_t width, shared->as_non_negative_int());
+      if (width > core::limits::kMaxFfnHiddenSize) {
+        return shared->error("expected at most " + std::to_string(core::limits::kMaxFfnHiddenSize) + ", got " +
+                             std::to_string(width));
+      }
+      c.shared_expert_ffn_hidden_size = width;
+    }
+  }
+  if (auto step = obj.optional("decoder_sparse_step"); step && !step->raw().is_null()) {
+    ALPASIM_ASSIGN_OR_RETURN(std::int64_t k, step->as_count(core::limits::kMaxLayers));
+    if (k != 1) {
+      return step->error("expected 1 (every block sparse but those mlp_only_layers names), got " +
+                         std::to_string(k) + ": blocks l with (l + 1) % k == 0 is not a pattern this version models");
+    }
+  }
+  c.moe_layer_interval = 1;
+  c.expert_group_size = 0;
+  c.capacity_factor = 1.0;
+  c.first_dense_layers = 0;
+  if (auto dense = obj.optional("mlp_only_layers"); dense && !dense->raw().is_null()) {
+    ALPASIM_ASSIGN_OR_RETURN(std::vector<JsonValue> layers, dense->as_array());
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      ALPASIM_ASSIGN_OR_RETURN(std::int64_t l, layers[i].as_int(0, c.num_layers - 1, "a block index"));
+      if (l != static_cast<std::int64_t>(i)) {
+        return layers[i].error("expected " + std::to_string(i) +
+                               ": dense blocks must be the first ones (first_dense_layers), got " + std::to_string(l));
+      }
+    }
+    c.first_dense_layers = static_cast<std::int64_t>(layers.size());
+    if (c.first_dense_layers >= c.num_layers) return dense->error("expected at least one sparse block");
+  }
+  if (c.top_k > c.num_experts) {
+    return obj.value().error("expected num_experts_per_tok <= num_experts, got " + std::to_string(c.top_k) +
+                             " > " + std::to_string(c.num_experts));
+  }
   return core::ok_status();
 }
 
@@ -125,7 +205,8 @@ Result<TransformerConfig> parse_hf_config(const JsonValue& root, std::int64_t se
     ALPASIM_ASSIGN_OR_RETURN(c.tied_embeddings, get_bool(obj, "tie_word_embeddings", true));
     c.num_kv_heads = c.num_heads;
   } else {
-    c.builtin = type == "mixtral" ? "mixtral" : "llama";
+    const bool qwen_moe = type == "qwen2_moe" || type == "qwen3_moe";
+    c.builtin = type == "mixtral" || qwen_moe ? "mixtral" : "llama";
     set_architecture_defaults(c);
     ALPASIM_ASSIGN_OR_RETURN(c.num_layers, obj.get_count("num_hidden_layers", core::limits::kMaxLayers));
     ALPASIM_ASSIGN_OR_RETURN(c.hidden_size, obj.get_count("hidden_size", core::limits::kMaxHiddenSize));
@@ -136,7 +217,8 @@ Result<TransformerConfig> parse_hf_config(const JsonValue& root, std::int64_t se
     ALPASIM_ASSIGN_OR_RETURN(c.vocab_size, obj.get_count("vocab_size", core::limits::kMaxVocabSize));
     ALPASIM_ASSIGN_OR_RETURN(c.seq_len, obj.get_count("max_position_embeddings", core::limits::kMaxSeqLen));
     ALPASIM_ASSIGN_OR_RETURN(c.tied_embeddings, get_bool(obj, "tie_word_embeddings", false));
-    ALPASIM_ASSIGN_OR_RETURN(c.qkv_bias, get_bool(obj, "attention_bias", type == "qwen2"));
+    ALPASIM_ASSIGN_OR_RETURN(c.qkv_bias,
+                             get_bool(obj, "attention_bias", type == "qwen2" || type == "qwen2_moe"));
     if (auto mlp_bias = obj.optional("mlp_bias")) {
       ALPASIM_ASSIGN_OR_RETURN(bool b, mlp_bias->as_bool());
       if (b) return mlp_bias->error("expected false (biases on MLP linears are not supported)");
@@ -154,6 +236,7 @@ Result<TransformerConfig> parse_hf_config(const JsonValue& root, std::int64_t se
       c.expert_group_size = 0;
       c.capacity_factor = 1.0;
     }
+    if (qwen_moe) ALPASIM_RETURN_IF_ERROR(parse_qwen_moe(obj, type, c));
   }
   if (type != "gpt2") ALPASIM_RETURN_IF_ERROR(parse_sliding_window(obj, type, c));
   for (const std::string& k : ignored_keys()) obj.has(k);

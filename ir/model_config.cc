@@ -71,6 +71,19 @@ Result<TransformerConfig> parse_transformer(JsonObject& obj, const std::string& 
           .error("expected at most num_experts (" + std::to_string(c.num_experts) + "), got " +
                  std::to_string(c.top_k));
     }
+    ALPASIM_ASSIGN_OR_RETURN(c.shared_expert_ffn_hidden_size,
+                             obj.get_count_or("shared_expert_ffn_hidden_size", L::kMaxFfnHiddenSize, 0));
+    ALPASIM_ASSIGN_OR_RETURN(c.dense_ffn_hidden_size,
+                             obj.get_count_or("dense_ffn_hidden_size", L::kMaxFfnHiddenSize, 0));
+    ALPASIM_ASSIGN_OR_RETURN(c.first_dense_layers, obj.get_non_negative_int_or("first_dense_layers", 0));
+    bool any_moe = false;
+    for (std::int64_t l = 0; l < c.num_layers && !any_moe; ++l) any_moe = c.is_moe_layer(l);
+    if (!any_moe) {
+      return obj.value().child("first_dense_layers", obj.value().raw()["first_dense_layers"])
+          .error("expected a count that leaves at least one MoE block (num_layers " +
+                 std::to_string(c.num_layers) + ", moe_layer_interval " + std::to_string(c.moe_layer_interval) +
+                 "), got " + std::to_string(c.first_dense_layers));
+    }
   }
   set_architecture_defaults(c);
   ALPASIM_ASSIGN_OR_RETURN(c.fused_attention, obj.get_bool_or("fused_attention", true));
@@ -80,7 +93,7 @@ Result<TransformerConfig> parse_transformer(JsonObject& obj, const std::string& 
                            obj.get_count_or("sliding_window_pattern", L::kMaxLayers, 0));
   if (c.sliding_window_pattern == 1) {
     return obj.value().child("sliding_window_pattern", obj.value().raw()["sliding_window_pattern"])
-        .error("expected 0 (every layer slides) or k >= 2 (every k-th layer keeps full attention), got 1");
+        .error("expected k >= 2 (every k-th layer keeps full attention; omit the key for every layer), got 1");
   }
   if (c.sliding_window_pattern > 0 && c.sliding_window == 0) {
     return obj.value().child("sliding_window_pattern", obj.value().raw()["sliding_window_pattern"])
@@ -155,7 +168,9 @@ std::string model_size_problem(const ModelConfig& config, std::int64_t samples) 
     // MoE: each token reaches top_k experts, each padded by the capacity factor.
     const F experts_per_token =
         t->num_experts > 0 ? static_cast<F>(t->top_k) * static_cast<F>(t->capacity_factor) : 1;
-    const F ffn = static_cast<F>(t->ffn_hidden_size) * std::max<F>(1, experts_per_token);
+    // With shared experts and wider dense blocks (an upper bound: their sum).
+    const F ffn = static_cast<F>(t->ffn_hidden_size) * std::max<F>(1, experts_per_token) +
+                  static_cast<F>(t->shared_expert_ffn_hidden_size) + static_cast<F>(t->dense_ffn_hidden_size);
     const F ffn_matrices = t->builtin == "llama" || t->builtin == "mixtral" ? 3 : 2;  // SwiGLU
     // Q, K and V together: 3·h wide, or (heads + 2·kv heads) x head_dim where head_dim is set.
     const F qkv = std::max<F>(3 * h, static_cast<F>(t->num_heads + 2 * t->num_kv_heads) *
@@ -264,6 +279,9 @@ core::Json model_config_to_json(const ModelConfig& config) {
       j["moe_layer_interval"] = t->moe_layer_interval;
       j["expert_group_size"] = t->expert_group_size;
       j["capacity_factor"] = t->capacity_factor;
+      if (t->shared_expert_ffn_hidden_size > 0) j["shared_expert_ffn_hidden_size"] = t->shared_expert_ffn_hidden_size;
+      if (t->first_dense_layers > 0) j["first_dense_layers"] = t->first_dense_layers;
+      if (t->dense_ffn_hidden_size > 0) j["dense_ffn_hidden_size"] = t->dense_ffn_hidden_size;
     }
   } else if (const auto* w = std::get_if<WideResNetConfig>(&config.spec)) {
     j["builtin"] = "wide_resnet";

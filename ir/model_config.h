@@ -36,6 +36,27 @@ struct TransformerConfig {
   /// Expert capacity C = ceil(factor · group tokens · top_k / experts). The default 1.0
   /// gives GShard's and Alpa's C = 2·S/E for top-2 (alpa/model/moe.py top2_gating).
   double capacity_factor = 0;
+  /// Shared experts (DeepSeek-MoE/V3, Qwen2-MoE, Llama 4): a dense MLP of this width that
+  /// every token passes through beside its routed experts, its output added to theirs;
+  /// 0 = none. Several shared experts of one width are one of their summed width
+  /// (Megatron-Core's --moe-shared-expert-intermediate-size). Scenario key
+  /// "shared_expert_ffn_hidden_size".
+  std::int64_t shared_expert_ffn_hidden_size = 0;
+  /// The first `first_dense_layers` blocks are dense (DeepSeek-V3's first_k_dense_replace: 3);
+  /// MoE layers are the blocks l >= first_dense_layers with l % moe_layer_interval == 0.
+  /// Scenario key "first_dense_layers".
+  std::int64_t first_dense_layers = 0;
+  /// MLP width of the dense blocks of a mixture-of-experts model (DeepSeek-V3: 18,432 where
+  /// its experts are 2,048 wide); 0 = ffn_hidden_size. Scenario key "dense_ffn_hidden_size".
+  std::int64_t dense_ffn_hidden_size = 0;
+  /// True when block l (0-based) is a mixture-of-experts layer.
+  bool is_moe_layer(std::int64_t l) const {
+    return num_experts > 0 && moe_layer_interval > 0 && l >= first_dense_layers && l % moe_layer_interval == 0;
+  }
+  /// The MLP width of block l when it is dense.
+  std::int64_t dense_width() const {
+    return num_experts > 0 && dense_ffn_hidden_size > 0 ? dense_ffn_hidden_size : ffn_hidden_size;
+  }
 
   // Architecture details that the scenario JSON does not spell: set from `builtin` by
   // set_architecture_defaults() (which parse_model_config calls), or by the Hugging Face

@@ -135,11 +135,12 @@ struct Op {
   /// on chip and recomputes them in the backward, so derive_training_graph recomputes
   /// these ops under every recomputation policy and nothing stores them.
   bool fused_attention = false;
-  /// Sliding-window attention (Mistral, Gemma, GPT-OSS): on the fused attention ops of a
-  /// layer whose queries see only their `attention_window` latest keys (themselves
-  /// included), > 0; 0 = every earlier key (causal). A flash kernel then skips the key
-  /// tiles outside the band (attention_tile_fraction); an unfused attention still forms
-  /// the whole masked s x s product, so only fused ops carry it. The executors mask with it.
+  /// Sliding-window attention (Mistral, Gemma, GPT-OSS): on the attention scores and
+  /// softmax (and, fused, the dropout) of a layer whose queries see only their
+  /// `attention_window` latest keys (themselves included), > 0; 0 = every earlier key
+  /// (causal). The executors mask the softmax with it; a fused (flash) kernel also skips
+  /// the key tiles outside the band (attention_tile_fraction), while an unfused attention
+  /// forms, and is priced as, the whole masked s x s product.
   std::int64_t attention_window = 0;
   /// Set by builders on the SiLU of a SwiGLU MLP (dense or expert) when the model trains
   /// with a fused SwiGLU kernel (Megatron-Core's bias_swiglu_fusion, on by default): the

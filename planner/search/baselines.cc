@@ -112,7 +112,8 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
     schema::Plan plan;
     sim::Time bound = 0;
     // Its memory bound exceeds the limit (cannot_fit): it cannot beat a fitting point, and
-    // the re-scoring takes only fitting points, so it is never simulated once one is kept.
+    // the re-scoring takes analytically fitting points first, so it is simulated only when
+    // none of those fits as written (the grid's memory is not the evaluator's).
     bool unfit = false;
     std::string description;
   };
@@ -359,11 +360,8 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
   // Plans the format cannot express yet keep the analytic price: ZeRO-2/3, and models
   // other than the builtin gpt and llama.
   constexpr int kRescored = 16;
-  if (s.minimize_memory) {
-    // Least memory: the kRescored points of least analytic memory (all of a small grid),
-    // priced by the evaluator, the least of them. Its figure is what an error message says
-    // the mode needs, so it is the evaluator's memory of a real plan; the analytic memory
-    // is optimistic, a figure no plan of the grid meets.
+  // The simulated points in increasing analytic memory (ties: grid order).
+  auto least_analytic_memory = [&]() {
     std::vector<std::size_t> by_memory;
     for (std::size_t i = 0; i < cands.size(); ++i) {
       if (analytic[i]) by_memory.push_back(i);
@@ -371,16 +369,36 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
     std::stable_sort(by_memory.begin(), by_memory.end(), [&](std::size_t a, std::size_t b) {
       return analytic[a]->prediction.peak_memory_bytes < analytic[b]->prediction.peak_memory_bytes;
     });
+    if (by_memory.size() > static_cast<std::size_t>(kRescored)) by_memory.resize(kRescored);
+    return by_memory;
+  };
+  // Point i's plan written with Megatron's layouts, priced by the evaluator; nullopt when
+  // the plan format cannot express it (not an answer of the one evaluator). `fitting_only`:
+  // a plan that cannot fit is not simulated (Searcher::skip_unfit).
+  auto priced = [&](std::size_t i, bool fitting_only) -> core::Result<std::optional<Evaluated>> {
+    auto plan = s.with_megatron_layouts(analytic[i]->plan);
+    if (!plan.ok()) {
+      if (plan.status().code() == core::StatusCode::kUnimplemented) return std::optional<Evaluated>();
+      return plan.status();
+    }
+    s.skip_unfit = fitting_only;
+    auto evaluated = s.evaluate(*plan);
+    s.skip_unfit = false;
+    ALPASIM_ASSIGN_OR_RETURN(Evaluated e, std::move(evaluated));
+    return std::optional<Evaluated>(std::move(e));
+  };
+  if (s.minimize_memory) {
+    // Least memory: the kRescored points of least analytic memory (all of a small grid),
+    // priced by the evaluator, the least of them. Its figure is what an error message says
+    // the mode needs, so it is the evaluator's memory of a real plan, which the analytic
+    // memory is not (it replicates no activation and prices the optimizer per kernel).
+    // The time ranking below prices the same points before it gives up, so a mode whose
+    // figure fits the limit answers with a fitting plan.
     std::optional<Evaluated> least;
-    for (std::size_t k = 0; k < by_memory.size() && k < static_cast<std::size_t>(kRescored); ++k) {
-      auto plan = s.with_megatron_layouts(analytic[by_memory[k]]->plan);
-      if (!plan.ok()) {
-        if (plan.status().code() == core::StatusCode::kUnimplemented) continue;
-        return plan.status();
-      }
-      ALPASIM_ASSIGN_OR_RETURN(Evaluated e, s.evaluate(*plan));
-      if (!least || e.prediction.peak_memory_bytes < least->prediction.peak_memory_bytes) {
-        if (description) *description = cands[by_memory[k]].description;
+    for (const std::size_t i : least_analytic_memory()) {
+      ALPASIM_ASSIGN_OR_RETURN(std::optional<Evaluated> e, priced(i, false));
+      if (e && (!least || e->prediction.peak_memory_bytes < least->prediction.peak_memory_bytes)) {
+        if (description) *description = cands[i].description;
         least = std::move(e);
       }
     }
@@ -394,39 +412,64 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
   ALPASIM_ASSIGN_OR_RETURN(Evaluated first, s.evaluate(*written));
   if (first.prediction.fits) return first;
   for (std::size_t i = 0; i < cands.size(); ++i) {
-    // Every point, those whose analytic memory bound says they cannot fit too: that
-    // memory is the grid's, not the evaluator's (it replicates no activation and prices
-    // the optimizer by kernel), so a point it rejects may fit as written. They rank after
-    // the analytically fitting ones (`better`), so they are priced only when fewer than
-    // kRescored of those are left or none of them fits.
-    if (analytic[i]) continue;
+    // Only analytically fitting points are re-scored first: one that cannot fit needs no
+    // simulation here (it would not enter by_time).
+    if (analytic[i] || cands[i].unfit) continue;
     auto e = s.run_problem(cands[i].problem, cands[i].plan);
     ++s.grid_simulated;
     if (e.ok()) analytic[i] = std::move(e).value();
   }
   std::vector<std::size_t> by_time;
   for (std::size_t i = 0; i < cands.size(); ++i) {
-    if (i != best_index && analytic[i]) by_time.push_back(i);
+    if (i != best_index && analytic[i] && analytic[i]->prediction.fits) by_time.push_back(i);
   }
   std::stable_sort(by_time.begin(), by_time.end(), [&](std::size_t a, std::size_t b) {
     return better(s, *analytic[a], *analytic[b]);
   });
+  std::set<std::size_t> tried = {best_index};
   for (std::size_t k = 0; k < by_time.size() && k + 1 < static_cast<std::size_t>(kRescored); ++k) {
-    auto plan = s.with_megatron_layouts(analytic[by_time[k]]->plan);
-    if (!plan.ok()) {
-      // A point the plan format cannot express is not an answer of the one evaluator.
-      if (plan.status().code() == core::StatusCode::kUnimplemented) continue;
-      return plan.status();
-    }
-    // Only a fitting answer is taken here, so a plan that cannot fit is not simulated.
-    s.skip_unfit = true;
-    auto evaluated = s.evaluate(*plan);
-    s.skip_unfit = false;
-    ALPASIM_ASSIGN_OR_RETURN(Evaluated e, std::move(evaluated));
-    if (e.prediction.fits) {
+    tried.insert(by_time[k]);
+    ALPASIM_ASSIGN_OR_RETURN(std::optional<Evaluated> e, priced(by_time[k], true));
+    if (e && e->prediction.fits) {
       if (description) *description = cands[by_time[k]].description;
-      return e;
+      return std::move(*e);
     }
+  }
+  // None of those fits as written. The grid's memory is not the evaluator's, so a point
+  // whose analytic memory does not fit may fit as written: the kRescored points of least
+  // analytic memory (those the least-memory ranking prices) and the kRescored fastest of
+  // the analytically unfit points are priced, and the fastest that fits is the answer.
+  // Only on this path (a grid with no fitting answer so far) are the unfit points simulated.
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    if (analytic[i]) continue;
+    auto e = s.run_problem(cands[i].problem, cands[i].plan);
+    ++s.grid_simulated;
+    if (e.ok()) analytic[i] = std::move(e).value();
+  }
+  std::vector<std::size_t> unfit_by_time;
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    if (analytic[i] && !analytic[i]->prediction.fits) unfit_by_time.push_back(i);
+  }
+  std::stable_sort(unfit_by_time.begin(), unfit_by_time.end(), [&](std::size_t a, std::size_t b) {
+    return analytic[a]->prediction.iteration_time_s < analytic[b]->prediction.iteration_time_s;
+  });
+  if (unfit_by_time.size() > static_cast<std::size_t>(kRescored)) unfit_by_time.resize(kRescored);
+  std::vector<std::size_t> last_chance = least_analytic_memory();
+  last_chance.insert(last_chance.end(), unfit_by_time.begin(), unfit_by_time.end());
+  std::optional<Evaluated> fastest;
+  std::size_t fastest_index = cands.size();
+  for (const std::size_t i : last_chance) {
+    if (!tried.insert(i).second) continue;
+    ALPASIM_ASSIGN_OR_RETURN(std::optional<Evaluated> e, priced(i, true));
+    if (!e || !e->prediction.fits) continue;
+    if (!fastest || better(s, *e, *fastest) || (!better(s, *fastest, *e) && i < fastest_index)) {
+      fastest = std::move(e);
+      fastest_index = i;
+    }
+  }
+  if (fastest) {
+    if (description) *description = cands[fastest_index].description;
+    return std::move(*fastest);
   }
   return first;  // none fits: the analytic winner, priced by the evaluator (does not fit)
 }

@@ -166,9 +166,10 @@ core::Result<SearchResult> search(const SearchInput& input) {
   }
   if (!chosen.ok() && chosen.status().code() == core::StatusCode::kResourceExhausted) {
     // Smallest memory per device any plan of this mode needs (ranked by memory, no limit).
-    // Then the Megatron grid and ZeRO-3: the first that answers with a fitting plan under
-    // the same limit is named with that plan's memory, priced as its answer would be;
-    // otherwise the smaller of their least-memory figures when below this mode's. (A user
+    // Then the Megatron grid and ZeRO-3: the first whose least-memory figure is within the
+    // limit and whose search answers with a fitting plan under it is named with that plan's
+    // memory, priced as its answer would be; otherwise the smaller of their least-memory
+    // figures when below this mode's. (A user
     // asking for data_parallel on a model that does not fit used to read the grid's smaller
     // figure as "the smallest plan found", a figure within the limit.)
     constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
@@ -186,6 +187,14 @@ core::Result<SearchResult> search(const SearchInput& input) {
     std::int64_t fitting_need = kNone, other_need = kNone;
     for (const char* m : {"megatron", "zero3"}) {
       if (input.mode == m) continue;
+      const std::int64_t need = least_memory(m);
+      if (need < other_need) {
+        other_need = need;
+        other_mode = m;
+      }
+      // Searched under the limit only when its least-memory plan fits it (a search that
+      // cannot fit is the expensive part of this path).
+      if (need == kNone || static_cast<double>(need) > s.memory_limit()) continue;
       Searcher v(input);
       AlpaStats unused_stats;
       std::string unused_description;
@@ -194,11 +203,6 @@ core::Result<SearchResult> search(const SearchInput& input) {
         fitting_mode = m;
         fitting_need = e.value().prediction.peak_memory_bytes;
         break;
-      }
-      const std::int64_t need = least_memory(m);
-      if (need < other_need) {
-        other_need = need;
-        other_mode = m;
       }
     }
     auto bytes_text = [](std::int64_t b) {

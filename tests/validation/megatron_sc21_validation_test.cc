@@ -640,8 +640,8 @@ TEST_CASE("NVIDIA B200 pre-training runs: rows evaluate and are finite, MAPE pri
 // the token-routing pricing changed after it (docs/validation.md gives both). The strict
 // checks are that each row evaluates to a finite time; MAPEs and memory verdicts are printed
 // (no target: the issue asks for them as they are).
-TEST_CASE("NVIDIA MoE pre-training runs (Mixtral, Qwen3 MoE): rows evaluate, MAPE printed per GPU and precision") {
-  std::size_t evaluated = 0;
+TEST_CASE("NVIDIA MoE pre-training runs (Mixtral, Qwen3 MoE, GPT-OSS): rows evaluate, MAPE printed per GPU and precision") {
+  std::size_t evaluated = 0, gpt_oss = 0;
   for (const auto& [gpu_type, preset] :
        {std::pair<const char*, const char*>{"H100", "dgx-h100"}, {"B200", "dgx-b200"},
         {"B300", "dgx-b300"}, {"GB200", "gb200-nvl72"}, {"GB300", "gb300-nvl72"}}) {
@@ -649,8 +649,10 @@ TEST_CASE("NVIDIA MoE pre-training runs (Mixtral, Qwen3 MoE): rows evaluate, MAP
     const auto rows = nemo_rows(gpu_type, preset, &skipped, /*moe=*/true);
     precision_groups(std::string(gpu_type) + " MoE", rows, skipped.size());
     evaluated += rows.size();
+    for (const auto& r : rows) gpt_oss += r.id.find("GPT-OSS") != std::string::npos ? 1 : 0;
   }
   CHECK(evaluated >= 20);
+  CHECK(gpt_oss == 31);  // every GPT-OSS row of the sources (sliding windows, 2026-11-27)
 }
 
 // NVIDIA's published GB200 and GB300 NVL72 pre-training runs (the same file and plan choices),

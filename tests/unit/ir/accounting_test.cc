@@ -230,10 +230,20 @@ TEST_CASE("a sliding window: the flash kernel computes only the tiles of the ban
   auto again = parse_graph_json(core::JsonValue(graph_to_json(forward), "g.json", ""), o);
   REQUIRE_MESSAGE(again.ok(), again.status().message());
   for (const Op& op : forward.ops()) CHECK(again->op(op.id).attention_window == op.attention_window);
-  // Unfused attention forms the whole masked product: no op carries a window.
+  // Unfused attention forms the whole masked product: its scores and softmax carry the
+  // window (the executors mask with it) and every tile is priced.
   c.fused_attention = false;
   const Graph unfused = train(c, RecomputePolicy::kNone, 1);
-  for (const Op& op : unfused.ops()) CHECK(op.attention_window == 0);
+  int windowed = 0;
+  for (const Op& op : unfused.ops()) {
+    CHECK(flash_attention_work_fraction(unfused, op) == 1.0);
+    if (op.phase == Phase::kForward && op.attention_window > 0) {
+      ++windowed;
+      CHECK(op.attention_window == window);
+      CHECK((op.layer - 1) % 2 == 0);  // blocks 0 and 2
+    }
+  }
+  CHECK(windowed == 2 * 2);  // scores and softmax of the two sliding blocks
   // Model FLOPs are the model's, windowed or not (Megatron's formula).
   c.fused_attention = true;
   auto full = c;

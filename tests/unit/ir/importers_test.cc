@@ -77,8 +77,8 @@ core::Status hf_error(std::string_view text) {
 
 TEST_CASE("config.json errors name the key") {
   CHECK(hf_error(R"({"model_type": "bert"})").message() ==
-        "c.json: /model_type: expected one of \"gpt2\", \"llama\", \"mistral\", \"mixtral\", or "
-        "\"qwen2\", got \"bert\"");
+        "c.json: /model_type: expected one of \"gpt2\", \"llama\", \"mistral\", \"mixtral\", \"qwen2\", "
+        "\"qwen2_moe\", or \"qwen3_moe\", got \"bert\"");
   CHECK(hf_error(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
       "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 10,
       "max_position_embeddings": 8, "num_key_value_head": 2})").message() ==
@@ -110,6 +110,31 @@ TEST_CASE("config.json sliding windows: Mistral, Qwen2's switch, layer_types") {
   c = hf_text(R"(, "sliding_window": null)");
   REQUIRE(c.ok());
   CHECK(c->sliding_window == 0);
+  // Absent from a Mistral config: MistralConfig's default, 4,096. Llama has no window: the
+  // key is ignored, as transformers does.
+  c = hf_text("");
+  REQUIRE(c.ok());
+  CHECK(c->sliding_window == 4096);
+  c = hf_text(R"(, "sliding_window": 4096)", "llama");
+  REQUIRE(c.ok());
+  CHECK(c->sliding_window == 0);
+  // Qwen2 with the switch off: the window's value is not read (0 is what some configs write).
+  c = hf_text(R"(, "sliding_window": 0, "use_sliding_window": false)", "qwen2");
+  REQUIRE_MESSAGE(c.ok(), c.status().message());
+  CHECK(c->sliding_window == 0);
+  // On, without max_window_layers: Qwen2Config's default 28 keeps these 4 layers full...
+  c = hf_text(R"(, "sliding_window": 4096, "use_sliding_window": true)", "qwen2");
+  REQUIRE(c.ok());
+  CHECK(c->sliding_window == 0);
+  // ... and on a 40-layer model makes layers 28..39 slide: not a pattern modelled.
+  auto doc40 = core::parse_json_text(R"({"model_type": "qwen2", "num_hidden_layers": 40,
+      "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 10,
+      "max_position_embeddings": 8192, "sliding_window": 4096, "use_sliding_window": true})", "c.json");
+  REQUIRE(doc40.ok());
+  CHECK(parse_hf_config(core::JsonValue::root(*doc40)).status().message() ==
+        "c.json: /: max_window_layers absent (transformers' default 28 < num_hidden_layers 40): full attention "
+        "on the first 28 layers and a sliding window after them is not a pattern this version models "
+        "(sliding_window_pattern: every k-th layer full)");
   // Qwen2 slides only with use_sliding_window (false by default), from max_window_layers on.
   c = hf_text(R"(, "sliding_window": 4096, "max_window_layers": 28)", "qwen2");
   REQUIRE(c.ok());
@@ -139,12 +164,81 @@ TEST_CASE("config.json sliding windows: Mistral, Qwen2's switch, layer_types") {
       "full_attention", "full_attention"])").status().message() ==
         "c.json: /layer_types/2: expected \"sliding_attention\": layer types must repeat one pattern, "
         "every k-th layer full (k = 2 from the first full layer)");
-  CHECK(hf_text(R"(, "layer_types": ["sliding_attention", "sliding_attention",
+  CHECK(hf_text(R"(, "sliding_window": null, "layer_types": ["sliding_attention", "sliding_attention",
       "sliding_attention", "sliding_attention"])").status().message() ==
         "c.json: /layer_types: expected \"sliding_attention\" layers only with a sliding_window, which "
         "is absent or null");
   CHECK(hf_text(R"(, "sliding_window": 128, "layer_types": ["sliding_attention"])").status().message() ==
         "c.json: /layer_types: expected one entry per layer (4), got 1");
+}
+
+TEST_CASE("Qwen MoE config.json: shared expert and dense prefix, Qwen1.5-MoE-A2.7B 14.3 B, Qwen3-30B-A3B 30.5 B") {
+  // Qwen1.5-MoE-A2.7B (qwen2_moe): per block q/k/v/o 4·2048² with q/k/v biases, 60 experts
+  // x 3·2048·1408, a shared expert 3·2048·5632, the router 2048·60, two RMSNorm scales; the
+  // untied embedding and head 2·151,936·2048 and the final norm. Published: 14.3 B.
+  auto doc = core::parse_json_text(R"({"model_type": "qwen2_moe", "num_hidden_layers": 24,
+      "hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 16,
+      "intermediate_size": 5632, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+      "num_experts": 60, "num_experts_per_tok": 4, "decoder_sparse_step": 1, "mlp_only_layers": [],
+      "norm_topk_prob": false, "vocab_size": 151936, "max_position_embeddings": 8192,
+      "tie_word_embeddings": false, "use_sliding_window": false, "sliding_window": 32768,
+      "max_window_layers": 21, "router_aux_loss_coef": 0.001})", "qwen15moe.json");
+  REQUIRE(doc.ok());
+  auto c = parse_hf_config(core::JsonValue::root(*doc), 4096);
+  REQUIRE_MESSAGE(c.ok(), c.status().message());
+  CHECK(c->builtin == "mixtral");
+  CHECK(c->num_experts == 60);
+  CHECK(c->top_k == 4);
+  CHECK(c->ffn_hidden_size == 1408);
+  CHECK(c->shared_expert_ffn_hidden_size == 5632);
+  CHECK(c->first_dense_layers == 0);
+  CHECK(c->sliding_window == 0);
+  CHECK(c->qkv_bias);
+  const std::int64_t h = 2048;
+  const std::int64_t block = 4 * h * h + 3 * h + 60 * 3 * h * 1408 + 3 * h * 5632 + h * 60 + 2 * h;
+  const std::int64_t qwen15 = parameter_count(build_transformer(*c, {}, "q"));
+  CHECK(qwen15 == 24 * block + 2 * 151936 * h + h);
+  CHECK(core::format_fixed(static_cast<double>(qwen15) / 1e9, 1) == "14.3");
+
+  // Qwen3-30B-A3B (qwen3_moe): q 2048 x 32·128, k and v 2048 x 4·128, o 32·128 x 2048, 128
+  // experts x 3·2048·768, the router, two norms; no shared expert. Published: 30.5 B.
+  doc = core::parse_json_text(R"({"model_type": "qwen3_moe", "num_hidden_layers": 48,
+      "hidden_size": 2048, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+      "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128,
+      "num_experts_per_tok": 8, "decoder_sparse_step": 1, "mlp_only_layers": [],
+      "norm_topk_prob": true, "vocab_size": 151936, "max_position_embeddings": 40960,
+      "tie_word_embeddings": false, "attention_bias": false})", "qwen3moe.json");
+  REQUIRE(doc.ok());
+  c = parse_hf_config(core::JsonValue::root(*doc), 4096);
+  REQUIRE_MESSAGE(c.ok(), c.status().message());
+  CHECK(c->shared_expert_ffn_hidden_size == 0);
+  CHECK_FALSE(c->qkv_bias);
+  const std::int64_t block3 = h * 4096 * 2 + h * 512 * 2 + 128 * 3 * h * 768 + h * 128 + 2 * h;
+  const std::int64_t qwen3 = parameter_count(build_transformer(*c, {}, "q3"));
+  CHECK(qwen3 == 48 * block3 + 2 * 151936 * h + h);
+  CHECK(core::format_fixed(static_cast<double>(qwen3) / 1e9, 1) == "30.5");
+
+  // A dense prefix: mlp_only_layers [0, 1] -> two dense blocks of intermediate_size.
+  auto prefixed = [](const std::string& layers, const std::string& step = "1") {
+    auto d = core::parse_json_text(R"({"model_type": "qwen2_moe", "num_hidden_layers": 4,
+        "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 256,
+        "moe_intermediate_size": 32, "num_experts": 8, "vocab_size": 10,
+        "max_position_embeddings": 16, "decoder_sparse_step": )" + step + R"(, "mlp_only_layers": )" +
+                                   layers + "}", "p.json");
+    REQUIRE(d.ok());
+    return parse_hf_config(core::JsonValue::root(*d));
+  };
+  auto p = prefixed("[0, 1]");
+  REQUIRE_MESSAGE(p.ok(), p.status().message());
+  CHECK(p->first_dense_layers == 2);
+  CHECK(p->dense_width() == 256);
+  CHECK_FALSE(p->is_moe_layer(1));
+  CHECK(p->is_moe_layer(2));
+  CHECK(prefixed("[1]").status().message() ==
+        "p.json: /mlp_only_layers/0: expected 0: dense blocks must be the first ones (first_dense_layers), got 1");
+  CHECK(prefixed("[]", "2").status().message() ==
+        "p.json: /decoder_sparse_step: expected 1 (every block sparse but those mlp_only_layers names), got 2: "
+        "blocks l with (l + 1) % k == 0 is not a pattern this version models");
 }
 
 TEST_CASE("a builtin graph written as JSON reads back to the same graph") {

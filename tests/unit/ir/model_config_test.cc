@@ -2,6 +2,9 @@
 
 #include <doctest/doctest.h>
 
+#include "ir/accounting.h"
+#include "ir/builders.h"
+
 namespace alpasim::ir {
 namespace {
 
@@ -36,6 +39,10 @@ TEST_CASE("model configs round-trip") {
         R"({"builtin": "wide_resnet", "num_layers": 50, "base_channels": 320, "width_factor": 2})",
         R"({"builtin": "llama", "name": "7B", "num_layers": 32, "hidden_size": 4096,
             "num_heads": 32, "seq_len": 4096, "vocab_size": 32000, "ffn_hidden_size": 11008})",
+        R"({"builtin": "mixtral", "name": "deepseek-moe-like", "num_layers": 4, "hidden_size": 256,
+            "num_heads": 4, "seq_len": 128, "vocab_size": 1000, "ffn_hidden_size": 64,
+            "num_experts": 16, "top_k": 4, "shared_expert_ffn_hidden_size": 128,
+            "first_dense_layers": 1, "dense_ffn_hidden_size": 512})",
         R"({"builtin": "llama", "name": "local-global", "num_layers": 6, "hidden_size": 512,
             "num_heads": 8, "seq_len": 8192, "vocab_size": 1000, "ffn_hidden_size": 1024,
             "sliding_window": 1024, "sliding_window_pattern": 3})"}) {
@@ -54,11 +61,60 @@ TEST_CASE("a sliding window reaches the layers its pattern names") {
   // Every 3rd layer (2 and 5, 0-based) keeps full attention: Gemma 3's five-to-one with k = 6.
   const std::vector<std::int64_t> expected = {1024, 1024, 0, 1024, 1024, 0};
   for (std::int64_t l = 0; l < 6; ++l) CHECK(t.attention_window_of(l) == expected[static_cast<std::size_t>(l)]);
+  // Written and read back, the keys survive (not only equal JSON on both sides).
+  auto doc = core::parse_json_text(model_config_to_json(m).dump(), "again.json").value();
+  const ModelConfig again = parse_model_config(core::JsonValue::root(doc), ".").value();
+  const auto& ta = std::get<TransformerConfig>(again.spec);
+  CHECK(ta.sliding_window == 1024);
+  CHECK(ta.sliding_window_pattern == 3);
   TransformerConfig every = t;
   every.sliding_window_pattern = 0;
   for (std::int64_t l = 0; l < 6; ++l) CHECK(every.attention_window_of(l) == 1024);
   every.sliding_window = 0;
   for (std::int64_t l = 0; l < 6; ++l) CHECK(every.attention_window_of(l) == 0);
+}
+
+TEST_CASE("shared experts and a dense prefix: DeepSeek-MoE's block shapes, parameters in closed form") {
+  // 4 blocks of hidden 256: block 0 dense (SwiGLU 3·256·512), blocks 1-3 MoE: 16 experts x
+  // 3·256·64, a shared expert 3·256·128, the router 256·16. Attention 4·256², two RMSNorm
+  // scales per block; untied embedding and head 2·1000·256, the final norm.
+  ModelConfig m = parse_text(R"({"builtin": "mixtral", "num_layers": 4, "hidden_size": 256,
+      "num_heads": 4, "seq_len": 128, "vocab_size": 1000, "ffn_hidden_size": 64,
+      "num_experts": 16, "top_k": 4, "shared_expert_ffn_hidden_size": 128,
+      "first_dense_layers": 1, "dense_ffn_hidden_size": 512})").value();
+  const auto& t = std::get<TransformerConfig>(m.spec);
+  CHECK_FALSE(t.is_moe_layer(0));
+  CHECK(t.is_moe_layer(1));
+  CHECK(t.is_moe_layer(3));
+  const std::int64_t h = 256, attention = 4 * h * h, norms = 2 * h;
+  const std::int64_t dense = attention + 3 * h * 512 + norms;
+  const std::int64_t moe = attention + 16 * 3 * h * 64 + 3 * h * 128 + h * 16 + norms;
+  BuildOptions o;
+  const Graph g = build_transformer(t, o, "m");
+  CHECK(parameter_count(g) == dense + 3 * moe + 2 * 1000 * h + h);
+  auto doc = core::parse_json_text(model_config_to_json(m).dump(), "again.json").value();
+  const auto again = std::get<TransformerConfig>(parse_model_config(core::JsonValue::root(doc), ".").value().spec);
+  CHECK(again.shared_expert_ffn_hidden_size == 128);
+  CHECK(again.first_dense_layers == 1);
+  CHECK(again.dense_ffn_hidden_size == 512);
+  // The shared expert is a dense MLP of the MoE block (no "/moe/expert_" op: Megatron's
+  // tensor parallelism splits it, expert parallelism does not).
+  int shared = 0;
+  for (const Op& op : g.ops()) {
+    if (op.name.find("/moe/shared_") != std::string::npos) {
+      ++shared;
+      CHECK(op.name.find("/moe/expert_") == std::string::npos);
+    }
+  }
+  CHECK(shared == 3 * (3 + 3 + 2));  // per MoE block: 3 weights, 3 GEMMs, SiLU and product
+  // GShard's alternation with a dense prefix: blocks l >= 2 with l % 2 == 0.
+  TransformerConfig gshard = t;
+  gshard.moe_layer_interval = 2;
+  gshard.first_dense_layers = 2;
+  CHECK_FALSE(gshard.is_moe_layer(0));
+  CHECK_FALSE(gshard.is_moe_layer(1));
+  CHECK(gshard.is_moe_layer(2));
+  CHECK_FALSE(gshard.is_moe_layer(3));
 }
 
 TEST_CASE("bad model blocks give exact errors") {
@@ -76,11 +132,16 @@ TEST_CASE("bad model blocks give exact errors") {
         "m.json: /num_layers: expected 50 or 101, got 51");
   CHECK(parse_text(R"({"builtin": "gpt", "num_layers": 2, "hidden_size": 64, "num_heads": 4,
       "seq_len": 8, "vocab_size": 10, "sliding_window": 4, "sliding_window_pattern": 1})").status().message() ==
-        "m.json: /sliding_window_pattern: expected 0 (every layer slides) or k >= 2 (every k-th layer "
-        "keeps full attention), got 1");
+        "m.json: /sliding_window_pattern: expected k >= 2 (every k-th layer keeps full attention; omit "
+        "the key for every layer), got 1");
   CHECK(parse_text(R"({"builtin": "gpt", "num_layers": 2, "hidden_size": 64, "num_heads": 4,
       "seq_len": 8, "vocab_size": 10, "sliding_window_pattern": 2})").status().message() ==
         "m.json: /sliding_window_pattern: expected only with \"sliding_window\", which is absent or 0");
+  CHECK(parse_text(R"({"builtin": "mixtral", "num_layers": 2, "hidden_size": 64, "num_heads": 4,
+      "seq_len": 8, "vocab_size": 10, "ffn_hidden_size": 32, "num_experts": 4,
+      "first_dense_layers": 2})").status().message() ==
+        "m.json: /first_dense_layers: expected a count that leaves at least one MoE block (num_layers 2, "
+        "moe_layer_interval 1), got 2");
   CHECK(parse_text(R"({"file": "nope.onnx", "format": "onnx"})").status().message() ==
         "m.json: /file: file not found: ./nope.onnx");
 }

@@ -802,6 +802,43 @@ TEST_CASE("expert parallelism: experts split ep ways, token all-to-alls over the
   CHECK(dense.status().message() == "/search/megatron/ep: needs a mixture-of-experts model (num_experts > 0)");
 }
 
+TEST_CASE("a shared expert is a dense MLP of the MoE block: split tp ways, not ep ways, its GEMMs priced") {
+  // The Mixtral-style model above with a shared expert of width 96 (3 x 64 x 96 weights per
+  // block), on 8 GPUs as tp 2 x dp 4 with ep 4: the shared expert's weights split over tp
+  // (Megatron's column/row split of a dense MLP), not over ep like the routed experts.
+  ir::ModelConfig model = two_block_model("mixtral", 64, 128, 64, 128, /*experts=*/8);
+  ir::ModelConfig shared = model;
+  std::get<ir::TransformerConfig>(shared.spec).shared_expert_ffn_hidden_size = 96;
+  const auto cm = preset_cost_model("dgx-h100", 1);
+  const TrainingSetup bf16 = testing::training_setup(8, core::DType::kBf16);
+  MegatronPlan plan;
+  plan.tp = 2;
+  plan.dp = 4;
+  plan.ep = 4;
+  plan.sequence_parallel = true;
+  auto a = lower_megatron_plan(model, bf16, plan, cm);
+  auto b = lower_megatron_plan(shared, bf16, plan, cm);
+  REQUIRE_MESSAGE(a.ok(), a.status().message());
+  REQUIRE_MESSAGE(b.ok(), b.status().message());
+  const auto& la = a->layers[1];
+  const auto& lb = b->layers[1];
+  CHECK(lb.costs.parameter_bytes.value() - la.costs.parameter_bytes.value() == 2 * 3 * 64 * 96 / 2);
+  // Its three GEMMs forward (gate, up, down on the tp-local width 48), two per GEMM backward.
+  cost_model::GemmShape gate;  // [b·s, h] x [h, 96 / tp]
+  gate.m = 64;
+  gate.n = 48;
+  gate.k = 64;
+  gate.dtype = core::DType::kBf16;
+  cost_model::GemmShape down = gate;  // [b·s, 96 / tp] x [96 / tp, h]
+  down.n = 64;
+  down.k = 48;
+  const double shared_forward_s = 2 * cm.gemm(gate).time.value() + cm.gemm(down).time.value();
+  CHECK(lb.gemm_forward_s.value() - la.gemm_forward_s.value() == doctest::Approx(shared_forward_s).epsilon(1e-9));
+  CHECK(lb.gemm_backward_s.value() > la.gemm_backward_s.value());
+  // The routed experts' all-to-all is the same: the shared expert reads the tokens in place.
+  CHECK(lb.ep_all_to_all_bytes.value() == la.ep_all_to_all_bytes.value());
+}
+
 TEST_CASE("expert gradients synchronise over the expert-data-parallel group, dense ones over dp") {
   // 16 H100 (2 nodes), dp 16, ep 8: each GPU holds one of the 8 experts of a layer, and the
   // 16 / 8 = 2 GPUs holding the same expert (GPUs e and 8 + e: one per node) all-reduce its
