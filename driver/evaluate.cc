@@ -90,6 +90,7 @@ core::Result<Evaluation> evaluate_fixed_plan(const Scenario& scenario,
     plan.account_for_embedding = m->account_for_embedding;
     plan.account_for_loss = m->account_for_loss;
     plan.last_stage_layers = m->last_stage_layers;
+    plan.pipeline_layout = m->pipeline_layout;
     sim::lowering::TrainingSetup training;
     training.global_batch_size = scenario.training.global_batch_size;
     training.dtype = scenario.training.dtype;

@@ -105,6 +105,13 @@ Result<MegatronPlanConfig> parse_megatron(JsonObject obj) {
   ALPASIM_ASSIGN_OR_RETURN(m.account_for_embedding,
                            obj.get_bool_or("account_for_embedding_in_pipeline_split", false));
   ALPASIM_ASSIGN_OR_RETURN(m.account_for_loss, obj.get_bool_or("account_for_loss_in_pipeline_split", false));
+  if (auto layout = obj.optional("pipeline_model_parallel_layout")) {
+    ALPASIM_ASSIGN_OR_RETURN(m.pipeline_layout, layout->as_string());
+    if (m.pipeline_layout.empty() || m.pipeline_layout.size() > 4096) {
+      return layout->error("expected a layout of 1 to 4,096 characters, got " +
+                           std::to_string(m.pipeline_layout.size()));
+    }
+  }
   if (auto bucket = obj.optional("ddp_bucket_size")) {
     ALPASIM_ASSIGN_OR_RETURN(m.ddp_bucket_size, bucket->as_int(1, std::int64_t{1} << 50, "a parameter count >= 1"));
   }
@@ -248,7 +255,7 @@ core::Status check_consistency(const Scenario& s, const JsonValue& root) {
   }
   if (const auto* t = std::get_if<ir::TransformerConfig>(&s.model.spec)) {
     if (m.first_stage_layers == 0 && m.last_stage_layers == 0 && !m.account_for_embedding &&
-        !m.account_for_loss && t->num_layers % (m.pp * m.interleave) != 0) {
+        !m.account_for_loss && m.pipeline_layout.empty() && t->num_layers % (m.pp * m.interleave) != 0) {
       return where.error("num_layers " + std::to_string(t->num_layers) +
                          " is not a multiple of pp·interleave = " +
                          std::to_string(m.pp * m.interleave));
@@ -453,6 +460,7 @@ core::Json scenario_to_json(const Scenario& s) {
     if (m->account_for_embedding) search["megatron"]["account_for_embedding_in_pipeline_split"] = true;
     if (m->account_for_loss) search["megatron"]["account_for_loss_in_pipeline_split"] = true;
     if (m->last_stage_layers > 0) search["megatron"]["last_stage_layers"] = m->last_stage_layers;
+    if (!m->pipeline_layout.empty()) search["megatron"]["pipeline_model_parallel_layout"] = m->pipeline_layout;
   }
   if (s.search.plan_file) search["plan"] = s.search.plan_file_as_written;
   j["search"] = search;

@@ -57,6 +57,9 @@ struct MegatronPlanConfig {
   std::int64_t etp = 0;
   std::int64_t ddp_bucket_size = 0;  ///< parameters; 0: Megatron-Core's default
   std::int64_t first_stage_layers = 0;  ///< --decoder-first-pipeline-num-layers; 0: even split
+  /// --pipeline-model-parallel-layout ("Et*3|(t*4|)*14t*2L"); empty: none
+  /// (sim::lowering::MegatronPlan::pipeline_layout).
+  std::string pipeline_layout;
   std::int64_t last_stage_layers = 0;   ///< --decoder-last-pipeline-num-layers; 0: even split
   bool account_for_embedding = false;  ///< --account-for-embedding-in-pipeline-split
   bool account_for_loss = false;       ///< --account-for-loss-in-pipeline-split

@@ -153,18 +153,59 @@ Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
     // Attention (pre-norm). Q is laid out [b, s, kv_heads, group, head_dim] so that
     // grouped-query attention is one batched dot per kv head (group = 1 for MHA).
     OpId ln1 = norm_op("attn_norm", block_in);
-    OpId bq = c.qkv_bias ? b.param("attn/q_bias", {K, G, D}) : kNoOp;
-    OpId bk = c.qkv_bias ? b.param("attn/k_bias", {K, D}) : kNoOp;
-    OpId bv = c.qkv_bias ? b.param("attn/v_bias", {K, D}) : kNoOp;
-    OpId q = b.dot("attn/q", "bsh,hkgd->bskgd", ln1, b.param("attn/q_weight", {H, K, G, D}), bq);
-    OpId k = b.dot("attn/k", "bsh,hkd->bskd", ln1, b.param("attn/k_weight", {H, K, D}), bk);
-    OpId v = b.dot("attn/v", "bsh,hkd->bskd", ln1, b.param("attn/v_weight", {H, K, D}), bv);
-    if (!c.learned_positions) {
-      q = b.ew("attn/q_rotary", "rotary", {q}, kRotaryFlops);
-      k = b.ew("attn/k_rotary", "rotary", {k}, kRotaryFlops);
+    OpId v = kNoOp, scores = kNoOp, first_core = kNoOp;
+    std::int64_t out_dim = D;  // the head width attn/out contracts
+    if (c.kv_lora_rank > 0) {
+      // Multi-head latent attention (DeepSeek-V2/V3): queries from a q_lora_rank latent
+      // (RMS-normed; straight from the input when q_lora_rank is 0), keys' and values'
+      // per-head parts from one kv_lora_rank latent, and a rotary key part shared by every
+      // head. The scores are the no-position part plus the rotary part (one GEMM of head
+      // dim qk_nope + qk_rope in a fused kernel: the same multiply-adds). Megatron-Core
+      // replicates the down projections over tp and splits the up projections by head.
+      const std::int64_t N = c.num_heads, Dn = c.qk_nope_head_dim, Dr = c.qk_rope_head_dim;
+      const std::int64_t Rq = c.q_lora_rank, Rkv = c.kv_lora_rank;
+      out_dim = c.v_head_dim;
+      OpId q_in = ln1;
+      std::string q_spec = "bsh,hkgd->bskgd", q_rope_spec = "bsh,hkgr->bskgr";
+      std::int64_t q_from = H;
+      if (Rq > 0) {
+        q_in = b.dot("attn/q_down", "bsh,hr->bsr", ln1, b.param("attn/q_down_weight", {H, Rq}));
+        q_in = g.add_norm(b.n("attn/q_norm"), NormType::kRmsNorm, q_in, b.param("attn/q_norm_scale", {Rq}),
+                          kNoOp, b.layer);
+        q_spec = "bsr,rkgd->bskgd";
+        q_rope_spec = "bsq,qkgr->bskgr";
+        q_from = Rq;
+      }
+      OpId q_nope = b.dot("attn/q_nope", q_spec, q_in, b.param("attn/q_nope_weight", {q_from, N, 1, Dn}));
+      OpId q_rope = b.dot("attn/q_rope", q_rope_spec, q_in, b.param("attn/q_rope_weight", {q_from, N, 1, Dr}));
+      OpId ckv = b.dot("attn/kv_down", "bsh,hc->bsc", ln1, b.param("attn/kv_down_weight", {H, Rkv}));
+      OpId k_rope = b.dot("attn/k_rope", "bsh,hr->bsr", ln1, b.param("attn/k_rope_weight", {H, Dr}));
+      ckv = g.add_norm(b.n("attn/kv_norm"), NormType::kRmsNorm, ckv, b.param("attn/kv_norm_scale", {Rkv}),
+                       kNoOp, b.layer);
+      OpId k_nope = b.dot("attn/k_nope", "bsc,ckd->bskd", ckv, b.param("attn/k_nope_weight", {Rkv, N, Dn}));
+      v = b.dot("attn/v", "bsc,ckd->bskd", ckv, b.param("attn/v_weight", {Rkv, N, out_dim}));
+      q_rope = b.ew("attn/q_rotary", "rotary", {q_rope}, kRotaryFlops);
+      k_rope = b.ew("attn/k_rotary", "rotary", {k_rope}, kRotaryFlops);
+      first_core = b.dot("attn/scores", "bskgd,btkd->bkgst", q_nope, k_nope);
+      OpId rope_scores = b.dot("attn/scores_rope", "bskgr,btr->bkgst", q_rope, k_rope);
+      g.mutable_op(first_core).selective_recompute = true;
+      g.mutable_op(rope_scores).selective_recompute = true;
+      scores = b.add("attn/scores_sum", first_core, rope_scores);
+    } else {
+      OpId bq = c.qkv_bias ? b.param("attn/q_bias", {K, G, D}) : kNoOp;
+      OpId bk = c.qkv_bias ? b.param("attn/k_bias", {K, D}) : kNoOp;
+      OpId bv = c.qkv_bias ? b.param("attn/v_bias", {K, D}) : kNoOp;
+      OpId q = b.dot("attn/q", "bsh,hkgd->bskgd", ln1, b.param("attn/q_weight", {H, K, G, D}), bq);
+      OpId k = b.dot("attn/k", "bsh,hkd->bskd", ln1, b.param("attn/k_weight", {H, K, D}), bk);
+      v = b.dot("attn/v", "bsh,hkd->bskd", ln1, b.param("attn/v_weight", {H, K, D}), bv);
+      if (!c.learned_positions) {
+        q = b.ew("attn/q_rotary", "rotary", {q}, kRotaryFlops);
+        k = b.ew("attn/k_rotary", "rotary", {k}, kRotaryFlops);
+      }
+      // The attention core: what Megatron's selective recomputation recomputes.
+      scores = b.dot("attn/scores", "bskgd,btkd->bkgst", q, k);
+      first_core = scores;
     }
-    // The attention core: what Megatron's selective recomputation recomputes.
-    OpId scores = b.dot("attn/scores", "bskgd,btkd->bkgst", q, k);
     OpId probs = g.add_softmax(b.n("attn/softmax"), scores, b.layer);
     g.mutable_op(scores).selective_recompute = true;
     g.mutable_op(probs).selective_recompute = true;
@@ -174,10 +215,10 @@ Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
     g.mutable_op(probs).attention_window = c.attention_window_of(l);
     if (c.dropout) probs = b.dropout("attn/probs_dropout", probs, true);
     if (c.fused_attention) {
-      // scores -> softmax [-> mask, dropout], the ops created since `scores` and marked for
-      // selective recomputation: what a Flash kernel fuses (its output, attn/context, is
-      // stored as usual: attn/out reads it).
-      for (OpId id = scores; id <= probs; ++id) {
+      // scores -> softmax [-> mask, dropout], the ops created since the first score GEMM
+      // and marked for selective recomputation: what a Flash kernel fuses (its output,
+      // attn/context, is stored as usual: attn/out reads it).
+      for (OpId id = first_core; id <= probs; ++id) {
         if (g.op(id).layer == b.layer && g.op(id).selective_recompute) {
           g.mutable_op(id).fused_attention = true;
           g.mutable_op(id).attention_window = c.attention_window_of(l);  // its dropout too
@@ -187,7 +228,9 @@ Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
     OpId ctx = b.dot("attn/context", "bkgst,btkd->bskgd", probs, v);
     g.mutable_op(ctx).selective_recompute = true;
     OpId bo = c.dense_bias ? b.param("attn/out_bias", {H}) : kNoOp;
-    OpId attn = b.dot("attn/out", "bskgd,kgdh->bsh", ctx, b.param("attn/out_weight", {K, G, D, H}), bo);
+    OpId attn = b.dot("attn/out", "bskgd,kgdh->bsh", ctx,
+                      b.param("attn/out_weight", {c.kv_lora_rank > 0 ? c.num_heads : K,
+                                                  c.kv_lora_rank > 0 ? 1 : G, out_dim, H}), bo);
     if (c.dropout) attn = b.dropout("attn/out_dropout", attn, false);
     OpId x1 = b.add("attn_residual", block_in, attn);
 

@@ -22,7 +22,8 @@ const std::vector<std::string>& ignored_keys() {
       "layer_norm_epsilon", "layer_norm_eps", "initializer_range", "hidden_act",
       "activation_function", "rope_theta", "rope_scaling", "pretraining_tp",
       "attention_dropout",
-      "router_aux_loss_coef", "norm_topk_prob", "output_router_logits", "router_jitter_noise", "resid_pdrop",
+      "router_aux_loss_coef", "norm_topk_prob", "output_router_logits", "routed_scaling_factor",
+      "scoring_func", "topk_method", "n_group", "topk_group", "aux_loss_alpha", "seq_aux", "ep_size", "router_jitter_noise", "resid_pdrop",
       "embd_pdrop", "attn_pdrop", "summary_activation", "summary_first_dropout",
       "summary_proj_to_labels", "summary_type", "summary_use_proj", "task_specific_params",
       "scale_attn_weights", "reorder_and_upcast_attn", "scale_attn_by_inverse_layer_idx",
@@ -33,7 +34,7 @@ const std::vector<std::string>& ignored_keys() {
 
 const std::vector<std::string>& model_types() {
   static const std::vector<std::string> k = {"gpt2", "llama", "mistral", "mixtral", "qwen2",
-                                             "qwen2_moe", "qwen3_moe"};
+                                             "qwen2_moe", "qwen3_moe", "deepseek_v3"};
   return k;
 }
 
@@ -184,6 +185,54 @@ core::Status parse_qwen_moe(JsonObject& obj, const std::string& type, Transforme
   return core::ok_status();
 }
 
+// DeepSeek-V3 and Kimi K2 (transformers' DeepseekV3Config): multi-head latent attention,
+// n_routed_experts of moe_intermediate_size with n_shared_experts beside them (one shared
+// expert of their summed width), the first first_k_dense_replace blocks dense of
+// intermediate_size. moe_layer_freq must be 1. Left out: the multi-token-prediction module
+// (num_nextn_predict_layers: DeepSeek's training used one, Megatron's runs may not; not
+// priced, the key is accepted), the router's score bias and grouped top-k (selection only).
+core::Status parse_deepseek_v3(JsonObject& obj, TransformerConfig& c) {
+  const std::int64_t max_width = core::limits::kMaxHiddenSize;
+  c.dense_ffn_hidden_size = c.ffn_hidden_size;  // intermediate_size: the dense blocks'
+  ALPASIM_ASSIGN_OR_RETURN(c.ffn_hidden_size,
+                           obj.get_count("moe_intermediate_size", core::limits::kMaxFfnHiddenSize));
+  ALPASIM_ASSIGN_OR_RETURN(c.num_experts, obj.get_count("n_routed_experts", core::limits::kMaxExperts));
+  ALPASIM_ASSIGN_OR_RETURN(c.top_k, obj.get_count_or("num_experts_per_tok", core::limits::kMaxExperts, 8));
+  ALPASIM_ASSIGN_OR_RETURN(std::int64_t shared, obj.get_non_negative_int_or("n_shared_experts", 0));
+  c.shared_expert_ffn_hidden_size = shared * c.ffn_hidden_size;
+  ALPASIM_ASSIGN_OR_RETURN(c.first_dense_layers, obj.get_non_negative_int_or("first_k_dense_replace", 0));
+  if (auto freq = obj.optional("moe_layer_freq"); freq && !freq->raw().is_null()) {
+    ALPASIM_ASSIGN_OR_RETURN(std::int64_t k, freq->as_count(core::limits::kMaxLayers));
+    if (k != 1) return freq->error("expected 1 (every block after the dense ones is MoE), got " + std::to_string(k));
+  }
+  obj.optional("num_nextn_predict_layers");
+  ALPASIM_ASSIGN_OR_RETURN(c.kv_lora_rank, obj.get_count("kv_lora_rank", max_width));
+  if (auto q = obj.optional("q_lora_rank"); q && !q->raw().is_null()) {
+    ALPASIM_ASSIGN_OR_RETURN(c.q_lora_rank, q->as_count(max_width));
+  }
+  ALPASIM_ASSIGN_OR_RETURN(c.qk_nope_head_dim, obj.get_count("qk_nope_head_dim", max_width));
+  ALPASIM_ASSIGN_OR_RETURN(c.qk_rope_head_dim, obj.get_count("qk_rope_head_dim", max_width));
+  ALPASIM_ASSIGN_OR_RETURN(c.v_head_dim, obj.get_count("v_head_dim", max_width));
+  if (c.qk_rope_head_dim % 2 != 0) {
+    return obj.value().error("expected an even qk_rope_head_dim (rotary pairs), got " +
+                             std::to_string(c.qk_rope_head_dim));
+  }
+  c.num_kv_heads = c.num_heads;  // MLA: every head has its own keys and values
+  c.head_dim = 0;
+  c.moe_layer_interval = 1;
+  c.expert_group_size = 0;
+  c.capacity_factor = 1.0;
+  if (c.first_dense_layers >= c.num_layers) {
+    return obj.value().error("expected first_k_dense_replace < num_hidden_layers, got " +
+                             std::to_string(c.first_dense_layers));
+  }
+  if (c.top_k > c.num_experts) {
+    return obj.value().error("expected num_experts_per_tok <= n_routed_experts, got " + std::to_string(c.top_k) +
+                             " > " + std::to_string(c.num_experts));
+  }
+  return core::ok_status();
+}
+
 }  // namespace
 
 Result<TransformerConfig> parse_hf_config(const JsonValue& root, std::int64_t seq_len_override) {
@@ -206,7 +255,7 @@ Result<TransformerConfig> parse_hf_config(const JsonValue& root, std::int64_t se
     c.num_kv_heads = c.num_heads;
   } else {
     const bool qwen_moe = type == "qwen2_moe" || type == "qwen3_moe";
-    c.builtin = type == "mixtral" || qwen_moe ? "mixtral" : "llama";
+    c.builtin = type == "mixtral" || qwen_moe || type == "deepseek_v3" ? "mixtral" : "llama";
     set_architecture_defaults(c);
     ALPASIM_ASSIGN_OR_RETURN(c.num_layers, obj.get_count("num_hidden_layers", core::limits::kMaxLayers));
     ALPASIM_ASSIGN_OR_RETURN(c.hidden_size, obj.get_count("hidden_size", core::limits::kMaxHiddenSize));
@@ -237,6 +286,7 @@ Result<TransformerConfig> parse_hf_config(const JsonValue& root, std::int64_t se
       c.capacity_factor = 1.0;
     }
     if (qwen_moe) ALPASIM_RETURN_IF_ERROR(parse_qwen_moe(obj, type, c));
+    if (type == "deepseek_v3") ALPASIM_RETURN_IF_ERROR(parse_deepseek_v3(obj, c));
   }
   if (type != "gpt2") ALPASIM_RETURN_IF_ERROR(parse_sliding_window(obj, type, c));
   for (const std::string& k : ignored_keys()) obj.has(k);

@@ -85,6 +85,28 @@ Result<TransformerConfig> parse_transformer(JsonObject& obj, const std::string& 
                  "), got " + std::to_string(c.first_dense_layers));
     }
   }
+  if (llama_like) {
+    ALPASIM_ASSIGN_OR_RETURN(c.kv_lora_rank, obj.get_count_or("kv_lora_rank", L::kMaxHiddenSize, 0));
+    if (c.kv_lora_rank > 0) {
+      ALPASIM_ASSIGN_OR_RETURN(c.q_lora_rank, obj.get_non_negative_int_or("q_lora_rank", 0));
+      ALPASIM_ASSIGN_OR_RETURN(c.qk_nope_head_dim, obj.get_count("qk_nope_head_dim", L::kMaxHiddenSize));
+      ALPASIM_ASSIGN_OR_RETURN(c.qk_rope_head_dim, obj.get_count("qk_rope_head_dim", L::kMaxHiddenSize));
+      ALPASIM_ASSIGN_OR_RETURN(c.v_head_dim, obj.get_count("v_head_dim", L::kMaxHiddenSize));
+      if (c.q_lora_rank > L::kMaxHiddenSize) {
+        return obj.value().child("q_lora_rank", obj.value().raw()["q_lora_rank"])
+            .error("expected at most " + std::to_string(L::kMaxHiddenSize) + ", got " + std::to_string(c.q_lora_rank));
+      }
+      if (c.qk_rope_head_dim % 2 != 0) {
+        return obj.value().child("qk_rope_head_dim", obj.value().raw()["qk_rope_head_dim"])
+            .error("expected an even width (rotary pairs), got " + std::to_string(c.qk_rope_head_dim));
+      }
+      if (c.num_kv_heads != c.num_heads) {
+        return obj.value().child("num_kv_heads", obj.value().raw()["num_kv_heads"])
+            .error("expected num_heads (" + std::to_string(c.num_heads) +
+                   ") with multi-head latent attention (kv_lora_rank), got " + std::to_string(c.num_kv_heads));
+      }
+    }
+  }
   set_architecture_defaults(c);
   ALPASIM_ASSIGN_OR_RETURN(c.fused_attention, obj.get_bool_or("fused_attention", true));
   ALPASIM_ASSIGN_OR_RETURN(c.fused_swiglu, obj.get_bool_or("fused_swiglu", true));
@@ -264,6 +286,13 @@ core::Json model_config_to_json(const ModelConfig& config) {
     j["num_heads"] = t->num_heads;
     j["num_kv_heads"] = t->num_kv_heads;
     if (t->head_dim > 0) j["head_dim"] = t->head_dim;
+    if (t->kv_lora_rank > 0) {
+      j["kv_lora_rank"] = t->kv_lora_rank;
+      j["q_lora_rank"] = t->q_lora_rank;
+      j["qk_nope_head_dim"] = t->qk_nope_head_dim;
+      j["qk_rope_head_dim"] = t->qk_rope_head_dim;
+      j["v_head_dim"] = t->v_head_dim;
+    }
     j["seq_len"] = t->seq_len;
     j["vocab_size"] = t->vocab_size;
     j["ffn_hidden_size"] = t->ffn_hidden_size;

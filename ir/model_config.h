@@ -25,6 +25,16 @@ struct TransformerConfig {
   std::int64_t head_dim = 0;
   /// The head width in use: head_dim, or hidden_size / num_heads when it is 0.
   std::int64_t head_width() const { return head_dim > 0 ? head_dim : hidden_size / num_heads; }
+  /// Multi-head latent attention (DeepSeek-V2/V3, Kimi K2) when kv_lora_rank > 0: keys and
+  /// values from a kv_lora_rank latent (qk_nope_head_dim and v_head_dim per head), a
+  /// rotary key part of qk_rope_head_dim shared by the heads, queries from a q_lora_rank
+  /// latent (0: from the input). num_kv_heads is then num_heads. Scenario keys of the same
+  /// names (Hugging Face's).
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t q_lora_rank = 0;
+  std::int64_t qk_nope_head_dim = 0;
+  std::int64_t qk_rope_head_dim = 0;
+  std::int64_t v_head_dim = 0;
   std::int64_t seq_len = 0;          ///< tokens per sequence
   std::int64_t vocab_size = 0;
   std::int64_t ffn_hidden_size = 0;  ///< 4·hidden for GPT; per expert for MoE

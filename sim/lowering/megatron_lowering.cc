@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -206,13 +208,121 @@ struct LayerParams {
 
 }  // namespace
 
+core::Result<std::vector<int>> parse_pipeline_layout(std::string_view layout, std::int64_t chunks,
+                                                     std::int64_t blocks) {
+  auto bad = [&](const std::string& what) {
+    return core::invalid_argument("/search/megatron/pipeline_model_parallel_layout: " + what + " (in \"" +
+                                  std::string(layout) + "\")");
+  };
+  // Expand repetitions: a recursive descent over atoms (a token or a parenthesised group),
+  // each optionally followed by '*' and a count. The expansion is bounded (a layout names
+  // at most every block and two more layers per chunk).
+  const std::size_t limit = static_cast<std::size_t>(blocks + 3 * chunks + 16);
+  std::size_t at = 0;
+  int depth = 0;
+  std::string error;
+  auto fail = [&](std::string what) {
+    error = std::move(what);
+    return false;
+  };
+  std::function<bool(std::string*, bool)> sequence = [&](std::string* out, bool in_group) -> bool {
+    while (at < layout.size()) {
+      const char c = layout[at];
+      if (c == ')') {
+        if (!in_group) return fail("')' without '('");
+        return true;
+      }
+      std::string atom;
+      if (c == '(') {
+        if (++depth > 16) return fail("groups nested deeper than 16");
+        ++at;
+        if (!sequence(&atom, true)) return false;
+        --depth;
+        if (at >= layout.size() || layout[at] != ')') return fail("'(' without ')'");
+        ++at;
+      } else if (c == 'E' || c == 't' || c == 'L' || c == '|') {
+        atom = std::string(1, c);
+        ++at;
+      } else if (c == 'm') {
+        return fail("multi-token-prediction layers ('m') are not modelled");
+      } else if (c == ' ') {
+        ++at;
+        continue;
+      } else {
+        return fail(std::string("unexpected '") + c + "' (expected E, t, L, |, (, ) or *n)");
+      }
+      std::int64_t repeat = 1;
+      if (at < layout.size() && layout[at] == '*') {
+        ++at;
+        std::int64_t n = 0;
+        const std::size_t digits = at;
+        while (at < layout.size() && layout[at] >= '0' && layout[at] <= '9' && n <= 1000000) {
+          n = 10 * n + (layout[at] - '0');
+          ++at;
+        }
+        if (at == digits || n < 1) return fail("'*' needs a positive count");
+        repeat = n;
+      }
+      if (atom.empty()) continue;  // "()*n" adds nothing, however large n
+      for (std::int64_t r = 0; r < repeat; ++r) {
+        if (out->size() + atom.size() > limit) return fail("longer than the model's layers");
+        *out += atom;
+      }
+    }
+    if (in_group) return fail("'(' without ')'");
+    return true;
+  };
+  std::string flat;
+  if (!sequence(&flat, false)) return bad(error);
+  std::vector<std::string> stages(1);
+  for (const char c : flat) {
+    if (c == '|') {
+      stages.emplace_back();
+    } else {
+      stages.back() += c;
+    }
+  }
+  if (static_cast<std::int64_t>(stages.size()) != chunks) {
+    return bad(std::to_string(stages.size()) + " stages, expected pp·interleave = " + std::to_string(chunks));
+  }
+  std::vector<int> layers(stages.size(), 0);
+  std::int64_t total_blocks = 0;
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const std::string& st = stages[i];
+    const auto count = [&](char c) { return std::count(st.begin(), st.end(), c); };
+    if (count('E') > 0 && (i != 0 || st.front() != 'E' || count('E') != 1)) {
+      return bad("the embedding 'E' must open the first stage, once");
+    }
+    if (count('L') > 0 && (i + 1 != stages.size() || st.back() != 'L' || count('L') != 1)) {
+      return bad("the loss 'L' must close the last stage, once");
+    }
+    if (st.empty()) return bad("stage " + std::to_string(i) + " holds no layer");
+    total_blocks += count('t');
+    layers[i] = static_cast<int>(st.size());
+  }
+  if (stages.front().front() != 'E') return bad("the first stage must open with the embedding 'E'");
+  if (stages.back().back() != 'L') return bad("the last stage must close with the loss 'L'");
+  if (total_blocks != blocks) {
+    return bad(std::to_string(total_blocks) + " transformer blocks 't', the model has " + std::to_string(blocks));
+  }
+  return layers;
+}
+
 // Transformer blocks (plus the embedding on the first and the head on the last) of each of
-// the p·v model chunks: equal, or as Megatron-LM's uneven-split flags say.
+// the p·v model chunks: equal, as Megatron-LM's uneven-split flags say, or as the layout.
 core::Result<std::vector<int>> chunk_layers(const MegatronPlan& plan, std::int64_t blocks) {
   auto bad = [](const std::string& field, const std::string& what) {
     return core::invalid_argument("/search/megatron/" + field + ": " + what);
   };
   const std::int64_t chunks = plan.pp * plan.interleave;
+  if (!plan.pipeline_layout.empty()) {
+    if (plan.first_stage_layers > 0 || plan.last_stage_layers > 0 || plan.account_for_embedding ||
+        plan.account_for_loss) {
+      return bad("pipeline_model_parallel_layout",
+                 "cannot be combined with first_stage_layers, last_stage_layers or the account_for_* splits");
+    }
+    return parse_pipeline_layout(plan.pipeline_layout, chunks, blocks);
+  }
   const bool uneven = plan.first_stage_layers > 0 || plan.last_stage_layers > 0;
   if (uneven && (plan.interleave > 1 || plan.pp < 2)) {
     return bad(plan.first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers",
@@ -401,6 +511,11 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     if (!t->fused_attention) {
       return bad("cp", "needs fused attention (Megatron-Core's context parallelism runs inside "
                        "Transformer Engine's flash attention)");
+    }
+    if (t->kv_lora_rank > 0) {
+      // The ring's K/V chunks would be MLA's per-head keys and values (or its latent): not
+      // modelled, so refused.
+      return bad("cp", "context parallelism with multi-head latent attention (model.kv_lora_rank) is not modelled");
     }
     if (t->sliding_window > 0 && t->sliding_window < t->seq_len) {
       // The ring would skip the chunks outside every query's window (fewer exchanges and

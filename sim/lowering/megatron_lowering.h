@@ -78,7 +78,20 @@ struct MegatronPlan {
   /// p·v = 64 chunks: 126 + 2 = 64 x 2, so the first and last chunks hold one block.
   bool account_for_embedding = false;
   bool account_for_loss = false;
+  /// --pipeline-model-parallel-layout (Megatron-Core): the layers of each of the p·v model
+  /// chunks in virtual-pipeline order, stages separated by '|': 'E' the embedding (first
+  /// chunk), 't' a transformer block, 'L' the loss and head (last chunk); "x*n" repeats a
+  /// token, "(...)*n" a group. DeepSeek-V3 on 16 stages: "Et*3|(t*4|)*14t*2L" (3 + 56 + 2
+  /// blocks). Empty: the even split or the flags above (which it excludes). MTP layers
+  /// ('m') are refused (not modelled). parse_pipeline_layout.
+  std::string pipeline_layout;
 };
+
+/// Layers per model chunk (transformer blocks, plus 1 for the embedding on the first and 1
+/// for the head on the last) of a --pipeline-model-parallel-layout string for `chunks`
+/// model chunks and `blocks` transformer blocks; errors name the key and what is wrong.
+core::Result<std::vector<int>> parse_pipeline_layout(std::string_view layout, std::int64_t chunks,
+                                                     std::int64_t blocks);
 
 /// Blackwell's block-scaled GEMM formats (Transformer Engine's MXFP8BlockScaling and
 /// NVFP4BlockScaling recipes) for the transformer blocks' linear layers of a bf16 run.

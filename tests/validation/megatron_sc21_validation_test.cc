@@ -416,7 +416,14 @@ std::vector<ModernRow> nemo_rows(const std::string& gpu_type, const std::string&
     // Left out: its attention sinks (one logit per head), its expert biases and its clamped
     // SwiGLU (elementwise), none priced.
     const bool gpt_oss = moe && name.rfind("GPT-OSS", 0) == 0;
-    const bool mixtral_like = moe && (name.rfind("Mixtral", 0) == 0 || name.rfind("Qwen3", 0) == 0 || gpt_oss);
+    // DeepSeek-V3 and Kimi K2 (added 2026-11-27 with multi-head latent attention, shared
+    // experts and dense first blocks, their first run): the MLA ranks from the row's note,
+    // Kimi K2's ("DeepSeek-V3 style") taken as DeepSeek-V3's, which its public config
+    // matches; the dense blocks of the row's ffn_hidden; moe_shared_experts x the expert
+    // width as one shared expert. Left out: DeepSeek's multi-token-prediction module (the
+    // note says "in original training"; whether these runs had it, the source does not say).
+    const bool mla = moe && (name.rfind("DeepSeek-V3", 0) == 0 || name.rfind("Kimi K2", 0) == 0);
+    const bool mixtral_like = moe && (name.rfind("Mixtral", 0) == 0 || name.rfind("Qwen3", 0) == 0 || gpt_oss || mla);
     if (!llama && !gpt3 && !mixtral_like) {
       not_expressible->push_back(row.at("row_id") + ": architecture (" + name + ")");
       continue;
@@ -450,6 +457,23 @@ std::vector<ModernRow> nemo_rows(const std::string& gpu_type, const std::string&
       }
     }
     ir::set_architecture_defaults(t);
+    if (mla) {
+      const std::string& note = row.at("attention_note");
+      auto after = [&](const std::string& key, std::int64_t fallback) -> std::int64_t {
+        const auto at = note.find(key + " ");
+        return at == std::string::npos ? fallback : std::stoll(note.substr(at + key.size() + 1));
+      };
+      t.q_lora_rank = after("q_lora", 1536);
+      t.kv_lora_rank = after("kv_lora", 512);
+      t.qk_nope_head_dim = after("qk_nope", 128);
+      t.qk_rope_head_dim = after("qk_rope", 64);
+      t.v_head_dim = after("v", 128);
+      t.num_kv_heads = t.num_heads;
+      t.head_dim = 0;
+      t.first_dense_layers = note.find("first layer dense") != std::string::npos ? 1 : after("first", 0);
+      t.dense_ffn_hidden_size = number(row.at("ffn_hidden"), 0);
+      t.shared_expert_ffn_hidden_size = number(row.at("moe_shared_experts"), 0) * t.ffn_hidden_size;
+    }
     if (gpt_oss) {
       const std::string& note = row.at("attention_note");
       const auto at = note.find("sliding-window(");
@@ -490,7 +514,27 @@ std::vector<ModernRow> nemo_rows(const std::string& gpu_type, const std::string&
     // loss-accounting split (account_for_{embedding,loss}_in_pipeline_split, which the
     // Megatron-Bridge performance guide recommends for large vocabularies). That the 405B
     // runs used it is our assumption: 126 blocks split into 64 chunks no other way.
-    if (t.num_layers % (plan.pp * plan.interleave) != 0) {
+    const std::int64_t chunks = plan.pp * plan.interleave;
+    if (mla && (t.num_layers + 2) % chunks != 0) {
+      // DeepSeek-V3's 61 blocks split into no even layout; Megatron-Bridge gives these runs a
+      // --pipeline-model-parallel-layout the source does not print. Our assumption: the
+      // embedding, the 61 blocks and the loss as 63 layers as even as possible over the
+      // p·v chunks, earlier chunks taking the remainder ("Ettt|tttt|...|ttL").
+      const std::int64_t units = t.num_layers + 2, base = units / chunks, extra = units % chunks;
+      std::string layout;
+      for (std::int64_t c = 0; c < chunks; ++c) {
+        std::int64_t n = base + (c < extra ? 1 : 0);
+        if (c > 0) layout += '|';
+        if (c == 0) {
+          layout += 'E';
+          --n;
+        }
+        const bool last = c + 1 == chunks;
+        layout += std::string(static_cast<std::size_t>(std::max<std::int64_t>(0, n - (last ? 1 : 0))), 't');
+        if (last) layout += 'L';
+      }
+      plan.pipeline_layout = layout;
+    } else if (t.num_layers % chunks != 0) {
       plan.account_for_embedding = true;
       plan.account_for_loss = true;
     }
@@ -640,7 +684,7 @@ TEST_CASE("NVIDIA B200 pre-training runs: rows evaluate and are finite, MAPE pri
 // the token-routing pricing changed after it (docs/validation.md gives both). The strict
 // checks are that each row evaluates to a finite time; MAPEs and memory verdicts are printed
 // (no target: the issue asks for them as they are).
-TEST_CASE("NVIDIA MoE pre-training runs (Mixtral, Qwen3 MoE, GPT-OSS): rows evaluate, MAPE printed per GPU and precision") {
+TEST_CASE("NVIDIA MoE pre-training runs (Mixtral, Qwen3 MoE, GPT-OSS, DeepSeek-V3, Kimi K2): rows evaluate, MAPE printed per GPU and precision") {
   std::size_t evaluated = 0, gpt_oss = 0;
   for (const auto& [gpu_type, preset] :
        {std::pair<const char*, const char*>{"H100", "dgx-h100"}, {"B200", "dgx-b200"},

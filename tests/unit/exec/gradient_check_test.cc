@@ -406,6 +406,41 @@ TEST_CASE("gradient check: whole tiny models (GPT, LLaMA, GShard MoE, Mixtral)")
   }
 }
 
+TEST_CASE("gradient check: a tiny DeepSeek-style model (MLA, shared expert, dense first block, sliding window)") {
+  // Multi-head latent attention (q and kv latents with their RMSNorms, a rotary key part
+  // shared by the heads, scores as the sum of two GEMMs), a shared expert beside the routed
+  // ones, a dense first block of its own width, and (second pass) a sliding window of 2
+  // keys on the fused attention: every parameter's gradient against finite differences.
+  for (const bool fused : {false, true}) {
+    CAPTURE(fused);
+    ir::TransformerConfig t = tiny_transformer("mixtral");
+    t.num_layers = 3;
+    t.kv_lora_rank = 4;
+    t.q_lora_rank = 6;
+    t.qk_nope_head_dim = 3;
+    t.qk_rope_head_dim = 2;
+    t.v_head_dim = 5;
+    t.shared_expert_ffn_hidden_size = 7;
+    t.first_dense_layers = 1;
+    t.dense_ffn_hidden_size = 10;
+    t.fused_attention = fused;
+    if (fused) t.sliding_window = 2;
+    const Graph forward = tiny_model(t, "tiny deepseek");
+    // Not vacuous: the latent projections, the shared rotary key, the two score GEMMs and
+    // the shared expert are in every block, the routed experts only in blocks 1 and 2.
+    int rope_scores = 0, shared = 0, experts = 0;
+    for (const ir::Op& op : forward.ops()) {
+      rope_scores += op.name.find("attn/scores_rope") != std::string::npos ? 1 : 0;
+      shared += op.name.find("moe/shared_down") != std::string::npos && op.is_einsum() ? 1 : 0;
+      experts += op.name.find("moe/expert_down") != std::string::npos && op.is_einsum() ? 1 : 0;
+    }
+    CHECK(rope_scores == 3);
+    CHECK(shared == 2);
+    CHECK(experts == 2);
+    expect_gradients_match(forward);
+  }
+}
+
 TEST_CASE("gradient check: fused (Flash) attention recomputes the scores in the backward") {
   for (const std::string builtin : {"gpt", "llama"}) {
     CAPTURE(builtin);

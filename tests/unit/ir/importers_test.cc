@@ -78,7 +78,7 @@ core::Status hf_error(std::string_view text) {
 TEST_CASE("config.json errors name the key") {
   CHECK(hf_error(R"({"model_type": "bert"})").message() ==
         "c.json: /model_type: expected one of \"gpt2\", \"llama\", \"mistral\", \"mixtral\", \"qwen2\", "
-        "\"qwen2_moe\", or \"qwen3_moe\", got \"bert\"");
+        "\"qwen2_moe\", \"qwen3_moe\", or \"deepseek_v3\", got \"bert\"");
   CHECK(hf_error(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
       "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 10,
       "max_position_embeddings": 8, "num_key_value_head": 2})").message() ==
@@ -239,6 +239,59 @@ TEST_CASE("Qwen MoE config.json: shared expert and dense prefix, Qwen1.5-MoE-A2.
   CHECK(prefixed("[]", "2").status().message() ==
         "p.json: /decoder_sparse_step: expected 1 (every block sparse but those mlp_only_layers names), got 2: "
         "blocks l with (l + 1) % k == 0 is not a pattern this version models");
+}
+
+TEST_CASE("DeepSeek-V3 config.json: multi-head latent attention, 256 experts, 3 dense blocks, 671.0 B") {
+  // Per block, MLA: q_down 7168·1536, its RMSNorm 1536, q up (nope 128 + rope 64 per head)
+  // 1536·128·192, kv_down 7168·512, the shared rotary key 7168·64, its norm 512, k up
+  // 512·128·128, v up 512·128·128, out 128·128·7168. Dense blocks 0-2: SwiGLU 3·7168·18432;
+  // MoE blocks 3-60: 256 experts x 3·7168·2048, one shared expert 3·7168·2048, the router
+  // 7168·256. Two RMSNorm scales per block; untied embedding and head 2·129,280·7168; the
+  // final norm. DeepSeek's published 671 B main-model parameters (the MTP module's 14 B are
+  // left out, as here).
+  auto doc = core::parse_json_text(R"({"model_type": "deepseek_v3", "num_hidden_layers": 61,
+      "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+      "num_attention_heads": 128, "num_key_value_heads": 128, "n_shared_experts": 1,
+      "n_routed_experts": 256, "num_experts_per_tok": 8, "first_k_dense_replace": 3, "moe_layer_freq": 1,
+      "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+      "v_head_dim": 128, "vocab_size": 129280, "max_position_embeddings": 163840,
+      "tie_word_embeddings": false, "num_nextn_predict_layers": 1, "routed_scaling_factor": 2.5,
+      "scoring_func": "sigmoid", "topk_method": "noaux_tc", "n_group": 8, "topk_group": 4,
+      "norm_topk_prob": true, "aux_loss_alpha": 0.001, "seq_aux": true, "ep_size": 1,
+      "attention_bias": false})", "dsv3.json");
+  REQUIRE(doc.ok());
+  auto c = parse_hf_config(core::JsonValue::root(*doc), 4096);
+  REQUIRE_MESSAGE(c.ok(), c.status().message());
+  CHECK(c->kv_lora_rank == 512);
+  CHECK(c->q_lora_rank == 1536);
+  CHECK(c->shared_expert_ffn_hidden_size == 2048);
+  CHECK(c->first_dense_layers == 3);
+  CHECK(c->dense_width() == 18432);
+  const std::int64_t H = 7168, Rq = 1536, Rkv = 512, N = 128, Dn = 128, Dr = 64, Dv = 128, V = 129280;
+  const std::int64_t attention = H * Rq + Rq + Rq * N * (Dn + Dr) + H * Rkv + H * Dr + Rkv + Rkv * N * Dn +
+                                 Rkv * N * Dv + N * Dv * H;
+  CHECK(attention == 187107328);
+  const std::int64_t dense = 3 * H * 18432, moe = 256 * 3 * H * 2048 + 3 * H * 2048 + H * 256;
+  BuildOptions o;
+  o.microbatch_size = 1;
+  const Graph g = build_transformer(*c, o, "dsv3");
+  const std::int64_t params = parameter_count(g);
+  CHECK(params == 3 * (attention + dense + 2 * H) + 58 * (attention + moe + 2 * H) + 2 * V * H + H);
+  CHECK(core::format_fixed(static_cast<double>(params) / 1e9, 1) == "671.0");
+  // The score GEMMs' multiply-adds: per head, 4,096 x 4,096 over qk_nope + qk_rope = 192.
+  std::int64_t score_flops = 0;
+  for (const Op& op : g.ops()) {
+    if (op.layer == 1 && (op.name.find("/attn/scores") != std::string::npos) && op.is_einsum()) score_flops += op.flops;
+  }
+  CHECK(score_flops == 2 * N * 4096 * 4096 * (Dn + Dr));
+  // Errors name the key.
+  auto bad = core::parse_json_text(R"({"model_type": "deepseek_v3", "num_hidden_layers": 4,
+      "hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32, "num_attention_heads": 4,
+      "n_routed_experts": 8, "moe_layer_freq": 2, "kv_lora_rank": 16, "qk_nope_head_dim": 8,
+      "qk_rope_head_dim": 4, "v_head_dim": 8, "vocab_size": 10, "max_position_embeddings": 16})", "b.json");
+  REQUIRE(bad.ok());
+  CHECK(parse_hf_config(core::JsonValue::root(*bad)).status().message() ==
+        "b.json: /moe_layer_freq: expected 1 (every block after the dense ones is MoE), got 2");
 }
 
 TEST_CASE("a builtin graph written as JSON reads back to the same graph") {

@@ -451,6 +451,54 @@ TEST_CASE("fused attention: selective's activations, QK^T recomputed, no recompu
         ir::korthikanti_activation_bytes_per_layer(32, 1, 64, 4, 2, false, ir::RecomputePolicy::kNone));
 }
 
+TEST_CASE("--pipeline-model-parallel-layout: layers per chunk, its grammar's errors, the even split it can write") {
+  // DeepSeek-V3's 61 blocks on 16 stages: E + 3, fourteen of 4, 2 + L (layers per chunk
+  // count the embedding and the head).
+  auto dsv3 = parse_pipeline_layout("Et*3|(t*4|)*14t*2L", 16, 61);
+  REQUIRE_MESSAGE(dsv3.ok(), dsv3.status().message());
+  std::vector<int> expected(16, 4);
+  expected.back() = 3;
+  CHECK(*dsv3 == expected);
+  CHECK(*parse_pipeline_layout("EtL", 1, 1) == std::vector<int>{3});
+  CHECK(*parse_pipeline_layout("E|t t|((t)*2)*1|L", 4, 4) == std::vector<int>{1, 2, 2, 1});
+  auto error = [](std::string_view layout, std::int64_t chunks, std::int64_t blocks) {
+    return parse_pipeline_layout(layout, chunks, blocks).status().message();
+  };
+  const std::string key = "/search/megatron/pipeline_model_parallel_layout: ";
+  CHECK(error("Ett|ttL", 4, 4) == key + "2 stages, expected pp·interleave = 4 (in \"Ett|ttL\")");
+  CHECK(error("Ett|tmL", 2, 4) == key + "multi-token-prediction layers ('m') are not modelled (in \"Ett|tmL\")");
+  CHECK(error("tEt|ttL", 2, 4) == key + "the embedding 'E' must open the first stage, once (in \"tEt|ttL\")");
+  CHECK(error("Ett|tLt", 2, 4) == key + "the loss 'L' must close the last stage, once (in \"Ett|tLt\")");
+  CHECK(error("Ett|tL", 2, 4) == key + "3 transformer blocks 't', the model has 4 (in \"Ett|tL\")");
+  CHECK(error("E(tt|ttL", 2, 4) == key + "'(' without ')' (in \"E(tt|ttL\")");
+  CHECK(error("Ett)|ttL", 2, 4) == key + "')' without '(' (in \"Ett)|ttL\")");
+  CHECK(error("Et*0t|ttL", 2, 4) == key + "'*' needs a positive count (in \"Et*0t|ttL\")");
+  CHECK(error("E||ttttL", 3, 4) == key + "stage 1 holds no layer (in \"E||ttttL\")");
+  CHECK(error("Et*999999999|L", 2, 4) == key + "longer than the model's layers (in \"Et*999999999|L\")");
+  CHECK(parse_pipeline_layout("E(()*1000000)*1000000tttt|L", 2, 4).ok());  // empty groups add nothing
+
+  // A layout that writes the even split lowers to the same iteration as the plan without it;
+  // an uneven one moves two blocks to the second stage and changes it.
+  const auto cm = dgx(1);
+  MegatronPlan plan;
+  plan.pp = 2;
+  plan.dp = 4;
+  const auto model = tiny_gpt(4);
+  auto even = lower_megatron_plan(model, training(8), plan, cm);
+  plan.pipeline_layout = "Ett|ttL";
+  auto written = lower_megatron_plan(model, training(8), plan, cm);
+  plan.pipeline_layout = "E|ttttL";
+  auto skewed = lower_megatron_plan(model, training(8), plan, cm);
+  for (const auto* r : {&even, &written, &skewed}) REQUIRE_MESSAGE(r->ok(), r->status().message());
+  auto time_of = [](const LoweredPlan& p) { return simulate_pipeline(p.problem).value().report.iteration_time.value(); };
+  CHECK(time_of(*written) == time_of(*even));
+  CHECK(time_of(*skewed) > time_of(*even));
+  plan.first_stage_layers = 1;
+  CHECK(lower_megatron_plan(model, training(8), plan, cm).status().message() ==
+        "/search/megatron/pipeline_model_parallel_layout: cannot be combined with first_stage_layers, "
+        "last_stage_layers or the account_for_* splits");
+}
+
 TEST_CASE("pipeline sends share the NICs they leave a node through: 1 NIC vs 8") {
   // tp = 8, pp = 2 on two p3.16xlarge-like nodes: each stage's 8 GPUs send their 1/8
   // shards at once. One 25 Gb/s NIC per node carries all 8 (each at 1/8 of it); with 8
