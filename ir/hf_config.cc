@@ -1,6 +1,7 @@
 #include "ir/hf_config.h"
 
 #include <algorithm>
+#include <set>
 #include <vector>
 
 #include "core/limits.h"
@@ -23,7 +24,8 @@ const std::vector<std::string>& ignored_keys() {
       "activation_function", "rope_theta", "rope_scaling", "pretraining_tp",
       "attention_dropout",
       "router_aux_loss_coef", "norm_topk_prob", "output_router_logits", "routed_scaling_factor",
-      "scoring_func", "topk_method", "n_group", "topk_group", "aux_loss_alpha", "seq_aux", "ep_size", "router_jitter_noise", "resid_pdrop",
+      "scoring_func", "topk_method", "n_group", "topk_group", "aux_loss_alpha", "seq_aux", "ep_size",
+      "qk_head_dim", "rope_interleave", "router_jitter_noise", "resid_pdrop",
       "embd_pdrop", "attn_pdrop", "summary_activation", "summary_first_dropout",
       "summary_proj_to_labels", "summary_type", "summary_use_proj", "task_specific_params",
       "scale_attn_weights", "reorder_and_upcast_attn", "scale_attn_by_inverse_layer_idx",
@@ -34,7 +36,7 @@ const std::vector<std::string>& ignored_keys() {
 
 const std::vector<std::string>& model_types() {
   static const std::vector<std::string> k = {"gpt2", "llama", "mistral", "mixtral", "qwen2",
-                                             "qwen2_moe", "qwen3_moe", "deepseek_v3"};
+                                             "qwen2_moe", "qwen3_moe", "deepseek_v3", "kimi_k2"};
   return k;
 }
 
@@ -144,7 +146,9 @@ core::Status parse_qwen_moe(JsonObject& obj, const std::string& type, Transforme
   ALPASIM_ASSIGN_OR_RETURN(c.ffn_hidden_size,
                            obj.get_count("moe_intermediate_size", core::limits::kMaxFfnHiddenSize));
   ALPASIM_ASSIGN_OR_RETURN(c.num_experts, obj.get_count("num_experts", core::limits::kMaxExperts));
-  ALPASIM_ASSIGN_OR_RETURN(c.top_k, obj.get_count_or("num_experts_per_tok", core::limits::kMaxExperts, 4));
+  // Qwen2MoeConfig's default is 4 experts per token, Qwen3MoeConfig's 8.
+  ALPASIM_ASSIGN_OR_RETURN(c.top_k, obj.get_count_or("num_experts_per_tok", core::limits::kMaxExperts,
+                                                     type == "qwen3_moe" ? 8 : 4));
   if (type == "qwen2_moe") {
     if (auto shared = obj.optional("shared_expert_intermediate_size"); shared && !shared->raw().is_null()) {
       ALPASIM_ASSIGN_OR_RETURN(std::int64_t width, shared->as_non_negative_int());
@@ -168,14 +172,20 @@ core::Status parse_qwen_moe(JsonObject& obj, const std::string& type, Transforme
   c.first_dense_layers = 0;
   if (auto dense = obj.optional("mlp_only_layers"); dense && !dense->raw().is_null()) {
     ALPASIM_ASSIGN_OR_RETURN(std::vector<JsonValue> layers, dense->as_array());
-    for (std::size_t i = 0; i < layers.size(); ++i) {
-      ALPASIM_ASSIGN_OR_RETURN(std::int64_t l, layers[i].as_int(0, c.num_layers - 1, "a block index"));
-      if (l != static_cast<std::int64_t>(i)) {
-        return layers[i].error("expected " + std::to_string(i) +
-                               ": dense blocks must be the first ones (first_dense_layers), got " + std::to_string(l));
-      }
+    std::set<std::int64_t> blocks;  // transformers reads the list as a set
+    for (const JsonValue& layer : layers) {
+      ALPASIM_ASSIGN_OR_RETURN(std::int64_t l, layer.as_int(0, c.num_layers - 1, "a block index"));
+      blocks.insert(l);
     }
-    c.first_dense_layers = static_cast<std::int64_t>(layers.size());
+    std::int64_t expected = 0;
+    for (const std::int64_t l : blocks) {
+      if (l != expected) {
+        return dense->error("expected the first blocks (0, 1, ...: first_dense_layers), got block " +
+                            std::to_string(l) + " without block " + std::to_string(expected));
+      }
+      ++expected;
+    }
+    c.first_dense_layers = static_cast<std::int64_t>(blocks.size());
     if (c.first_dense_layers >= c.num_layers) return dense->error("expected at least one sparse block");
   }
   if (c.top_k > c.num_experts) {
@@ -198,17 +208,26 @@ core::Status parse_deepseek_v3(JsonObject& obj, TransformerConfig& c) {
                            obj.get_count("moe_intermediate_size", core::limits::kMaxFfnHiddenSize));
   ALPASIM_ASSIGN_OR_RETURN(c.num_experts, obj.get_count("n_routed_experts", core::limits::kMaxExperts));
   ALPASIM_ASSIGN_OR_RETURN(c.top_k, obj.get_count_or("num_experts_per_tok", core::limits::kMaxExperts, 8));
-  ALPASIM_ASSIGN_OR_RETURN(std::int64_t shared, obj.get_non_negative_int_or("n_shared_experts", 0));
+  // Absent keys take DeepseekV3Config's defaults (1 shared expert, 3 dense blocks, q_lora_rank
+  // 1536); q_lora_rank null means no query compression.
+  ALPASIM_ASSIGN_OR_RETURN(std::int64_t shared, obj.get_non_negative_int_or("n_shared_experts", 1));
   c.shared_expert_ffn_hidden_size = shared * c.ffn_hidden_size;
-  ALPASIM_ASSIGN_OR_RETURN(c.first_dense_layers, obj.get_non_negative_int_or("first_k_dense_replace", 0));
+  ALPASIM_ASSIGN_OR_RETURN(c.first_dense_layers, obj.get_non_negative_int_or("first_k_dense_replace", 3));
   if (auto freq = obj.optional("moe_layer_freq"); freq && !freq->raw().is_null()) {
     ALPASIM_ASSIGN_OR_RETURN(std::int64_t k, freq->as_count(core::limits::kMaxLayers));
     if (k != 1) return freq->error("expected 1 (every block after the dense ones is MoE), got " + std::to_string(k));
   }
   obj.optional("num_nextn_predict_layers");
   ALPASIM_ASSIGN_OR_RETURN(c.kv_lora_rank, obj.get_count("kv_lora_rank", max_width));
-  if (auto q = obj.optional("q_lora_rank"); q && !q->raw().is_null()) {
-    ALPASIM_ASSIGN_OR_RETURN(c.q_lora_rank, q->as_count(max_width));
+  c.q_lora_rank = 1536;
+  if (auto q = obj.optional("q_lora_rank")) {
+    c.q_lora_rank = 0;
+    if (!q->raw().is_null()) {
+      ALPASIM_ASSIGN_OR_RETURN(c.q_lora_rank, q->as_count(max_width));
+    }
+  }
+  if (c.qkv_bias) {
+    return obj.value().error("expected attention_bias false: biases on MLA's projections are not modelled");
   }
   ALPASIM_ASSIGN_OR_RETURN(c.qk_nope_head_dim, obj.get_count("qk_nope_head_dim", max_width));
   ALPASIM_ASSIGN_OR_RETURN(c.qk_rope_head_dim, obj.get_count("qk_rope_head_dim", max_width));
@@ -255,7 +274,8 @@ Result<TransformerConfig> parse_hf_config(const JsonValue& root, std::int64_t se
     c.num_kv_heads = c.num_heads;
   } else {
     const bool qwen_moe = type == "qwen2_moe" || type == "qwen3_moe";
-    c.builtin = type == "mixtral" || qwen_moe || type == "deepseek_v3" ? "mixtral" : "llama";
+    const bool deepseek = type == "deepseek_v3" || type == "kimi_k2";  // Kimi K2: DeepSeek-V3's
+    c.builtin = type == "mixtral" || qwen_moe || deepseek ? "mixtral" : "llama";
     set_architecture_defaults(c);
     ALPASIM_ASSIGN_OR_RETURN(c.num_layers, obj.get_count("num_hidden_layers", core::limits::kMaxLayers));
     ALPASIM_ASSIGN_OR_RETURN(c.hidden_size, obj.get_count("hidden_size", core::limits::kMaxHiddenSize));
@@ -286,7 +306,7 @@ Result<TransformerConfig> parse_hf_config(const JsonValue& root, std::int64_t se
       c.capacity_factor = 1.0;
     }
     if (qwen_moe) ALPASIM_RETURN_IF_ERROR(parse_qwen_moe(obj, type, c));
-    if (type == "deepseek_v3") ALPASIM_RETURN_IF_ERROR(parse_deepseek_v3(obj, c));
+    if (deepseek) ALPASIM_RETURN_IF_ERROR(parse_deepseek_v3(obj, c));
   }
   if (type != "gpt2") ALPASIM_RETURN_IF_ERROR(parse_sliding_window(obj, type, c));
   for (const std::string& k : ignored_keys()) obj.has(k);

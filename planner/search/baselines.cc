@@ -353,12 +353,16 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
   // The grid's analytic costs rank its points; the one evaluator prices them: a point's
   // plan written with Megatron's layouts, as its plan file reads
   // (schema::megatron_operator_shardings), priced like any plan file (Searcher::evaluate).
-  // That is what alpa-sim prints and writes. The analytic memory is optimistic (it divides
-  // every activation by tp, where Megatron without sequence parallelism replicates a third
-  // of them), so the points are re-scored in the analytic order until one fits, at most
-  // kRescored of them; the points the bound pruned are simulated first if it comes to them.
-  // Plans the format cannot express yet keep the analytic price: ZeRO-2/3, and models
-  // other than the builtin gpt and llama.
+  // That is what alpa-sim prints and writes. The analytic memory is not the evaluator's (it
+  // divides every activation by tp, where Megatron without sequence parallelism replicates
+  // a third of them, and prices the optimizer per kernel), so: the analytic winner; then the
+  // analytically fitting points in analytic order, the first that fits as written, at most
+  // kRescored in all (the points the bound pruned simulated first if it comes to them); then,
+  // only if none fits, every point simulated and the kRescored of least analytic memory
+  // plus the kRescored fastest analytically unfit ones priced, the fastest that fits taken
+  // (a different criterion from the first phase's "first that fits"). Plans the format
+  // cannot express yet keep the analytic price: ZeRO-2/3, and models other than the
+  // builtin gpt and llama without multi-head latent attention.
   constexpr int kRescored = 16;
   // The simulated points in increasing analytic memory (ties: grid order).
   auto least_analytic_memory = [&]() {

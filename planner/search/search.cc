@@ -192,8 +192,10 @@ core::Result<SearchResult> search(const SearchInput& input) {
         other_need = need;
         other_mode = m;
       }
-      // Searched under the limit only when its least-memory plan fits it (a search that
-      // cannot fit is the expensive part of this path).
+      // Searched under the limit only when its least-memory figure fits it (a search that
+      // cannot fit is the expensive part of this path). A heuristic: the time search prices
+      // more points than the least-memory ranking, so a mode whose figure is over the limit
+      // may still have a fitting plan the message then does not name.
       if (need == kNone || static_cast<double>(need) > s.memory_limit()) continue;
       Searcher v(input);
       AlpaStats unused_stats;

@@ -245,8 +245,8 @@ core::Result<std::vector<int>> parse_pipeline_layout(std::string_view layout, st
         ++at;
       } else if (c == 'm') {
         return fail("multi-token-prediction layers ('m') are not modelled");
-      } else if (c == ' ') {
-        ++at;
+      } else if (c == ' ' || c == ',' || c == '\t' || c == '\n') {
+        ++at;  // cosmetic, as in Megatron-Core ("Et*3|(tt|)*29,m|L")
         continue;
       } else {
         return fail(std::string("unexpected '") + c + "' (expected E, t, L, |, (, ) or *n)");
@@ -256,8 +256,8 @@ core::Result<std::vector<int>> parse_pipeline_layout(std::string_view layout, st
         ++at;
         std::int64_t n = 0;
         const std::size_t digits = at;
-        while (at < layout.size() && layout[at] >= '0' && layout[at] <= '9' && n <= 1000000) {
-          n = 10 * n + (layout[at] - '0');
+        while (at < layout.size() && layout[at] >= '0' && layout[at] <= '9') {
+          n = std::min<std::int64_t>(10 * n + (layout[at] - '0'), 1000000000);  // saturates
           ++at;
         }
         if (at == digits || n < 1) return fail("'*' needs a positive count");
@@ -296,7 +296,9 @@ core::Result<std::vector<int>> parse_pipeline_layout(std::string_view layout, st
     if (count('L') > 0 && (i + 1 != stages.size() || st.back() != 'L' || count('L') != 1)) {
       return bad("the loss 'L' must close the last stage, once");
     }
-    if (st.empty()) return bad("stage " + std::to_string(i) + " holds no layer");
+    if (st.empty()) {
+      return bad("stage " + std::to_string(i) + " holds no layer (legal in Megatron-Core, not modelled here)");
+    }
     total_blocks += count('t');
     layers[i] = static_cast<int>(st.size());
   }
@@ -421,6 +423,12 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   }
   // Expert parallelism (Megatron-Core's parallel folding of the MoE layers).
   const auto* moe_config = std::get_if<ir::TransformerConfig>(&model.spec);
+  if (moe_config != nullptr && moe_config->kv_lora_rank > 0 && plan.tp > 1) {
+    // Megatron-Core runs MLA's duplicated down projections on each rank's s/tp tokens
+    // (sequence parallelism) and gathers the small latents; the per-layer tp collectives
+    // here assume h-wide column-parallel inputs. Not modelled, so refused.
+    return bad("tp", "tensor parallelism with multi-head latent attention (model.kv_lora_rank) is not modelled");
+  }
   const std::int64_t num_experts = moe_config != nullptr ? moe_config->num_experts : 0;
   const std::int64_t ep = plan.ep;
   const std::int64_t etp = plan.etp > 0 ? plan.etp : plan.tp;

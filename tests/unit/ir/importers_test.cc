@@ -78,7 +78,7 @@ core::Status hf_error(std::string_view text) {
 TEST_CASE("config.json errors name the key") {
   CHECK(hf_error(R"({"model_type": "bert"})").message() ==
         "c.json: /model_type: expected one of \"gpt2\", \"llama\", \"mistral\", \"mixtral\", \"qwen2\", "
-        "\"qwen2_moe\", \"qwen3_moe\", or \"deepseek_v3\", got \"bert\"");
+        "\"qwen2_moe\", \"qwen3_moe\", \"deepseek_v3\", or \"kimi_k2\", got \"bert\"");
   CHECK(hf_error(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
       "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 10,
       "max_position_embeddings": 8, "num_key_value_head": 2})").message() ==
@@ -235,7 +235,11 @@ TEST_CASE("Qwen MoE config.json: shared expert and dense prefix, Qwen1.5-MoE-A2.
   CHECK_FALSE(p->is_moe_layer(1));
   CHECK(p->is_moe_layer(2));
   CHECK(prefixed("[1]").status().message() ==
-        "p.json: /mlp_only_layers/0: expected 0: dense blocks must be the first ones (first_dense_layers), got 1");
+        "p.json: /mlp_only_layers: expected the first blocks (0, 1, ...: first_dense_layers), got block 1 "
+        "without block 0");
+  auto unordered = prefixed("[1, 0]");  // a set, as transformers reads it
+  REQUIRE_MESSAGE(unordered.ok(), unordered.status().message());
+  CHECK(unordered->first_dense_layers == 2);
   CHECK(prefixed("[]", "2").status().message() ==
         "p.json: /decoder_sparse_step: expected 1 (every block sparse but those mlp_only_layers names), got 2: "
         "blocks l with (l + 1) % k == 0 is not a pattern this version models");
@@ -292,6 +296,34 @@ TEST_CASE("DeepSeek-V3 config.json: multi-head latent attention, 256 experts, 3 
   REQUIRE(bad.ok());
   CHECK(parse_hf_config(core::JsonValue::root(*bad)).status().message() ==
         "b.json: /moe_layer_freq: expected 1 (every block after the dense ones is MoE), got 2");
+  // Absent keys take DeepseekV3Config's defaults; a null q_lora_rank means queries straight
+  // from the input (H x N x (Dn + Dr) weights, no latent); "kimi_k2" reads the same way.
+  auto small = [](const std::string& extra, const std::string& type = "deepseek_v3") {
+    auto d = core::parse_json_text(R"({"model_type": ")" + type + R"(", "num_hidden_layers": 4,
+        "hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32, "num_attention_heads": 4,
+        "n_routed_experts": 8, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4,
+        "v_head_dim": 8, "vocab_size": 10, "max_position_embeddings": 16)" + extra + "}", "s.json");
+    REQUIRE(d.ok());
+    return parse_hf_config(core::JsonValue::root(*d));
+  };
+  auto defaults = small("");
+  REQUIRE_MESSAGE(defaults.ok(), defaults.status().message());
+  CHECK(defaults->q_lora_rank == 1536);
+  CHECK(defaults->first_dense_layers == 3);
+  CHECK(defaults->shared_expert_ffn_hidden_size == 32);
+  auto direct = small(R"(, "q_lora_rank": null, "first_k_dense_replace": 0, "n_shared_experts": 0)", "kimi_k2");
+  REQUIRE_MESSAGE(direct.ok(), direct.status().message());
+  CHECK(direct->q_lora_rank == 0);
+  std::int64_t q_weights = 0;
+  const Graph direct_graph = build_transformer(*direct, {}, "d");
+  for (const Op& op : direct_graph.ops()) {
+    if (op.kind == OpKind::kParameter && op.layer == 1 && op.name.find("/attn/q_") != std::string::npos) {
+      q_weights += op.out.num_elements();
+    }
+  }
+  CHECK(q_weights == 64 * 4 * (8 + 4));
+  CHECK(small(R"(, "attention_bias": true)").status().message() ==
+        "s.json: /: expected attention_bias false: biases on MLA's projections are not modelled");
 }
 
 TEST_CASE("a builtin graph written as JSON reads back to the same graph") {
