@@ -86,6 +86,19 @@ TEST_CASE("Megatron-Core's overlap flags parse with its defaults, distributed_op
   REQUIRE_MESSAGE(accounted.ok(), accounted.status().message());
   CHECK(accounted->search.megatron->account_for_embedding);
   CHECK(accounted->search.megatron->account_for_loss);
+  // --pipeline-model-parallel-layout: read, written back by scenario_to_json, and it lifts
+  // the even-split check (the base's 96 blocks on pp 12 split evenly anyway; what the
+  // layout says is checked by the lowering, sim_lowering's layout test).
+  auto layout = with("\"pipeline_model_parallel_layout\": \"Et*7|(t*8|)*10t*9L\"");
+  REQUIRE_MESSAGE(layout.ok(), layout.status().message());
+  CHECK(layout->search.megatron->pipeline_layout == "Et*7|(t*8|)*10t*9L");
+  auto again = parse_scenario(scenario_to_json(*layout).dump(), "again.json", ".");
+  REQUIRE_MESSAGE(again.ok(), again.status().message());
+  CHECK(again->search.megatron->pipeline_layout == "Et*7|(t*8|)*10t*9L");
+  auto empty_layout = with("\"pipeline_model_parallel_layout\": \"\"");
+  REQUIRE_FALSE(empty_layout.ok());
+  CHECK(empty_layout.status().message() ==
+        "s.json: /search/megatron/pipeline_model_parallel_layout: expected a layout of 1 to 4,096 characters, got 0");
   auto bucket = with("\"ddp_bucket_size\": 0");
   REQUIRE_FALSE(bucket.ok());
   CHECK(bucket.status().message().find("/search/megatron/ddp_bucket_size: expected a parameter count >= 1") !=

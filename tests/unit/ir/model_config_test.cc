@@ -43,6 +43,10 @@ TEST_CASE("model configs round-trip") {
             "num_heads": 4, "seq_len": 128, "vocab_size": 1000, "ffn_hidden_size": 64,
             "num_experts": 16, "top_k": 4, "shared_expert_ffn_hidden_size": 128,
             "first_dense_layers": 1, "dense_ffn_hidden_size": 512})",
+        R"({"builtin": "mixtral", "name": "mla", "num_layers": 2, "hidden_size": 256, "num_heads": 4,
+            "seq_len": 128, "vocab_size": 1000, "ffn_hidden_size": 64, "num_experts": 4,
+            "kv_lora_rank": 32, "q_lora_rank": 48, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8,
+            "v_head_dim": 16})",
         R"({"builtin": "llama", "name": "local-global", "num_layers": 6, "hidden_size": 512,
             "num_heads": 8, "seq_len": 8192, "vocab_size": 1000, "ffn_hidden_size": 1024,
             "sliding_window": 1024, "sliding_window_pattern": 3})"}) {
@@ -138,6 +142,14 @@ TEST_CASE("bad model blocks give exact errors") {
       "first_dense_layers": 2})").status().message() ==
         "m.json: /first_dense_layers: expected a count that leaves at least one MoE block (num_layers 2, "
         "moe_layer_interval 1), got 2");
+  CHECK(parse_text(R"({"builtin": "llama", "num_layers": 2, "hidden_size": 64, "num_heads": 4,
+      "num_kv_heads": 2, "seq_len": 8, "vocab_size": 10, "ffn_hidden_size": 32, "kv_lora_rank": 8,
+      "qk_nope_head_dim": 4, "qk_rope_head_dim": 2, "v_head_dim": 4})").status().message() ==
+        "m.json: /num_kv_heads: expected num_heads (4) with multi-head latent attention (kv_lora_rank), got 2");
+  CHECK(parse_text(R"({"builtin": "llama", "num_layers": 2, "hidden_size": 64, "num_heads": 4,
+      "seq_len": 8, "vocab_size": 10, "ffn_hidden_size": 32, "kv_lora_rank": 8,
+      "qk_nope_head_dim": 4, "qk_rope_head_dim": 3, "v_head_dim": 4})").status().message() ==
+        "m.json: /qk_rope_head_dim: expected an even width (rotary pairs), got 3");
   CHECK(parse_text(R"({"file": "nope.onnx", "format": "onnx"})").status().message() ==
         "m.json: /file: file not found: ./nope.onnx");
 }
