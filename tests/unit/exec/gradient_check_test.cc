@@ -14,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -181,6 +182,16 @@ struct Tiny {
     g.layers.push_back({"layer", "block"});
   }
   OpId param(const std::string& name, std::vector<std::int64_t> shape) { return g.add_parameter(name, std::move(shape), 0); }
+  /// The attention core on parameters q, k, v of [batch 2, seq 4, heads 2, dim 3]: scores
+  /// -> softmax (causal: cpu_kernels.cc reads the name) -> context. {scores, softmax, context}.
+  std::array<OpId, 3> attention_core() {
+    OpId q = param("q", {2, 4, 2, 3});
+    OpId k = param("k", {2, 4, 2, 3});
+    OpId v = param("v", {2, 4, 2, 3});
+    OpId s = g.add_dot("attn/scores", "bskd,btkd->bkst", q, k, 0);
+    OpId p = g.add_softmax("attn/softmax", s, 0);
+    return {s, p, g.add_dot("attn/context", "bkst,btkd->bskd", p, v, 0)};
+  }
   Graph finish(OpId y) {
     const auto& shape = g.op(y).out.shape;
     const OpId probe = g.add_input("probe", shape, false, 0);
@@ -246,28 +257,19 @@ TEST_CASE("gradient check: softmax, causal attention core, GELU, ReLU, max-pool,
   {
     // scores -> causal softmax (the name makes it causal: cpu_kernels.cc) -> context.
     Tiny t("attention");
-    OpId q = t.param("q", {2, 4, 2, 3});
-    OpId k = t.param("k", {2, 4, 2, 3});
-    OpId v = t.param("v", {2, 4, 2, 3});
-    OpId s = t.g.add_dot("attn/scores", "bskd,btkd->bkst", q, k, 0);
-    OpId p = t.g.add_softmax("attn/softmax", s, 0);
-    expect_gradients_match(t.finish(t.g.add_dot("attn/context", "bkst,btkd->bskd", p, v, 0)));
+    expect_gradients_match(t.finish(t.attention_core()[2]));
   }
   {
     // The same core with a sliding window of 2 keys (ir::Op::attention_window on the fused
     // scores and softmax): the forward masks every key but the query's latest two, and the
     // gradients still match the finite differences.
     Tiny t("sliding-window attention");
-    OpId q = t.param("q", {2, 4, 2, 3});
-    OpId k = t.param("k", {2, 4, 2, 3});
-    OpId v = t.param("v", {2, 4, 2, 3});
-    OpId s = t.g.add_dot("attn/scores", "bskd,btkd->bkst", q, k, 0);
-    OpId p = t.g.add_softmax("attn/softmax", s, 0);
+    const auto [s, p, context] = t.attention_core();
     for (OpId id : {s, p}) {
       t.g.mutable_op(id).fused_attention = true;
       t.g.mutable_op(id).attention_window = 2;
     }
-    const Graph g = t.finish(t.g.add_dot("attn/context", "bkst,btkd->bskd", p, v, 0));
+    const Graph g = t.finish(context);
     Interpreter forward(ir::derive_training_graph(g, {}));
     forward.run(false);
     const auto& probs = forward.values(p);  // [b, k, s, t]: rows of 4 keys

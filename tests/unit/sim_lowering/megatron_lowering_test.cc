@@ -117,6 +117,22 @@ TEST_CASE("a Megatron plan file blocks on its pipeline sends unless they overlap
   CHECK(lower_megatron_plan(model, bf16, plan, cm)->problem.blocking_p2p == false);
 }
 
+// gemm() seconds of one attention core's two products, QK^T ((s x d) x (d x s)) and
+// attention x V ((s x s) x (s x d)), batched over microbatch x heads, fp16, every tile.
+double attention_gemms_s(const cost_model::CostModel& cm, std::int64_t batch_heads, std::int64_t s,
+                         std::int64_t d) {
+  cost_model::GemmShape scores;
+  scores.batch = batch_heads;
+  scores.m = s;
+  scores.n = s;
+  scores.k = d;
+  scores.dtype = core::DType::kFp16;
+  cost_model::GemmShape context = scores;
+  context.n = d;
+  context.k = s;
+  return cm.gemm(scores).time.value() + cm.gemm(context).time.value();
+}
+
 TEST_CASE("a flash kernel's GEMMs cost the causal share of their tiles, its softmax nothing") {
   // One GPT block at sequence 1,024 (8 key tiles: the kernel computes 9 of 16 halves,
   // (8+1)/16 = 0.5625), microbatch 2, 8 heads of 32, tp 1, dp 8: the fused block's forward GEMMs
@@ -142,16 +158,7 @@ TEST_CASE("a flash kernel's GEMMs cost the causal share of their tiles, its soft
     }
   }
   REQUIRE(la != nullptr);
-  cost_model::GemmShape scores;  // per head: (s x d) x (d x s)
-  scores.batch = 2 * 8;
-  scores.m = 1024;
-  scores.n = 1024;
-  scores.k = 32;
-  scores.dtype = core::DType::kFp16;
-  cost_model::GemmShape context = scores;  // (s x s) x (s x d)
-  context.n = 32;
-  context.k = 1024;
-  const double attention_s = cm.gemm(scores).time.value() + cm.gemm(context).time.value();
+  const double attention_s = attention_gemms_s(cm, 2 * 8, 1024, 32);
   CHECK(ir::causal_tile_fraction(1024) == 0.5625);
   CHECK(la->gemm_forward_s.value() - lf->gemm_forward_s.value() ==
         doctest::Approx((1 - 0.5625) * attention_s).epsilon(1e-9));
@@ -183,16 +190,7 @@ TEST_CASE("a sliding window: the flash GEMMs cost the band's share of their tile
     if (l.kind == "transformer") blocks.push_back(&l);
   }
   REQUIRE(blocks.size() == 2);
-  cost_model::GemmShape scores;  // per head: (s x d) x (d x s)
-  scores.batch = 2 * 8;
-  scores.m = 1024;
-  scores.n = 1024;
-  scores.k = 32;
-  scores.dtype = core::DType::kFp16;
-  cost_model::GemmShape context = scores;  // (s x s) x (s x d)
-  context.n = 32;
-  context.k = 1024;
-  const double attention_s = cm.gemm(scores).time.value() + cm.gemm(context).time.value();
+  const double attention_s = attention_gemms_s(cm, 2 * 8, 1024, 32);
   CHECK(blocks[1]->gemm_forward_s.value() - blocks[0]->gemm_forward_s.value() ==
         doctest::Approx((ir::causal_tile_fraction(1024) - 21.0 / 64.0) * attention_s).epsilon(1e-9));
   // Without the window both blocks cost the same.
