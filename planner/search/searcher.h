@@ -1157,7 +1157,8 @@ class Searcher {
 
   // The executor's memory (stage_memory.h) of every chunk: one GPU, or, in a plan
   // evaluated as written, a multi-GPU chunk lowered data parallel (stage_memory) or
-  // operator by operator from its shardings (sharded_stage_memory). A search candidate's
+  // operator by operator from its shardings (ShardedPlanMemory, its whole-plan work done
+  // once per plan, not once per chunk). A search candidate's
   // multi-GPU chunks (sharded once emitted) keep the layer sums. Data-parallel walks are
   // cached per (per-device batch, recompute, stage ranges, meshes, chunk, mesh size,
   // weight-update sharding): the walk is O(operators of the graph).
@@ -1169,6 +1170,8 @@ class Searcher {
     std::vector<std::int64_t> starts;
     for (const auto& st : plan.stages) starts.push_back(st.layer_begin);
     starts.push_back(plan.stages.back().layer_end);
+    // The whole plan's part of the sharded walks, prepared at the first sharded chunk.
+    std::optional<core::Result<ShardedPlanMemory>> sharded;
     for (std::size_t c = 0; c < chunks; ++c) {
       const auto& st = plan.stages[c];
       const auto d = static_cast<std::int64_t>(st.device_ids.size());
@@ -1176,16 +1179,19 @@ class Searcher {
       if (d > 1 && !st.shardings.empty()) {
         // Lowered operator by operator unless every sharding is data parallel (nullopt
         // below: the data-parallel walk).
-        ALPASIM_ASSIGN_OR_RETURN(Point * full, point(mbs, plan.recompute, false));
-        ALPASIM_ASSIGN_OR_RETURN(Point * one, point(1, plan.recompute, false));
-        ALPASIM_ASSIGN_OR_RETURN(Point * two, point(2, plan.recompute, false));
-        ShardedStageMemoryInput ssi;
-        ssi.plan = &plan;
-        ssi.microbatch_graph = &full->graph;
-        ssi.one_sample_graph = &one->graph;
-        ssi.two_sample_graph = &two->graph;
-        ssi.stage = static_cast<int>(c);
-        auto sm = sharded_stage_memory(ssi);
+        if (!sharded) {
+          ALPASIM_ASSIGN_OR_RETURN(Point * full, point(mbs, plan.recompute, false));
+          ALPASIM_ASSIGN_OR_RETURN(Point * one, point(1, plan.recompute, false));
+          ALPASIM_ASSIGN_OR_RETURN(Point * two, point(2, plan.recompute, false));
+          ShardedStageMemoryInput ssi;
+          ssi.plan = &plan;
+          ssi.microbatch_graph = &full->graph;
+          ssi.one_sample_graph = &one->graph;
+          ssi.two_sample_graph = &two->graph;
+          sharded = ShardedPlanMemory::prepare(ssi);
+        }
+        auto sm = sharded->ok() ? sharded->value().stage(static_cast<int>(c))
+                                : core::Result<std::optional<StageMemory>>(sharded->status());
         if (!sm.ok()) {
           if (sm.status().code() != core::StatusCode::kUnimplemented) return sm.status();
           continue;  // unsupported layouts keep the sums

@@ -220,7 +220,7 @@ core::Result<StageMemory> stage_memory(const StageMemoryInput& in) {
   return m;
 }
 
-core::Result<std::optional<StageMemory>> sharded_stage_memory(const ShardedStageMemoryInput& in) {
+core::Result<ShardedPlanMemory> ShardedPlanMemory::prepare(const ShardedStageMemoryInput& in) {
   ALPASIM_CHECK(in.plan != nullptr && in.microbatch_graph != nullptr && in.one_sample_graph != nullptr &&
                 in.two_sample_graph != nullptr)
       << "sharded_stage_memory without a plan or graphs";
@@ -228,12 +228,14 @@ core::Result<std::optional<StageMemory>> sharded_stage_memory(const ShardedStage
   const ir::Graph& g = *in.microbatch_graph;
   const std::size_t n = g.size();
   const auto S = static_cast<std::int32_t>(plan.stages.size());
-  const std::int32_t s = in.stage;
   const std::int64_t layers = g.num_layers();
-  if (S < 1 || s < 0 || s >= S || plan.stages.back().layer_end != layers) {
+  if (S < 1 || plan.stages.back().layer_end != layers) {
     return core::invalid_argument("stage_memory: the stage ranges do not cover the graph's " +
                                   std::to_string(layers) + " layers");
   }
+  ShardedPlanMemory out;
+  out.plan_ = &plan;
+  out.graph_ = &g;
   // As exec/lower.cc classifies ops: stage (by layer), per-iteration tensors, final gradients.
   std::vector<std::int32_t> stage_of_layer(static_cast<std::size_t>(layers), 0);
   for (std::int32_t k = 0; k < S; ++k) {
@@ -246,27 +248,50 @@ core::Result<std::optional<StageMemory>> sharded_stage_memory(const ShardedStage
       stage_of_layer[static_cast<std::size_t>(l)] = k;
     }
   }
-  std::vector<std::int32_t> op_stage(n, 0);
-  std::vector<char> per_iter(n, 0), final_grad(n, 0);
-  std::vector<std::set<std::int32_t>> consumer_stages(n);
+  out.op_stage_.assign(n, 0);
+  out.per_iter_.assign(n, 0);
+  out.final_grad_.assign(n, 0);
+  out.consumer_stages_.assign(n, {});
   for (const ir::Op& o : g.ops()) {
     const auto i = static_cast<std::size_t>(o.id);
-    op_stage[i] = stage_of_layer[static_cast<std::size_t>(o.layer)];
-    if (o.kind == OpKind::kParameter) per_iter[i] = 1;
+    out.op_stage_[i] = stage_of_layer[static_cast<std::size_t>(o.layer)];
+    if (o.kind == OpKind::kParameter) out.per_iter_[i] = 1;
     if (o.kind == OpKind::kOptimizer) {
-      per_iter[i] = 1;
-      per_iter[static_cast<std::size_t>(o.inputs[1])] = 1;
-      final_grad[static_cast<std::size_t>(o.inputs[1])] = 1;
+      out.per_iter_[i] = 1;
+      out.per_iter_[static_cast<std::size_t>(o.inputs[1])] = 1;
+      out.final_grad_[static_cast<std::size_t>(o.inputs[1])] = 1;
     }
   }
   for (const ir::Op& o : g.ops()) {
     for (OpId x : o.inputs) {
-      consumer_stages[static_cast<std::size_t>(x)].insert(op_stage[static_cast<std::size_t>(o.id)]);
+      out.consumer_stages_[static_cast<std::size_t>(x)].insert(out.op_stage_[static_cast<std::size_t>(o.id)]);
     }
   }
-  ALPASIM_ASSIGN_OR_RETURN(std::vector<schema::BatchLayout> batch,
+  ALPASIM_ASSIGN_OR_RETURN(out.batch_,
                            schema::classify_batch_layouts(g, *in.one_sample_graph, *in.two_sample_graph));
-  ALPASIM_ASSIGN_OR_RETURN(schema::OperatorShardings match, schema::match_operator_shardings(plan, g, batch, op_stage));
+  ALPASIM_ASSIGN_OR_RETURN(out.match_, schema::match_operator_shardings(plan, g, out.batch_, out.op_stage_));
+  return out;
+}
+
+core::Result<std::optional<StageMemory>> sharded_stage_memory(const ShardedStageMemoryInput& in) {
+  ALPASIM_ASSIGN_OR_RETURN(ShardedPlanMemory prepared, ShardedPlanMemory::prepare(in));
+  return prepared.stage(in.stage);
+}
+
+core::Result<std::optional<StageMemory>> ShardedPlanMemory::stage(int stage) const {
+  const schema::Plan& plan = *plan_;
+  const ir::Graph& g = *graph_;
+  const auto S = static_cast<std::int32_t>(plan.stages.size());
+  const std::int32_t s = stage;
+  if (s < 0 || s >= S) {
+    return core::invalid_argument("stage_memory: the stage ranges do not cover the graph's " +
+                                  std::to_string(g.num_layers()) + " layers");
+  }
+  const std::vector<std::int32_t>& op_stage = op_stage_;
+  const std::vector<char>& per_iter = per_iter_;
+  const std::vector<char>& final_grad = final_grad_;
+  const std::vector<std::set<std::int32_t>>& consumer_stages = consumer_stages_;
+  const schema::OperatorShardings& match = match_;
   if (!match.sharded[static_cast<std::size_t>(s)]) return std::optional<StageMemory>{};
   if (plan.schedule == schema::Schedule::kInterleavedOneFOneB && plan.interleave > 1) {
     return core::unimplemented("stage_memory: sharded stage " + std::to_string(s) + " in an interleaved schedule");
@@ -282,7 +307,10 @@ core::Result<std::optional<StageMemory>> sharded_stage_memory(const ShardedStage
       }
     }
   }
-  schema::BlockLayouts blocks(plan, g, batch, per_iter, op_stage, match.hint);
+  // A BlockLayouts per stage, as each walk had its own: it records the layouts operators
+  // were last given (a broadcast reads its source's), which one walk must not leave to the
+  // next.
+  schema::BlockLayouts blocks(plan, g, batch_, per_iter, op_stage, match.hint);
   using schema::BlockLayout;
 
   // One device's buffers and instructions for one microbatch (exec/lower.cc emits the same

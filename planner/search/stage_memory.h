@@ -2,10 +2,12 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "core/status.h"
 #include "ir/graph.h"
+#include "schema/block_layout.h"
 #include "schema/plan.h"
 
 namespace alpasim::planner {
@@ -97,5 +99,30 @@ struct ShardedStageMemoryInput {
 /// data parallel (BlockLayouts::data_parallel_fallbacks: convolutions split over channels,
 /// pooling, batch norm), and the batch-layout cases schema::classify_batch_layouts rejects.
 core::Result<std::optional<StageMemory>> sharded_stage_memory(const ShardedStageMemoryInput& input);
+
+/// sharded_stage_memory of the stages of one plan, the work that concerns the whole plan
+/// (each operator's stage and consumers' stages, the batch layouts, matching the plan's
+/// shardings to the graph: O(operators + shardings)) done once rather than once per stage:
+/// the evaluator prices a 32-stage plan written with Megatron's layouts in one pass of it.
+/// stage(s) == sharded_stage_memory with input.stage = s, errors included (those of the
+/// whole plan come from prepare). Keeps pointers to the input's plan and microbatch graph.
+class ShardedPlanMemory {
+ public:
+  /// `input.stage` is not read.
+  static core::Result<ShardedPlanMemory> prepare(const ShardedStageMemoryInput& input);
+  core::Result<std::optional<StageMemory>> stage(int stage) const;
+
+ private:
+  const schema::Plan* plan_ = nullptr;
+  const ir::Graph* graph_ = nullptr;
+  // Per operator of the microbatch graph: its stage, whether it is held all iteration
+  // (weights, optimizer outputs, accumulated gradients), whether it is a final gradient,
+  // and the stages of its consumers.
+  std::vector<std::int32_t> op_stage_;
+  std::vector<char> per_iter_, final_grad_;
+  std::vector<std::set<std::int32_t>> consumer_stages_;
+  std::vector<schema::BatchLayout> batch_;
+  schema::OperatorShardings match_;
+};
 
 }  // namespace alpasim::planner
