@@ -148,7 +148,12 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
             const SubmeshShape sub = shape_of_size(dp * tp, s.gpn());
             Searcher::Lowering lw;
             lw.data_parallel = static_cast<int>(dp);
-            lw.blocking_p2p = true;
+            // Megatron's pipeline sends block the sender (batched send/recv) unless
+            // overlap_p2p_comm, on by default, overlaps them, which Megatron-Core does only
+            // in the interleaved schedule: as sim/lowering prices a fixed plan and
+            // megatron_plan_file writes it (the point's plan says so below, so that the
+            // evaluator prices its sends as ranked here).
+            lw.blocking_p2p = v == 1;
             // Megatron-LM's scatter-gather (--scatter-gather-tensors-in-pipeline, on by
             // default): each GPU of a tensor-parallel group sends 1/tp of its replica's
             // activation, and the receiving group all-gathers it over NVLink, as
@@ -280,6 +285,7 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
             plan.num_microbatches = B;
             plan.schedule = v > 1 ? schema::Schedule::kInterleavedOneFOneB : schema::Schedule::kOneFOneB;
             plan.interleave = v;
+            plan.p2p = lw.blocking_p2p ? schema::P2pMode::kBlocking : schema::P2pMode::kAsync;
             plan.recompute = rc;
             plan.stages = std::move(stages);
             auto pb = s.problem_of(lw, plan);
