@@ -143,7 +143,8 @@ core::Result<PointResult> search_point(const Scenario& scenario, int threads,
   in.options.compare_baselines = false;  // one plan per point; baselines are `alpa-sim run`'s
   ALPASIM_ASSIGN_OR_RETURN(planner::SearchResult r, planner::search(in));
   PointResult p;
-  p.plan_summary = plan_summary(r.plan);
+  // A Megatron point with context or expert parallelism says so in its shape, not its plan.
+  p.plan_summary = r.megatron_shape ? r.megatron_shape->to_string() : plan_summary(r.plan);
   p.iteration_time_s = r.prediction.iteration_time_s;
   p.model_tflops_per_gpu = r.prediction.model_tflops_per_gpu;
   p.hardware_tflops_per_gpu = r.prediction.hardware_tflops_per_gpu;

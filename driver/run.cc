@@ -192,7 +192,7 @@ core::Result<RunReport> run_scenario(const Scenario& scenario, const RunSettings
   report.json["status"] = scenario.search.plan_file ? "evaluated" : "planned";
   report.text += search_text(run, settings.include_timing);
   add_search_json(run, settings.include_timing, &report.json);
-  report.plan = run.result.plan;
+  if (run.result.plan_file_unavailable.empty()) report.plan = run.result.plan;
   report.problem = std::move(run.result.problem);
   report.simulation = std::move(run.simulation);
   return report;

@@ -106,8 +106,9 @@ void add_search_json(const SearchRun& run, bool include_timing, Json* out) {
   Json& j = *out;
   j["plan"] = schema::plan_to_json(r.plan);
   // The plan's grid in Megatron-LM's terms, null when it is not a 3D grid (schema/plan.h).
-  const auto shape = schema::megatron_shape(r.plan);
+  const auto shape = r.megatron_shape ? r.megatron_shape : schema::megatron_shape(r.plan);
   j["plan_megatron"] = shape ? shape->to_json() : Json(nullptr);
+  if (!r.plan_file_unavailable.empty()) j["plan_file_unavailable"] = r.plan_file_unavailable;
   Json prediction = simulation_report_json(run.simulation.report);
   prediction["search_prediction"] = prediction_members(r.prediction);
   prediction["num_microbatches"] = r.plan.num_microbatches;
@@ -141,8 +142,11 @@ std::string search_text(const SearchRun& run, bool include_timing) {
   if (plan.interleave > 1) s << " x" << plan.interleave << " virtual stages";
   s << ", " << plan.num_microbatches << " microbatches, recompute "
     << schema::recompute_name(plan.recompute) << "):\n";
-  if (const auto shape = schema::megatron_shape(plan)) {
+  if (const auto shape = r.megatron_shape ? r.megatron_shape : schema::megatron_shape(plan)) {
     s << "  in Megatron-LM terms: " << shape->to_string() << "\n";
+  }
+  if (!r.plan_file_unavailable.empty()) {
+    s << "  note: no plan file (--out writes no plan.json): " << r.plan_file_unavailable << "\n";
   }
   for (std::size_t i = 0; i < plan.stages.size(); ++i) {
     const auto& st = plan.stages[i];

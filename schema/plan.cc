@@ -303,13 +303,16 @@ Result<Plan> read_plan_file(const std::filesystem::path& path) {
 
 std::string MegatronShape::to_string() const {
   return "tp=" + std::to_string(tp) + " pp=" + std::to_string(pp) + " dp=" + std::to_string(dp) +
-         " cp=" + std::to_string(cp) + " ep=" + std::to_string(ep) + " mbs=" + std::to_string(mbs) +
+         " cp=" + std::to_string(cp) + " ep=" + std::to_string(ep) +
+         (etp != 0 ? " etp=" + std::to_string(etp) : std::string()) + " mbs=" + std::to_string(mbs) +
          " vp=" + std::to_string(vp) + " recompute=" + std::string(recompute_name(recompute));
 }
 
 core::Json MegatronShape::to_json() const {
-  return core::Json{{"tp", tp}, {"pp", pp}, {"dp", dp}, {"cp", cp}, {"ep", ep},
-                    {"mbs", mbs}, {"vp", vp}, {"recompute", std::string(recompute_name(recompute))}};
+  core::Json j{{"tp", tp}, {"pp", pp}, {"dp", dp}, {"cp", cp}, {"ep", ep},
+               {"mbs", mbs}, {"vp", vp}, {"recompute", std::string(recompute_name(recompute))}};
+  if (etp != 0) j["etp"] = etp;  // else tp, Megatron-Core's default
+  return j;
 }
 
 std::optional<MegatronShape> megatron_shape(const Plan& plan) {

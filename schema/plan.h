@@ -89,10 +89,12 @@ struct Plan {
 /// --expert-model-parallel-size, --micro-batch-size, virtual pipeline stages, recompute).
 struct MegatronShape {
   std::int64_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
+  /// --expert-tensor-parallel-size; 0: tp, Megatron-Core's default (not written then).
+  std::int64_t etp = 0;
   std::int64_t mbs = 1;  ///< sequences per microbatch per data-parallel replica
   std::int64_t vp = 1;   ///< virtual pipeline stages (model chunks) per GPU
   Recompute recompute = Recompute::kNone;
-  /// "tp=8 pp=8 dp=16 cp=1 ep=1 mbs=1 vp=2 recompute=none".
+  /// "tp=8 pp=8 dp=16 cp=1 ep=1 mbs=1 vp=2 recompute=none" ("ep=8 etp=1" when etp is set).
   std::string to_string() const;
   core::Json to_json() const;
 };

@@ -1,6 +1,7 @@
 // The baselines: equal partitions over equal submeshes, and the Megatron-style 3D grid
 // (searcher.h).
 #include "planner/search/searcher.h"
+#include "sim/lowering/megatron_lowering.h"
 
 namespace alpasim::planner::search_detail {
 
@@ -103,7 +104,13 @@ core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages,
 // compute and adds Megatron's per-layer all-reduces; dp replicas sync gradients.
 
 
-core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::string* description) {
+namespace {
+
+// The Megatron grid proper (run_megatron). `by_bound`: the shapes of its points in
+// increasing simulation lower bound (ties: grid order), for the context- and
+// expert-parallel exploration around them.
+core::Result<Evaluated> run_megatron_grid(Searcher& s, const GridFilter& f, std::string* description,
+                                          std::vector<schema::MegatronShape>* by_bound) {
   const SearchInput& in = s.input();
   const std::int64_t N = s.num_gpus();
   // Every grid point's simulator input and lower bound, in grid order (the tie order).
@@ -115,6 +122,7 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
     // the re-scoring takes analytically fitting points first, so it is simulated only when
     // none of those fits as written (the grid's memory is not the evaluator's).
     bool unfit = false;
+    schema::MegatronShape shape;
     std::string description;
   };
   std::vector<GridCandidate> cands;
@@ -305,6 +313,7 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
             shape.mbs = mbs;
             shape.vp = v;
             shape.recompute = rc;
+            cand.shape = shape;
             cand.description = shape.to_string();
             cands.push_back(std::move(cand));
           }
@@ -321,6 +330,7 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return cands[a].bound < cands[b].bound;
   });
+  for (const std::size_t i : order) by_bound->push_back(cands[i].shape);
   // In the least-memory ranking too: its figure is what an error message tells the user
   // the mode needs, so it is the evaluator's memory of a real plan (below).
   const bool rescore = f.zero <= 1 && in.options.rescore_grid;
@@ -482,6 +492,158 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
     return std::move(*fastest);
   }
   return first;  // none fits: the analytic winner, priced by the evaluator (does not fit)
+}
+
+// A Megatron point's plan as sim::lowering::megatron_plan_file lays it out (its model
+// chunks, Megatron's device order, its sends), without per-operator layouts: what the
+// search reports for a point with context or expert parallelism, which a plan file cannot
+// say. The mesh of each stage holds its tp·cp·dp GPUs as (cp·dp) x tp.
+schema::Plan megatron_stages_plan(const Searcher& s, const sim::lowering::MegatronPlan& mp,
+                                  const std::vector<int>& layers_per_chunk, schema::Recompute rc) {
+  schema::Plan plan = s.base_plan();
+  const std::int64_t replicas = mp.dp * mp.cp;
+  const std::int64_t mesh_gpus = mp.tp * replicas;
+  plan.num_microbatches = s.input().global_batch_size / (mp.dp * mp.microbatch_size);
+  plan.schedule = mp.interleave > 1 ? schema::Schedule::kInterleavedOneFOneB : schema::Schedule::kOneFOneB;
+  plan.interleave = mp.interleave;
+  plan.p2p = mp.overlap_p2p_comm && mp.interleave > 1 ? schema::P2pMode::kAsync : schema::P2pMode::kBlocking;
+  plan.recompute = rc;
+  std::int64_t begin = 0;
+  for (std::size_t c = 0; c < layers_per_chunk.size(); ++c) {
+    schema::PlanStage st;
+    st.layer_begin = begin;
+    st.layer_end = begin + layers_per_chunk[c];
+    begin = st.layer_end;
+    const SubmeshShape sub = shape_of_size(mesh_gpus, s.gpn());
+    st.submesh_nodes = sub.nodes;
+    st.submesh_gpus_per_node = sub.gpus_per_node;
+    st.logical_rows = replicas;
+    st.logical_cols = mp.tp;
+    const std::int64_t stage = static_cast<std::int64_t>(c) % mp.pp;
+    for (std::int64_t d = 0; d < mesh_gpus; ++d) st.device_ids.push_back(stage * mesh_gpus + d);
+    st.weight_update_sharding = mp.zero_stage >= 1;
+    plan.stages.push_back(st);
+  }
+  return plan;
+}
+
+// Points of the grid (after its answer, in increasing lower bound) whose context-parallel
+// variants are tried; expert parallelism is tried on every point (a lowering of a MoE
+// point costs about a millisecond: GShard MoE 27B on 32 GPUs, 2,900 lowerings, 2.3 s on
+// one core), context parallelism on these only (a long-sequence dense model's lowering
+// costs tens of milliseconds and its grid has hundreds of points).
+constexpr std::size_t kContextExplored = 16;
+
+// Megatron-Core's context parallelism (cp: each sequence split over cp GPUs, ring
+// attention) and expert parallelism (ep: experts split over ep GPUs, all-to-all dispatch),
+// around the grid: for the grid's answer and then every grid point in increasing lower
+// bound, every ep, and for the answer and the kContextExplored first points every cp
+// (a power of two dividing dp, 2·cp dividing the sequence; dp becomes dp / cp, so
+// the GPU count stays) and ep (a power of two dividing the experts, with expert tensor
+// parallelism etp at Megatron-Core's default, tp, or 1; ep·etp dividing tp·cp·dp, Megatron-
+// Core's folding), cp = ep = 1 included, each priced by
+// sim/lowering (the Megatron lowering a fixed plan gets, with Megatron-Core's default
+// overlaps: overlap_p2p_comm; the grid has no sequence parallelism or distributed
+// optimizer, so tp_comm_overlap and overlap_param_gather do not apply). Points the lowering
+// refuses (learned positions or a window with cp, experts that do not divide) are skipped.
+// The fastest fitting point under that one price is the answer when it has cp or ep > 1
+// (priced so: by_evaluator false); otherwise nullopt and the grid's answer stands, the
+// lowering never having found the extra parallelism faster. Not exhaustive: the grid's
+// other points get no cp or ep.
+core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
+    Searcher& s, std::vector<schema::MegatronShape> bases, const Evaluated& grid_answer) {
+  const SearchInput& in = s.input();
+  const auto* transformer = std::get_if<ir::TransformerConfig>(&in.model.spec);
+  if (transformer == nullptr) return std::optional<Evaluated>();
+  const std::int64_t experts = transformer->num_experts;
+  const bool context_parallel_possible = !transformer->learned_positions;
+  if (experts <= 1 && !context_parallel_possible) return std::optional<Evaluated>();
+  if (const auto answer_shape = schema::megatron_shape(grid_answer.plan)) {
+    bases.insert(bases.begin(), *answer_shape);
+  }
+  // (ep, etp): no expert parallelism, then each ep (a power of two dividing the experts)
+  // with expert tensor parallelism at Megatron-Core's default (etp 0: tp) or none (1), which
+  // folds the expert ranks over the tensor-parallel GPUs too.
+  std::vector<std::pair<std::int64_t, std::int64_t>> expert_layouts = {{1, 0}};
+  for (std::int64_t ep = 2; ep <= experts; ep *= 2) {
+    if (experts % ep != 0) continue;
+    expert_layouts.emplace_back(ep, 0);
+    expert_layouts.emplace_back(ep, 1);
+  }
+  sim::lowering::TrainingSetup training;
+  training.global_batch_size = in.global_batch_size;
+  training.dtype = in.dtype;
+  training.optimizer = s.optimizer();
+  std::set<std::string> seen;
+  Evaluated best;
+  for (std::size_t b = 0; b < bases.size(); ++b) {
+    const schema::MegatronShape& base = bases[b];
+    const bool try_context = context_parallel_possible && b <= kContextExplored;
+    if (!try_context && experts <= 1) break;  // nothing left to vary
+    for (std::int64_t cp = 1; cp <= base.dp; cp *= 2) {
+      if (base.dp % cp != 0 || (cp > 1 && (!try_context || transformer->seq_len % (2 * cp) != 0))) continue;
+      for (const auto& [ep, etp] : expert_layouts) {
+        if (etp == 1 && base.tp == 1) continue;  // the same as etp = tp
+        if (ep > 1 && (base.tp * base.dp) % (ep * (etp == 0 ? base.tp : etp)) != 0) continue;
+        schema::MegatronShape shape = base;
+        shape.dp = base.dp / cp;
+        shape.cp = cp;
+        shape.ep = ep;
+        shape.etp = etp;
+        if (!seen.insert(shape.to_string()).second) continue;
+        sim::lowering::MegatronPlan mp;
+        mp.tp = shape.tp;
+        mp.pp = shape.pp;
+        mp.dp = shape.dp;
+        mp.cp = cp;
+        mp.ep = ep;
+        mp.etp = etp;
+        mp.microbatch_size = shape.mbs;
+        mp.interleave = shape.vp;
+        mp.recompute = to_ir(shape.recompute);
+        mp.overlap_p2p_comm = true;  // Megatron-Core's default (a scenario's search.megatron's)
+        auto lowered = sim::lowering::lower_megatron_plan(in.model, training, mp, s.cost());
+        if (!lowered.ok()) continue;  // a point Megatron cannot run or the lowering does not model
+        // The search's memory limit (the GPU's usable memory, or the one asked for).
+        for (sim::MeshSpec& m : lowered->problem.meshes) m.memory_limit = core::bytes(static_cast<std::int64_t>(s.memory_limit()));
+        if (best.ok && best.prediction.fits) {
+          // Exact skips, as the grid's: it cannot fit, or its simulated time is at least its
+          // bound (pipeline_bound.h) and that cannot beat the best so far.
+          auto unfit = cannot_fit(lowered->problem);
+          auto bound = pipeline_lower_bound(lowered->problem);
+          if ((unfit.ok() && unfit.value()) ||
+              (bound.ok() && sim::to_seconds(bound.value()).value() > best.prediction.iteration_time_s)) {
+            continue;
+          }
+        }
+        schema::Plan plan = megatron_stages_plan(s, mp, lowered->layers_per_chunk, shape.recompute);
+        auto e = s.run_problem(std::move(lowered->problem), plan);
+        if (!e.ok()) continue;
+        e->megatron_shape = shape;
+        if (better(s, e.value(), best)) best = std::move(e).value();
+      }
+    }
+  }
+  if (!best.ok || !best.prediction.fits || (best.megatron_shape->cp == 1 && best.megatron_shape->ep == 1)) {
+    return std::optional<Evaluated>();
+  }
+  return std::optional<Evaluated>(std::move(best));
+}
+
+}  // namespace
+
+core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::string* description) {
+  std::vector<schema::MegatronShape> by_bound;
+  auto grid = run_megatron_grid(s, f, description, &by_bound);
+  const bool full_grid = !f.tp1 && !f.pp1 && !f.pp_gt1 && f.zero == 0;
+  if (!grid.ok() || !full_grid || s.minimize_memory || !s.input().options.explore_megatron_parallelism) {
+    return grid;
+  }
+  ALPASIM_ASSIGN_OR_RETURN(std::optional<Evaluated> explored,
+                           explore_context_and_expert_parallelism(s, std::move(by_bound), grid.value()));
+  if (!explored) return grid;
+  if (description) *description = explored->megatron_shape->to_string();
+  return std::move(*explored);
 }
 
 }  // namespace alpasim::planner::search_detail

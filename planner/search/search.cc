@@ -230,6 +230,13 @@ core::Result<SearchResult> search(const SearchInput& input) {
   ALPASIM_RETURN_IF_ERROR(finish_answer(s, input.mode, &best));
   result.plan = best.plan;
   result.prediction = best.prediction;
+  if (best.megatron_shape) {
+    result.megatron_shape = best.megatron_shape;
+    result.plan_file_unavailable =
+        "the plan format cannot say context or expert parallelism (" + best.megatron_shape->to_string() +
+        "): the answer is that Megatron point, priced by the Megatron lowering; a scenario with "
+        "\"search\": {\"mode\": \"fixed\", \"megatron\": {...}} evaluates it";
+  }
   auto resolved = sim::resolve_collectives(best.problem);
   result.problem = resolved.ok() ? std::move(resolved).value() : best.problem;
   result.explanation.push_back("mode " + input.mode + (description.empty() ? "" : ": " + description));
@@ -301,6 +308,7 @@ core::Result<SearchResult> search(const SearchInput& input) {
         row.ok = e.value().prediction.fits;
         row.prediction = e.value().prediction;
         row.by_evaluator = e.value().by_evaluator;
+        row.by_megatron_lowering = e.value().megatron_shape.has_value();
         row.description = d.empty() ? describe_plan(e.value().plan) : d;
         if (!row.ok) row.description += " (does not fit)";
         if (row.ok && row.by_evaluator && better(s, e.value(), best_baseline ? *best_baseline : best)) {
@@ -419,7 +427,12 @@ std::string faster_baseline_note(const SearchResult& result) {
          percent_faster(fastest->prediction.iteration_time_s, answer_s) +
          (answer != nullptr ? " the answer (" : " the searched plan (") + core::format_fixed(answer_s, 3) +
          " s): the search space does not contain its plan; \"search\": {\"mode\": \"" + fastest->mode +
-         "\"} plans it" + (fastest->by_evaluator ? "" : " (its price is analytic, not the evaluator's)") + "\n";
+         "\"} plans it" +
+         (fastest->by_evaluator ? ""
+          : fastest->by_megatron_lowering
+              ? " (its price is the Megatron lowering's, as a fixed Megatron plan's, not the evaluator's)"
+              : " (its price is analytic, not the evaluator's)") +
+         "\n";
 }
 
 }  // namespace alpasim::planner

@@ -78,6 +78,12 @@ struct SearchOptions {
   /// answer is priced as searched plans are and its plan carries those layouts. False keeps
   /// the analytic price (ZeRO-2/3 and models other than the builtin gpt and llama always do).
   bool rescore_grid = true;
+  /// Mode megatron (the full grid, also as the alpa mode's baseline): Megatron-Core's
+  /// context parallelism (rotary models) and expert parallelism (MoE models) are tried
+  /// around the grid's points (docs/search.md, "Context and expert parallelism"), each
+  /// priced by sim/lowering, the Megatron lowering fixed plans use; an answer with cp or ep
+  /// > 1 is that lowering's price (BaselineRow::by_evaluator false) and has no plan file.
+  bool explore_megatron_parallelism = true;
   /// Called (on the calling thread) as the search starts each phase: a (microbatch size,
   /// recompute) point, or a baseline, with a one-line description of it
   /// ("point 3: microbatch 4, recompute none", "baseline 2 of 8: megatron"). For progress
@@ -120,6 +126,9 @@ struct BaselineRow {
   /// Priced by the one evaluator (evaluate_plan of its plan file), as the searched plan is;
   /// false for analytic prices (zero2 / zero3, and grids the plan format cannot write).
   bool by_evaluator = false;
+  /// A Megatron point with context or expert parallelism, priced by sim/lowering (the
+  /// Megatron lowering of fixed plans), not by the evaluator of plan files.
+  bool by_megatron_lowering = false;
 };
 
 /// The result of search() / evaluate_plan().
@@ -138,6 +147,11 @@ struct SearchResult {
   double wall_time_s = 0;
   /// Human-readable reasoning: layers, points tried, DP statistics, why this plan won.
   std::vector<std::string> explanation;
+  /// The answer in Megatron-LM's terms when it is a Megatron point with context or expert
+  /// parallelism (search.megatron keys), which `plan` cannot say: `plan` then holds its
+  /// stages and meshes only, and plan_file_unavailable says why no plan file is written.
+  std::optional<schema::MegatronShape> megatron_shape;
+  std::string plan_file_unavailable;
   int intra_op_solves = 0;     ///< distinct intra-op problems solved
   int intra_op_queries = 0;    ///< layer × mesh cost lookups (identical layers share solves)
   int candidates_simulated = 0;

@@ -193,6 +193,9 @@ struct Evaluated {
   std::string error;
   // Priced by evaluate() (the one evaluator of plan files), not an analytic grid price.
   bool by_evaluator = false;
+  // A Megatron point with context or expert parallelism, priced by sim/lowering: its shape
+  // (the plan holds its stages and meshes, not its cp and ep).
+  std::optional<schema::MegatronShape> megatron_shape;
 };
 
 class Searcher {
