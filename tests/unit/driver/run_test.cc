@@ -74,6 +74,43 @@ TEST_CASE("mode megatron tries expert parallelism on a MoE model, priced as the 
   CHECK(grid.value().prediction.iteration_time_s > explored_s);
 }
 
+// A rotary 8-block, 4,096-wide model at 32,768 tokens on one DGX H100: the grid's points
+// without context parallelism hold a whole sequence's activations per GPU.
+TEST_CASE("mode megatron tries context parallelism on a long-sequence rotary model") {
+  const char* text = R"({"schema_version": 1,
+    "model": {"builtin": "llama", "name": "8 blocks at 32k", "num_layers": 8, "hidden_size": 4096,
+              "num_heads": 32, "num_kv_heads": 8, "ffn_hidden_size": 14336, "seq_len": 32768,
+              "vocab_size": 128256, "fused_attention": true},
+    "cluster": {"preset": "dgx-h100", "nodes": 1},
+    "training": {"global_batch_size": 16, "dtype": "bf16", "optimizer": "adam", "microbatches": "auto"},
+    "search": {"mode": "megatron", "baselines": false}})";
+  Scenario s = parse_scenario(text, "long_context.json", ".").value();
+  RunSettings settings;
+  settings.include_timing = false;
+  RunReport explored = run_scenario(s, settings).value();
+  const core::Json& shape = explored.json["plan_megatron"];
+  REQUIRE(shape.is_object());
+  CHECK(shape["cp"].get<std::int64_t>() > 1);
+  CHECK(shape["cp"].get<std::int64_t>() * shape["dp"].get<std::int64_t>() * shape["tp"].get<std::int64_t>() *
+            shape["pp"].get<std::int64_t>() == 8);
+  CHECK_FALSE(explored.plan.has_value());
+  // As the fixed Megatron plan it names: the same time.
+  Scenario fixed = s;
+  fixed.search.mode = "fixed";
+  MegatronPlanConfig m;
+  m.tp = shape["tp"].get<std::int64_t>();
+  m.pp = shape["pp"].get<std::int64_t>();
+  m.dp = shape["dp"].get<std::int64_t>();
+  m.cp = shape["cp"].get<std::int64_t>();
+  m.microbatch_size = shape["mbs"].get<std::int64_t>();
+  m.interleave = shape["vp"].get<std::int64_t>();
+  m.recompute = schema::parse_recompute(shape["recompute"].get<std::string>());
+  fixed.search.megatron = m;
+  RunReport as_fixed = run_scenario(fixed, settings).value();
+  CHECK(as_fixed.json["prediction"]["iteration_time_s"].get<double>() ==
+        explored.json["prediction"]["iteration_time_s"].get<double>());
+}
+
 // The default scenario is searched (mode "alpa"): a whole planner run, a few seconds.
 TEST_CASE("the same scenario gives byte-identical JSON without wall-clock fields") {
   RunSettings settings;
