@@ -33,11 +33,12 @@ std::string megatron_summary(const MegatronPlanConfig& m) {
   shape.dp = m.dp;
   shape.cp = m.cp;
   shape.ep = m.ep;
+  shape.etp = m.etp;
   shape.mbs = m.microbatch_size;
   shape.vp = m.interleave;
   shape.recompute = m.recompute;
+  shape.sequence_parallel = m.sequence_parallel;
   std::string s = shape.to_string();
-  if (m.sequence_parallel) s += " sequence_parallel";
   if (m.zero_stage > 0) s += " zero_stage=" + std::to_string(m.zero_stage);
   if (m.tp_comm_overlap) s += " tp_comm_overlap";
   if (m.overlap_grad_reduce) s += " overlap_grad_reduce";

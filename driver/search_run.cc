@@ -116,7 +116,12 @@ void add_search_json(const SearchRun& run, bool include_timing, Json* out) {
   Json baselines = Json::array();
   for (const auto& b : r.baselines) {
     Json row{{"mode", b.mode}, {"ok", b.ok}, {"description", b.description}};
-    if (b.ok) row["prediction"] = prediction_members(b.prediction);
+    if (b.ok) {
+      row["prediction"] = prediction_members(b.prediction);
+      // Which model priced the row: the one evaluator (as the searched plan), the Megatron
+      // lowering (a Megatron point with cp or ep), or the grid's analytic costs.
+      row["priced_by"] = b.by_evaluator ? "evaluator" : b.by_megatron_lowering ? "megatron_lowering" : "analytic";
+    }
     baselines.push_back(row);
   }
   j["baselines"] = baselines;

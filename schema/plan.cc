@@ -305,13 +305,15 @@ std::string MegatronShape::to_string() const {
   return "tp=" + std::to_string(tp) + " pp=" + std::to_string(pp) + " dp=" + std::to_string(dp) +
          " cp=" + std::to_string(cp) + " ep=" + std::to_string(ep) +
          (etp != 0 ? " etp=" + std::to_string(etp) : std::string()) + " mbs=" + std::to_string(mbs) +
-         " vp=" + std::to_string(vp) + " recompute=" + std::string(recompute_name(recompute));
+         " vp=" + std::to_string(vp) + " recompute=" + std::string(recompute_name(recompute)) +
+         (sequence_parallel ? " sequence_parallel" : "");
 }
 
 core::Json MegatronShape::to_json() const {
   core::Json j{{"tp", tp}, {"pp", pp}, {"dp", dp}, {"cp", cp}, {"ep", ep},
                {"mbs", mbs}, {"vp", vp}, {"recompute", std::string(recompute_name(recompute))}};
   if (etp != 0) j["etp"] = etp;  // else tp, Megatron-Core's default
+  if (sequence_parallel) j["sequence_parallel"] = true;
   return j;
 }
 

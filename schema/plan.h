@@ -91,10 +91,13 @@ struct MegatronShape {
   std::int64_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
   /// --expert-tensor-parallel-size; 0: tp, Megatron-Core's default (not written then).
   std::int64_t etp = 0;
+  /// --sequence-parallel (written only when set).
+  bool sequence_parallel = false;
   std::int64_t mbs = 1;  ///< sequences per microbatch per data-parallel replica
   std::int64_t vp = 1;   ///< virtual pipeline stages (model chunks) per GPU
   Recompute recompute = Recompute::kNone;
-  /// "tp=8 pp=8 dp=16 cp=1 ep=1 mbs=1 vp=2 recompute=none" ("ep=8 etp=1" when etp is set).
+  /// "tp=8 pp=8 dp=16 cp=1 ep=1 mbs=1 vp=2 recompute=none" ("ep=8 etp=1" when etp is set,
+  /// " sequence_parallel" at the end when set).
   std::string to_string() const;
   core::Json to_json() const;
 };

@@ -533,6 +533,9 @@ schema::Plan megatron_stages_plan(const Searcher& s, const sim::lowering::Megatr
 // one core), context parallelism on these only (a long-sequence dense model's lowering
 // costs tens of milliseconds and its grid has hundreds of points).
 constexpr std::size_t kContextExplored = 16;
+// At most this many grid points get expert-parallel variants (a cap on the work, not
+// reached by the goldens: GShard MoE 27B on 32 GPUs has 320 points).
+constexpr std::size_t kExpertExplored = 1024;
 
 // Megatron-Core's context parallelism (cp: each sequence split over cp GPUs, ring
 // attention) and expert parallelism (ep: experts split over ep GPUs, all-to-all dispatch),
@@ -543,13 +546,15 @@ constexpr std::size_t kContextExplored = 16;
 // parallelism etp at Megatron-Core's default, tp, or 1; ep·etp dividing tp·cp·dp, Megatron-
 // Core's folding), cp = ep = 1 included, each priced by
 // sim/lowering (the Megatron lowering a fixed plan gets, with Megatron-Core's default
-// overlaps: overlap_p2p_comm; the grid has no sequence parallelism or distributed
-// optimizer, so tp_comm_overlap and overlap_param_gather do not apply). Points the lowering
+// overlaps: overlap_p2p_comm; no distributed optimizer, so overlap_param_gather does not
+// apply, and sequence parallelism only where a MoE model with tp > 1 needs it; the
+// overlaps are not searched). Points the lowering
 // refuses (learned positions or a window with cp, experts that do not divide) are skipped.
-// The fastest fitting point under that one price is the answer when it has cp or ep > 1
-// (priced so: by_evaluator false); otherwise nullopt and the grid's answer stands, the
-// lowering never having found the extra parallelism faster. Not exhaustive: the grid's
-// other points get no cp or ep.
+// The fastest fitting point under that one price is returned when it has cp or ep > 1
+// (priced so: by_evaluator false); otherwise nullopt, the lowering never having found the
+// extra parallelism faster (run_megatron also keeps the grid's answer when its own price is
+// lower). Past the search's deadline: nullopt, with s.interrupted set. Not exhaustive: cp
+// on kContextExplored points, ep on kExpertExplored.
 core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
     Searcher& s, std::vector<schema::MegatronShape> bases, const Evaluated& grid_answer) {
   const SearchInput& in = s.input();
@@ -576,12 +581,24 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
   training.optimizer = s.optimizer();
   std::set<std::string> seen;
   Evaluated best;
-  for (std::size_t b = 0; b < bases.size(); ++b) {
+  for (std::size_t b = 0; b < bases.size() && b <= kExpertExplored; ++b) {
+    // Within the search's time limit, as every baseline (the alpa mode's table then says
+    // the row was cut).
+    if (s.past_deadline()) {
+      s.interrupted = true;
+      return std::optional<Evaluated>();
+    }
     const schema::MegatronShape& base = bases[b];
     const bool try_context = context_parallel_possible && b <= kContextExplored;
     if (!try_context && experts <= 1) break;  // nothing left to vary
     for (std::int64_t cp = 1; cp <= base.dp; cp *= 2) {
       if (base.dp % cp != 0 || (cp > 1 && (!try_context || transformer->seq_len % (2 * cp) != 0))) continue;
+      // cp takes its GPUs from dp, and the microbatches per replica grow by cp: not when the
+      // scenario fixes their number.
+      if (cp > 1 && in.num_microbatches &&
+          in.global_batch_size / ((base.dp / cp) * base.mbs) != *in.num_microbatches) {
+        continue;
+      }
       for (const auto& [ep, etp] : expert_layouts) {
         if (etp == 1 && base.tp == 1) continue;  // the same as etp = tp
         if (ep > 1 && (base.tp * base.dp) % (ep * (etp == 0 ? base.tp : etp)) != 0) continue;
@@ -602,11 +619,15 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
         mp.interleave = shape.vp;
         mp.recompute = to_ir(shape.recompute);
         mp.overlap_p2p_comm = true;  // Megatron-Core's default (a scenario's search.megatron's)
+        // Megatron-Core refuses to train a MoE layer with tensor parallelism but without
+        // sequence parallelism (MoELayer: "performance may degrade"): such points run with it.
+        mp.sequence_parallel = experts > 1 && shape.tp > 1;
+        shape.sequence_parallel = mp.sequence_parallel;
         auto lowered = sim::lowering::lower_megatron_plan(in.model, training, mp, s.cost());
         if (!lowered.ok()) continue;  // a point Megatron cannot run or the lowering does not model
         // The search's memory limit (the GPU's usable memory, or the one asked for).
         for (sim::MeshSpec& m : lowered->problem.meshes) m.memory_limit = core::bytes(static_cast<std::int64_t>(s.memory_limit()));
-        if (best.ok && best.prediction.fits) {
+        if (in.options.prune_grid && best.ok && best.prediction.fits) {
           // Exact skips, as the grid's: it cannot fit, or its simulated time is at least its
           // bound (pipeline_bound.h) and that cannot beat the best so far.
           auto unfit = cannot_fit(lowered->problem);
@@ -642,6 +663,13 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
   ALPASIM_ASSIGN_OR_RETURN(std::optional<Evaluated> explored,
                            explore_context_and_expert_parallelism(s, std::move(by_bound), grid.value()));
   if (!explored) return grid;
+  // Faster under the lowering than the grid's points without cp and ep, and faster than the
+  // price the grid's answer has (the evaluator's or the grid's analytic one): a user never
+  // reads a slower answer for the extra parallelism.
+  if (grid.value().ok && grid.value().prediction.fits &&
+      explored->prediction.iteration_time_s >= grid.value().prediction.iteration_time_s) {
+    return grid;
+  }
   if (description) *description = explored->megatron_shape->to_string();
   return std::move(*explored);
 }
