@@ -494,39 +494,6 @@ core::Result<Evaluated> run_megatron_grid(Searcher& s, const GridFilter& f, std:
   return first;  // none fits: the analytic winner, priced by the evaluator (does not fit)
 }
 
-// A Megatron point's plan as sim::lowering::megatron_plan_file lays it out (its model
-// chunks, Megatron's device order, its sends), without per-operator layouts: what the
-// search reports for a point with context or expert parallelism, which a plan file cannot
-// say. The mesh of each stage holds its tp·cp·dp GPUs as (cp·dp) x tp.
-schema::Plan megatron_stages_plan(const Searcher& s, const sim::lowering::MegatronPlan& mp,
-                                  const std::vector<int>& layers_per_chunk, schema::Recompute rc) {
-  schema::Plan plan = s.base_plan();
-  const std::int64_t replicas = mp.dp * mp.cp;
-  const std::int64_t mesh_gpus = mp.tp * replicas;
-  plan.num_microbatches = s.input().global_batch_size / (mp.dp * mp.microbatch_size);
-  plan.schedule = mp.interleave > 1 ? schema::Schedule::kInterleavedOneFOneB : schema::Schedule::kOneFOneB;
-  plan.interleave = mp.interleave;
-  plan.p2p = mp.overlap_p2p_comm && mp.interleave > 1 ? schema::P2pMode::kAsync : schema::P2pMode::kBlocking;
-  plan.recompute = rc;
-  std::int64_t begin = 0;
-  for (std::size_t c = 0; c < layers_per_chunk.size(); ++c) {
-    schema::PlanStage st;
-    st.layer_begin = begin;
-    st.layer_end = begin + layers_per_chunk[c];
-    begin = st.layer_end;
-    const SubmeshShape sub = shape_of_size(mesh_gpus, s.gpn());
-    st.submesh_nodes = sub.nodes;
-    st.submesh_gpus_per_node = sub.gpus_per_node;
-    st.logical_rows = replicas;
-    st.logical_cols = mp.tp;
-    const std::int64_t stage = static_cast<std::int64_t>(c) % mp.pp;
-    for (std::int64_t d = 0; d < mesh_gpus; ++d) st.device_ids.push_back(stage * mesh_gpus + d);
-    st.weight_update_sharding = mp.zero_stage >= 1;
-    plan.stages.push_back(st);
-  }
-  return plan;
-}
-
 // Points of the grid (after its answer, in increasing lower bound) whose context-parallel
 // variants are tried; expert parallelism is tried on every point (a lowering of a MoE
 // point costs about a millisecond: GShard MoE 27B on 32 GPUs, 2,900 lowerings, 2.3 s on
@@ -637,7 +604,9 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
             continue;
           }
         }
-        schema::Plan plan = megatron_stages_plan(s, mp, lowered->layers_per_chunk, shape.recompute);
+        schema::Plan plan =
+            sim::lowering::megatron_plan_stages(in.model, training, mp, in.cluster, lowered->layers_per_chunk);
+        plan.generator = s.base_plan().generator;
         auto e = s.run_problem(std::move(lowered->problem), plan);
         if (!e.ok()) continue;
         e->megatron_shape = shape;

@@ -1580,13 +1580,30 @@ core::Result<schema::Plan> megatron_plan_file(const ir::ModelConfig& model,
   const ir::Graph graph = ir::derive_training_graph(forward, to);
   const std::int64_t blocks = graph.num_layers() - 2;
   ALPASIM_ASSIGN_OR_RETURN(std::vector<int> layers_per_chunk, chunk_layers(plan, blocks));
-  const std::int64_t mesh_gpus = plan.tp * plan.dp;
+  schema::Plan out = megatron_plan_stages(model, training, plan, cluster, layers_per_chunk);
+  if (plan.tp * plan.dp > 1) {
+    for (schema::PlanStage& st : out.stages) {
+      ALPASIM_ASSIGN_OR_RETURN(st.shardings,
+                               schema::megatron_operator_shardings(graph, model, replicas, st.layer_begin,
+                                                                   st.layer_end, plan.dp, plan.tp,
+                                                                   plan.sequence_parallel));
+    }
+  }
+  return out;
+}
+
+schema::Plan megatron_plan_stages(const ir::ModelConfig& model, const TrainingSetup& training,
+                                  const MegatronPlan& plan, const cluster::ClusterSpec& cluster,
+                                  const std::vector<int>& layers_per_chunk) {
+  const std::int64_t replicas = plan.cp * plan.dp;  // the GPUs of a stage, over tp
+  const std::int64_t mesh_gpus = plan.tp * replicas;
   schema::Plan out;
   out.model = model;
   out.cluster = cluster;
   out.dtype = training.dtype;
   out.global_batch_size = training.global_batch_size;
-  out.num_microbatches = training.global_batch_size / replicas;
+  // Megatron's microbatches per replica: the cp GPUs of a replica share its sequences.
+  out.num_microbatches = training.global_batch_size / (plan.dp * plan.microbatch_size);
   out.schedule = plan.interleave > 1 ? schema::Schedule::kInterleavedOneFOneB : schema::Schedule::kOneFOneB;
   out.interleave = plan.interleave;
   // Megatron's p2p blocks unless overlapped (lower_megatron_plan's blocking_p2p).
@@ -1605,17 +1622,11 @@ core::Result<schema::Plan> megatron_plan_file(const ir::ModelConfig& model,
     begin = st.layer_end;
     st.submesh_nodes = std::max<std::int64_t>(1, mesh_gpus / cluster.gpus_per_node);
     st.submesh_gpus_per_node = std::min(mesh_gpus, cluster.gpus_per_node);
-    st.logical_rows = plan.dp;
+    st.logical_rows = replicas;
     st.logical_cols = plan.tp;
     const std::int64_t stage = static_cast<std::int64_t>(c) % plan.pp;
     for (std::int64_t d = 0; d < mesh_gpus; ++d) st.device_ids.push_back(stage * mesh_gpus + d);
     st.weight_update_sharding = plan.zero_stage >= 1;
-    if (mesh_gpus > 1) {
-      ALPASIM_ASSIGN_OR_RETURN(st.shardings,
-                               schema::megatron_operator_shardings(graph, model, replicas, st.layer_begin,
-                                                                   st.layer_end, plan.dp, plan.tp,
-                                                                   plan.sequence_parallel));
-    }
     out.stages.push_back(std::move(st));
   }
   return out;

@@ -214,4 +214,13 @@ core::Result<schema::Plan> megatron_plan_file(const ir::ModelConfig& model,
                                               const MegatronPlan& plan,
                                               const cluster::ClusterSpec& cluster);
 
+/// megatron_plan_file's stages without their per-operator layouts and without its checks:
+/// the model chunks `layers_per_chunk` (lower_megatron_plan's LoweredPlan::layers_per_chunk),
+/// Megatron's device order, sends and recomputation; each stage's mesh holds its tp·cp·dp
+/// GPUs as (cp·dp) rows x tp columns. What the search reports for a Megatron point with
+/// context or expert parallelism, which a plan file cannot say.
+schema::Plan megatron_plan_stages(const ir::ModelConfig& model, const TrainingSetup& training,
+                                  const MegatronPlan& plan, const cluster::ClusterSpec& cluster,
+                                  const std::vector<int>& layers_per_chunk);
+
 }  // namespace alpasim::sim::lowering

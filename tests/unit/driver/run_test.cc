@@ -26,6 +26,22 @@ TEST_CASE("bf16 on a GPU without bf16 tensor cores is a warning, fp16 is not") {
   CHECK(scenario_warnings(s).empty());
 }
 
+// The search.megatron block of a plan_megatron shape (the JSON alpa-sim writes).
+MegatronPlanConfig megatron_config_of(const core::Json& shape) {
+  MegatronPlanConfig m;
+  m.tp = shape["tp"].get<std::int64_t>();
+  m.pp = shape["pp"].get<std::int64_t>();
+  m.dp = shape["dp"].get<std::int64_t>();
+  m.cp = shape["cp"].get<std::int64_t>();
+  m.ep = shape["ep"].get<std::int64_t>();
+  m.etp = shape.contains("etp") ? shape["etp"].get<std::int64_t>() : 0;
+  m.microbatch_size = shape["mbs"].get<std::int64_t>();
+  m.interleave = shape["vp"].get<std::int64_t>();
+  m.recompute = schema::parse_recompute(shape["recompute"].get<std::string>());
+  m.sequence_parallel = shape.contains("sequence_parallel");
+  return m;
+}
+
 // GShard MoE 27B on 32 V100 (the MoE golden), mode megatron, about 2.5 s: the grid alone
 // (tp 8 pp 4, no expert parallelism) against the grid with Megatron-Core's expert
 // parallelism tried around it.
@@ -48,19 +64,9 @@ TEST_CASE("mode megatron tries expert parallelism on a MoE model, priced as the 
   // The same point as a fixed Megatron plan (search.megatron): the same time, byte for byte.
   Scenario fixed = s;
   fixed.search.mode = "fixed";
-  MegatronPlanConfig m;
-  m.tp = shape["tp"].get<std::int64_t>();
-  m.pp = shape["pp"].get<std::int64_t>();
-  m.dp = shape["dp"].get<std::int64_t>();
-  m.cp = shape["cp"].get<std::int64_t>();
-  m.ep = shape["ep"].get<std::int64_t>();
-  m.etp = shape.contains("etp") ? shape["etp"].get<std::int64_t>() : 0;
-  m.microbatch_size = shape["mbs"].get<std::int64_t>();
-  m.interleave = shape["vp"].get<std::int64_t>();
-  m.recompute = schema::parse_recompute(shape["recompute"].get<std::string>());
+  const MegatronPlanConfig m = megatron_config_of(shape);
   // Megatron-Core trains a MoE layer with tp > 1 only with sequence parallelism.
-  CHECK(shape.contains("sequence_parallel") == (m.tp > 1));
-  m.sequence_parallel = shape.contains("sequence_parallel");
+  CHECK(m.sequence_parallel == (m.tp > 1));
   fixed.search.megatron = m;
   RunReport as_fixed = run_scenario(fixed, settings).value();
   CHECK(as_fixed.json["prediction"]["iteration_time_s"].get<double>() == explored_s);
@@ -100,15 +106,7 @@ TEST_CASE("mode megatron tries context parallelism on a long-sequence rotary mod
   // As the fixed Megatron plan it names: the same time.
   Scenario fixed = s;
   fixed.search.mode = "fixed";
-  MegatronPlanConfig m;
-  m.tp = shape["tp"].get<std::int64_t>();
-  m.pp = shape["pp"].get<std::int64_t>();
-  m.dp = shape["dp"].get<std::int64_t>();
-  m.cp = shape["cp"].get<std::int64_t>();
-  m.microbatch_size = shape["mbs"].get<std::int64_t>();
-  m.interleave = shape["vp"].get<std::int64_t>();
-  m.recompute = schema::parse_recompute(shape["recompute"].get<std::string>());
-  fixed.search.megatron = m;
+  fixed.search.megatron = megatron_config_of(shape);
   RunReport as_fixed = run_scenario(fixed, settings).value();
   CHECK(as_fixed.json["prediction"]["iteration_time_s"].get<double>() ==
         explored.json["prediction"]["iteration_time_s"].get<double>());
