@@ -517,10 +517,10 @@ constexpr std::size_t kExpertExplored = 1024;
 // apply, and sequence parallelism only where a MoE model with tp > 1 needs it; the
 // overlaps are not searched). Points the lowering
 // refuses (learned positions or a window with cp, experts that do not divide) are skipped.
-// The fastest fitting point under that one price is returned when it has cp or ep > 1
-// (priced so: by_evaluator false); otherwise nullopt, the lowering never having found the
-// extra parallelism faster (run_megatron also keeps the grid's answer when its own price is
-// lower). Past the search's deadline: nullopt, with s.interrupted set. Not exhaustive: cp
+// The fastest fitting point under that one price is returned (priced so: by_evaluator
+// false) when it has cp or ep > 1, or when the grid's answer has an analytic price (a MoE
+// model); otherwise nullopt, the lowering never having found the extra parallelism faster
+// (run_megatron also keeps an answer the evaluator priced when its own price is lower). Past the search's deadline: nullopt, with s.interrupted set. Not exhaustive: cp
 // on kContextExplored points, ep on kExpertExplored.
 core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
     Searcher& s, std::vector<schema::MegatronShape> bases, const Evaluated& grid_answer) {
@@ -614,7 +614,11 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
       }
     }
   }
-  if (!best.ok || !best.prediction.fits || (best.megatron_shape->cp == 1 && best.megatron_shape->ep == 1)) {
+  if (!best.ok || !best.prediction.fits) return std::optional<Evaluated>();
+  // Without cp and ep the grid's answer stands when the evaluator priced it; an analytic
+  // grid price (a MoE model, whose layers a plan file cannot write) is validated by nothing,
+  // and the lowering's best answers instead, whatever its cp and ep.
+  if (best.megatron_shape->cp == 1 && best.megatron_shape->ep == 1 && grid_answer.by_evaluator) {
     return std::optional<Evaluated>();
   }
   return std::optional<Evaluated>(std::move(best));
@@ -632,10 +636,10 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
   ALPASIM_ASSIGN_OR_RETURN(std::optional<Evaluated> explored,
                            explore_context_and_expert_parallelism(s, std::move(by_bound), grid.value()));
   if (!explored) return grid;
-  // Faster under the lowering than the grid's points without cp and ep, and faster than the
-  // price the grid's answer has (the evaluator's or the grid's analytic one): a user never
-  // reads a slower answer for the extra parallelism.
-  if (grid.value().ok && grid.value().prediction.fits &&
+  // Against an answer the evaluator priced: faster under the lowering than the grid's points
+  // without cp and ep, and faster than that answer's own price, so a user never reads a
+  // slower answer for the extra parallelism.
+  if (grid.value().by_evaluator && grid.value().prediction.fits &&
       explored->prediction.iteration_time_s >= grid.value().prediction.iteration_time_s) {
     return grid;
   }

@@ -233,8 +233,9 @@ core::Result<SearchResult> search(const SearchInput& input) {
   if (best.megatron_shape) {
     result.megatron_shape = best.megatron_shape;
     result.plan_file_unavailable =
-        "the plan format cannot say context or expert parallelism (" + best.megatron_shape->to_string() +
-        "): the answer is that Megatron point, priced by the Megatron lowering; a scenario with "
+        "a plan file cannot say this Megatron point (" + best.megatron_shape->to_string() +
+        ": context or expert parallelism, or a MoE model's layers): the answer is that point, priced "
+        "by the Megatron lowering; a scenario with "
         "\"search\": {\"mode\": \"fixed\", \"megatron\": {...}} evaluates it";
   }
   auto resolved = sim::resolve_collectives(best.problem);

@@ -82,7 +82,8 @@ struct SearchOptions {
   /// context parallelism (rotary models) and expert parallelism (MoE models) are tried
   /// around the grid's points (docs/search.md, "Context and expert parallelism"), each
   /// priced by sim/lowering, the Megatron lowering fixed plans use; an answer with cp or ep
-  /// > 1 is that lowering's price (BaselineRow::by_evaluator false) and has no plan file.
+  /// > 1, and any answer for a MoE model (whose grid price is analytic), is that lowering's
+  /// price (BaselineRow::by_megatron_lowering) and has no plan file.
   bool explore_megatron_parallelism = true;
   /// Called (on the calling thread) as the search starts each phase: a (microbatch size,
   /// recompute) point, or a baseline, with a one-line description of it
@@ -147,9 +148,10 @@ struct SearchResult {
   double wall_time_s = 0;
   /// Human-readable reasoning: layers, points tried, DP statistics, why this plan won.
   std::vector<std::string> explanation;
-  /// The answer in Megatron-LM's terms when it is a Megatron point with context or expert
-  /// parallelism (search.megatron keys), which `plan` cannot say: `plan` then holds its
-  /// stages and meshes only, and plan_file_unavailable says why no plan file is written.
+  /// The answer in Megatron-LM's terms when it is a Megatron point priced by sim/lowering
+  /// (context or expert parallelism, or any point of a MoE model; search.megatron keys),
+  /// which `plan` cannot say: `plan` then holds its stages and meshes only, and
+  /// plan_file_unavailable says why no plan file is written.
   std::optional<schema::MegatronShape> megatron_shape;
   std::string plan_file_unavailable;
   int intra_op_solves = 0;     ///< distinct intra-op problems solved

@@ -112,6 +112,33 @@ TEST_CASE("mode megatron tries context parallelism on a long-sequence rotary mod
         explored.json["prediction"]["iteration_time_s"].get<double>());
 }
 
+// 3 experts: no power of two > 1 divides them, so no expert parallelism to try; the grid's
+// price of a MoE point is analytic (a plan file cannot write its layers), so the answer is
+// still the Megatron lowering's, as the fixed plan it names.
+TEST_CASE("mode megatron answers a MoE model at the Megatron lowering's price even without expert parallelism") {
+  const char* text = R"({"schema_version": 1,
+    "model": {"builtin": "moe", "name": "3-expert MoE", "num_layers": 4, "hidden_size": 1024, "num_heads": 16,
+              "seq_len": 1024, "vocab_size": 32000, "ffn_hidden_size": 4096, "fused_attention": true,
+              "num_experts": 3, "top_k": 2, "moe_layer_interval": 2, "expert_group_size": 1024},
+    "cluster": {"preset": "aws-p3.16xlarge", "nodes": 1},
+    "training": {"global_batch_size": 64, "dtype": "fp16", "optimizer": "adam", "microbatches": "auto"},
+    "search": {"mode": "megatron", "baselines": false}})";
+  Scenario s = parse_scenario(text, "three_experts.json", ".").value();
+  RunSettings settings;
+  settings.include_timing = false;
+  RunReport answered = run_scenario(s, settings).value();
+  const core::Json& shape = answered.json["plan_megatron"];
+  REQUIRE(shape.is_object());
+  CHECK(shape["ep"].get<std::int64_t>() == 1);
+  CHECK(answered.json.contains("plan_file_unavailable"));
+  Scenario fixed = s;
+  fixed.search.mode = "fixed";
+  fixed.search.megatron = megatron_config_of(shape);
+  RunReport as_fixed = run_scenario(fixed, settings).value();
+  CHECK(as_fixed.json["prediction"]["iteration_time_s"].get<double>() ==
+        answered.json["prediction"]["iteration_time_s"].get<double>());
+}
+
 // The default scenario is searched (mode "alpa"): a whole planner run, a few seconds.
 TEST_CASE("the same scenario gives byte-identical JSON without wall-clock fields") {
   RunSettings settings;
