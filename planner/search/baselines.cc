@@ -593,7 +593,9 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
         auto lowered = sim::lowering::lower_megatron_plan(in.model, training, mp, s.cost());
         if (!lowered.ok()) continue;  // a point Megatron cannot run or the lowering does not model
         // The search's memory limit (the GPU's usable memory, or the one asked for).
-        for (sim::MeshSpec& m : lowered->problem.meshes) m.memory_limit = core::bytes(static_cast<std::int64_t>(s.memory_limit()));
+        for (sim::MeshSpec& m : lowered->problem.meshes) {
+          m.memory_limit = core::bytes(static_cast<std::int64_t>(s.memory_limit()));
+        }
         if (in.options.prune_grid && best.ok && best.prediction.fits) {
           // Exact skips, as the grid's: it cannot fit, or its simulated time is at least its
           // bound (pipeline_bound.h) and that cannot beat the best so far.

@@ -42,6 +42,17 @@ MegatronPlanConfig megatron_config_of(const core::Json& shape) {
   return m;
 }
 
+// Seconds per iteration of scenario `s` with its search replaced by the fixed Megatron plan
+// of a plan_megatron `shape`.
+double fixed_plan_time_s(const Scenario& s, const core::Json& shape) {
+  Scenario fixed = s;
+  fixed.search.mode = "fixed";
+  fixed.search.megatron = megatron_config_of(shape);
+  RunSettings settings;
+  settings.include_timing = false;
+  return run_scenario(fixed, settings).value().json["prediction"]["iteration_time_s"].get<double>();
+}
+
 // GShard MoE 27B on 32 V100 (the MoE golden), mode megatron, about 2.5 s: the grid alone
 // (tp 8 pp 4, no expert parallelism) against the grid with Megatron-Core's expert
 // parallelism tried around it.
@@ -62,14 +73,10 @@ TEST_CASE("mode megatron tries expert parallelism on a MoE model, priced as the 
   const double explored_s = explored.json["prediction"]["iteration_time_s"].get<double>();
 
   // The same point as a fixed Megatron plan (search.megatron): the same time, byte for byte.
-  Scenario fixed = s;
-  fixed.search.mode = "fixed";
   const MegatronPlanConfig m = megatron_config_of(shape);
   // Megatron-Core trains a MoE layer with tp > 1 only with sequence parallelism.
   CHECK(m.sequence_parallel == (m.tp > 1));
-  fixed.search.megatron = m;
-  RunReport as_fixed = run_scenario(fixed, settings).value();
-  CHECK(as_fixed.json["prediction"]["iteration_time_s"].get<double>() == explored_s);
+  CHECK(fixed_plan_time_s(s, shape) == explored_s);
 
   // Without the exploration: the grid's own answer, with no expert parallelism, slower even
   // at the grid's analytic price (the plan format cannot write a MoE point for the evaluator).
@@ -104,12 +111,7 @@ TEST_CASE("mode megatron tries context parallelism on a long-sequence rotary mod
             shape["pp"].get<std::int64_t>() == 8);
   CHECK_FALSE(explored.plan.has_value());
   // As the fixed Megatron plan it names: the same time.
-  Scenario fixed = s;
-  fixed.search.mode = "fixed";
-  fixed.search.megatron = megatron_config_of(shape);
-  RunReport as_fixed = run_scenario(fixed, settings).value();
-  CHECK(as_fixed.json["prediction"]["iteration_time_s"].get<double>() ==
-        explored.json["prediction"]["iteration_time_s"].get<double>());
+  CHECK(fixed_plan_time_s(s, shape) == explored.json["prediction"]["iteration_time_s"].get<double>());
 }
 
 // 3 experts: no power of two > 1 divides them, so no expert parallelism to try; the grid's
@@ -131,12 +133,7 @@ TEST_CASE("mode megatron answers a MoE model at the Megatron lowering's price ev
   REQUIRE(shape.is_object());
   CHECK(shape["ep"].get<std::int64_t>() == 1);
   CHECK(answered.json.contains("plan_file_unavailable"));
-  Scenario fixed = s;
-  fixed.search.mode = "fixed";
-  fixed.search.megatron = megatron_config_of(shape);
-  RunReport as_fixed = run_scenario(fixed, settings).value();
-  CHECK(as_fixed.json["prediction"]["iteration_time_s"].get<double>() ==
-        answered.json["prediction"]["iteration_time_s"].get<double>());
+  CHECK(fixed_plan_time_s(s, shape) == answered.json["prediction"]["iteration_time_s"].get<double>());
 }
 
 // The default scenario is searched (mode "alpa"): a whole planner run, a few seconds.
