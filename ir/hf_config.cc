@@ -10,6 +10,14 @@
 namespace alpasim::ir {
 namespace {
 
+// Experts routed per token against the experts there are, the error naming the config's own
+// key for the experts (num_local_experts, num_experts, n_routed_experts).
+core::Status check_top_k(const core::JsonValue& at, const TransformerConfig& c, std::string_view experts_key) {
+  if (c.top_k <= c.num_experts) return core::ok_status();
+  return at.error("expected num_experts_per_tok <= " + std::string(experts_key) + ", got " +
+                  std::to_string(c.top_k) + " > " + std::to_string(c.num_experts));
+}
+
 using core::JsonObject;
 using core::JsonValue;
 using core::Result;
@@ -188,11 +196,7 @@ core::Status parse_qwen_moe(JsonObject& obj, const std::string& type, Transforme
     c.first_dense_layers = static_cast<std::int64_t>(blocks.size());
     if (c.first_dense_layers >= c.num_layers) return dense->error("expected at least one sparse block");
   }
-  if (c.top_k > c.num_experts) {
-    return obj.value().error("expected num_experts_per_tok <= num_experts, got " + std::to_string(c.top_k) +
-                             " > " + std::to_string(c.num_experts));
-  }
-  return core::ok_status();
+  return check_top_k(obj.value(), c, "num_experts");
 }
 
 // DeepSeek-V3 and Kimi K2 (transformers' DeepseekV3Config): multi-head latent attention,
@@ -245,11 +249,7 @@ core::Status parse_deepseek_v3(JsonObject& obj, TransformerConfig& c) {
     return obj.value().error("expected first_k_dense_replace < num_hidden_layers, got " +
                              std::to_string(c.first_dense_layers));
   }
-  if (c.top_k > c.num_experts) {
-    return obj.value().error("expected num_experts_per_tok <= n_routed_experts, got " + std::to_string(c.top_k) +
-                             " > " + std::to_string(c.num_experts));
-  }
-  return core::ok_status();
+  return check_top_k(obj.value(), c, "n_routed_experts");
 }
 
 }  // namespace
@@ -326,10 +326,7 @@ Result<TransformerConfig> parse_hf_config(const JsonValue& root, std::int64_t se
     return root.error("expected a key/value head count dividing the head count, got " +
                       std::to_string(c.num_kv_heads) + " and " + std::to_string(c.num_heads));
   }
-  if (c.num_experts > 0 && c.top_k > c.num_experts) {
-    return root.error("expected num_experts_per_tok <= num_local_experts, got " +
-                      std::to_string(c.top_k) + " > " + std::to_string(c.num_experts));
-  }
+  if (c.num_experts > 0) ALPASIM_RETURN_IF_ERROR(check_top_k(root, c, "num_local_experts"));
   if (seq_len_override > 0) c.seq_len = seq_len_override;
   return c;
 }

@@ -313,6 +313,9 @@ TEST_CASE("DeepSeek-V3 config.json: multi-head latent attention, 256 experts, 3 
   CHECK(defaults->shared_expert_ffn_hidden_size == 32);
   auto direct = small(R"(, "q_lora_rank": null, "first_k_dense_replace": 0, "n_shared_experts": 0)", "kimi_k2");
   REQUIRE_MESSAGE(direct.ok(), direct.status().message());
+  // Routing a token to more experts than there are: an error naming the config's own key.
+  CHECK(small(R"(, "num_experts_per_tok": 16)").status().message() ==
+        "s.json: /: expected num_experts_per_tok <= n_routed_experts, got 16 > 8");
   CHECK(direct->q_lora_rank == 0);
   std::int64_t q_weights = 0;
   const Graph direct_graph = build_transformer(*direct, {}, "d");
