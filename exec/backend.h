@@ -20,6 +20,11 @@ struct RunOptions {
   /// CPU backend: refuse (kResourceExhausted) a program whose fp32 buffers, summed over the
   /// devices' high-water marks, would exceed this; the CPU backend is for small models.
   std::int64_t host_memory_limit_bytes = std::int64_t{8} << 30;
+  /// Copy every gradient and parameter back to the host (ExecutionResult::gradients and
+  /// ::parameters; what the backend comparisons read). false: the loss alone, for a
+  /// measuring run (alpa-exec): with one process per GPU each rank would otherwise ship its
+  /// values to the launcher as text (GPT 350M: 0.7 G values, minutes of encoding).
+  bool report_values = true;
 };
 
 /// Measured time of one instruction (the last measured iteration).
@@ -36,9 +41,9 @@ struct ExecutionResult {
   /// Mean over microbatches and devices of each shard's mean loss: the loss of the batch.
   double loss = 0;
   /// Gradient of each parameter after the data-parallel sync (the optimizer's input), by
-  /// parameter name. CPU backend only (the CUDA backend leaves it empty).
+  /// parameter name. Empty when RunOptions::report_values is false.
   std::map<std::string, std::vector<float>> gradients;
-  /// Each parameter after the optimizer step, by name (CPU backend only).
+  /// Each parameter after the optimizer step, by name (empty likewise).
   std::map<std::string, std::vector<float>> parameters;
   /// Wall time of each measured iteration, seconds.
   std::vector<double> iteration_s;

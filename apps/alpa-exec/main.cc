@@ -81,6 +81,7 @@ int run(const Options& opt) {
   ro.iterations = opt.iterations;
   ro.warmup_iterations = opt.warmup;
   ro.timeout_s = opt.timeout_s;
+  ro.report_values = false;  // it reports the loss, times and memory, never the values
   auto result = (*backend)->run(*program, ro);
   if (!result.ok()) return fail(result.status());
   const exec::MeasuredSummary summary = exec::summarize(*program, *result);

@@ -272,6 +272,7 @@ class CpuBackend final : public Backend {
     });
 
     const Recorder record = [&](std::size_t dev, const Buffer& b) {
+      if (!options.report_values && b.role != BufferRole::kLoss) return;
       if (!b.global_shape.empty() && b.role != BufferRole::kLoss) {
         // A block of a sharded stage: every device contributes its block of the tensor.
         if (b.received || b.superseded || b.partial) return;

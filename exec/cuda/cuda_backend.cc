@@ -39,8 +39,13 @@ struct Collective {
 class Iteration {
  public:
   Iteration(const Program& p, cublasHandle_t blas, void* dnn, const std::vector<cudaStream_t>& streams,
-            IndexCache& index_cache, ReshardPlans& plans, bool timed)
-      : p_(p), ops_(p, blas, dnn, index_cache), streams_(streams), plans_(plans), timed_(timed) {}
+            IndexCache& index_cache, ReshardPlans& plans, bool timed, bool report_values)
+      : p_(p),
+        ops_(p, blas, dnn, index_cache),
+        streams_(streams),
+        plans_(plans),
+        timed_(timed),
+        report_values_(report_values) {}
 
   core::Status run(ExecutionResult* record, double timeout_s, std::vector<InstrTiming>* timings) {
     const std::size_t n = p_.code.size();
@@ -177,7 +182,7 @@ class Iteration {
     switch (in.kind) {
       case InstrKind::kAllocate: return ops_.allocate(in.buffer, s);
       case InstrKind::kFree: {
-        if (record && ops_.reported(d, buf(in.buffer))) {
+        if (record && ops_.reported(d, buf(in.buffer), report_values_)) {
           ALPASIM_RETURN_IF_ERROR(ops_.save(buf(in.buffer), record, &losses_, &blocks_, s));
           ALPASIM_RETURN_IF_ERROR(check(cudaStreamSynchronize(s), "cudaStreamSynchronize"));
         }
@@ -370,6 +375,7 @@ class Iteration {
   const std::vector<cudaStream_t>& streams_;
   ReshardPlans& plans_;
   bool timed_;
+  bool report_values_;  ///< RunOptions::report_values: gradients and parameters too, not only losses
   cudaEvent_t start_ = nullptr;
   std::map<std::int64_t, Mail> mail_;
   std::map<std::int64_t, Collective> colls_;
@@ -399,7 +405,7 @@ core::Result<ExecutionResult> run_virtual(const Program& p, const RunOptions& op
   const int total = options.warmup_iterations + options.iterations;
   for (int it = 0; it < total && status.ok(); ++it) {
     const bool last = it == total - 1;
-    Iteration iter(p, blas, dnn.get(), streams, cache, plans, last);
+    Iteration iter(p, blas, dnn.get(), streams, cache, plans, last, options.report_values);
     const auto t0 = std::chrono::steady_clock::now();
     status = iter.run(it == 0 ? &result : nullptr, options.timeout_s, last ? &result.timings : nullptr);
     const auto t1 = status.ok() ? iter.finished_at() : std::chrono::steady_clock::now();

@@ -297,7 +297,7 @@ class RankRun {
     switch (in.kind) {
       case InstrKind::kAllocate: return ops.allocate(in.buffer, s);
       case InstrKind::kFree:
-        if (record && ops.reported(dev_, ops.buf(in.buffer))) {
+        if (record && ops.reported(dev_, ops.buf(in.buffer), o_.report_values)) {
           keep->push_back(in.buffer);  // freed after its copy to the host
           return core::ok_status();
         }

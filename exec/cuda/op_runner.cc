@@ -127,8 +127,9 @@ core::Status OpRunner::release(BufferId b, cudaStream_t s) {
   return core::ok_status();
 }
 
-bool OpRunner::reported(std::size_t d, const Buffer& b) const {
+bool OpRunner::reported(std::size_t d, const Buffer& b, bool values) const {
   if (b.role == BufferRole::kLoss) return true;
+  if (!values) return false;
   if (!b.global_shape.empty()) {  // a block of a sharded stage: every device's (CPU backend's rule)
     if (b.received || partial_or_superseded(b)) return false;
     return b.role == BufferRole::kParameter || b.role == BufferRole::kGradient;

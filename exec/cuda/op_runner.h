@@ -73,7 +73,8 @@ class OpRunner {
   /// Before FREE of `b` on device index `d`: whether the backend reports it (a loss, a
   /// gradient/parameter whose owner is the stage's first device, or on a sharded stage any
   /// device's own block of a parameter or reduced gradient: the CPU backend's rule).
-  bool reported(std::size_t d, const Buffer& b) const;
+  /// `values` false (RunOptions::report_values): losses only.
+  bool reported(std::size_t d, const Buffer& b, bool values) const;
   /// Copies `b` to the host on `s` into `losses` (kLoss) or `r`'s gradients/parameters; the
   /// copy completes when `s` does (pinned staging is not used: fp32 test-sized tensors). A
   /// block of a sharded stage (Buffer::global_shape) goes to `blocks` instead, copied

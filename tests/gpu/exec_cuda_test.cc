@@ -147,11 +147,13 @@ int main() {
   }
   int failures = compare_initial_values();
   // The tiny GPT (4 layers of hidden 16), and one whose rows are wider than a 256-thread
-  // block (hidden 272, 264 tokens, vocabulary 300), so every row kernel loops. Both are
-  // well-conditioned at this tolerance (tests/unit/exec/gradient_check_test.cc
-  // "conditioning: ...").
-  for (const auto& [model, layers] : {std::pair{alpasim::testing::tiny_gpt_hidden16(), std::int64_t{4}},
-                                      std::pair{alpasim::testing::wide_row_gpt(), std::int64_t{4}}}) {
+  // block (hidden 272, 264 tokens, vocabulary 300), so every row kernel loops, and that one
+  // with a sliding window of 100 keys (the softmax's window mask). All are well-conditioned
+  // at this tolerance (tests/unit/exec/gradient_check_test.cc "conditioning: ...").
+  for (const auto& [model, layers] :
+       {std::pair{alpasim::testing::tiny_gpt_hidden16(), std::int64_t{4}},
+        std::pair{alpasim::testing::wide_row_gpt(), std::int64_t{4}},
+        std::pair{alpasim::testing::sliding_window_wide_row_gpt(), std::int64_t{4}}}) {
     const int f = compare_on_model(**cuda, model, layers);
     failures += f < 0 ? 1 : f;
   }

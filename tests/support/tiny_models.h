@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <variant>
 
 #include "ir/model_config.h"
 
@@ -69,6 +70,16 @@ inline ir::ModelConfig tiny_gpt_hidden16() { return ir::gpt_model_config("tiny g
 /// vocabulary 300), so the CUDA backend's row kernels (layer norm, softmax, cross-entropy)
 /// take several passes per row (tests/gpu/exec_cuda_test.cc).
 inline ir::ModelConfig wide_row_gpt() { return ir::gpt_model_config("wide-row gpt", 2, 272, 4, 264, 300); }
+
+/// The wide-row GPT with a sliding window of 100 keys (ir::TransformerConfig::sliding_window
+/// in every block): the softmax rows of 264 keys loop over several blocks and mask every key
+/// but the query's latest 100 (tests/gpu/exec_cuda_test.cc).
+inline ir::ModelConfig sliding_window_wide_row_gpt() {
+  ir::ModelConfig model = wide_row_gpt();
+  model.name = "sliding-window wide-row gpt";
+  std::get<ir::TransformerConfig>(model.spec).sliding_window = 100;
+  return model;
+}
 
 /// A GPT with `layers` blocks of hidden 256 (4 heads, 128 tokens, vocabulary 1,024, FFN
 /// 1,024) for the search tests: large enough that the intra-op pass has real choices.

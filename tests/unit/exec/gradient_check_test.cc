@@ -571,7 +571,8 @@ double fp32_error_over_gpu_tolerance(const ir::ModelConfig& model, std::int64_t 
 // That separates a wrong kernel from rounding only where rounding alone stays well inside
 // it. Measured here with the CPU backend's own kernels, fp32 against fp64 from the same
 // parameters: the tiny GPT (microbatch 4, as exec_cuda_test runs it) and the wide-row GPT
-// (microbatch 2 per device, as exec_cuda_test runs it) stay far inside; the
+// (microbatch 2 per device, as exec_cuda_test runs it), with and without its sliding window,
+// stay far inside; the
 // tiny Wide-ResNet (16 bottleneck blocks, batch norm over 4 rows) lands far outside, which is
 // why its CUDA-vs-CPU gradients differed on an H200 with the losses equal to 6e-6
 // (docs/validation.md "First GPU run") and why tests/gpu/exec_nccl_test.cc compares only its
@@ -585,6 +586,11 @@ TEST_CASE("conditioning: fp32 rounding alone keeps the tiny GPT's gradients far 
   const double wide = fp32_error_over_gpu_tolerance(::alpasim::testing::wide_row_gpt(), 2, &name);
   MESSAGE("wide-row GPT: fp32 vs fp64 gradients at " << wide << " of the GPU tolerance (" << name << ")");
   CHECK(wide < 1e-2);
+  const double window =
+      fp32_error_over_gpu_tolerance(::alpasim::testing::sliding_window_wide_row_gpt(), 2, &name);
+  MESSAGE("sliding-window wide-row GPT: fp32 vs fp64 gradients at " << window << " of the GPU tolerance (" << name
+                                                                    << ")");
+  CHECK(window < 1e-2);
   const double wrn = fp32_error_over_gpu_tolerance(::alpasim::testing::tiny_wide_resnet(), 4, &name);
   MESSAGE("tiny Wide-ResNet: fp32 vs fp64 gradients at " << wrn << " times the GPU tolerance (" << name << ")");
   CHECK(wrn > 10.0);
