@@ -41,7 +41,11 @@ bool point_cannot_win(Searcher& s, const Point& pt, const Evaluated& incumbent) 
       !incumbent.prediction.fits) {
     return false;
   }
-  return s.point_lower_bound_s(pt, alpa_mesh_sizes(s)) > incumbent.prediction.iteration_time_s;
+  return point_slower_than(s, pt, incumbent.prediction.iteration_time_s);
+}
+
+bool point_slower_than(Searcher& s, const Point& pt, double time_s) {
+  return s.point_lower_bound_s(pt, alpa_mesh_sizes(s)) > time_s;
 }
 
 core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_point start,

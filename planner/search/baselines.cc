@@ -9,6 +9,17 @@ namespace alpasim::planner::search_detail {
 // With `incumbent` (a plan the caller keeps unless this returns a better one), points and
 // candidates that cannot beat it or the best partition so far are skipped unsimulated
 // (exact: the returned plan wins against the incumbent exactly when it did without).
+// Microbatch sizes are scanned upward per recompute policy, as the alpa mode scans them:
+// the scan stops at the first size whose fastest fitting plan of this family is slower
+// than the size before's, or where none fits (iteration time taken as unimodal in the
+// microbatch size: more microbatches shrink the bubble, smaller ones lose GEMM efficiency).
+// The skips never hide that comparison: a point, partition or plan is skipped only when its
+// bound exceeds max(the plan to beat, the size before's time), so a skipped one is known
+// slower than the size before. A size whose time stays unknown (everything at it skipped
+// against a faster incumbent) never stops the scan, so a caller with an incumbent scans at
+// least the sizes the same family scans without one (the alpa mode's seeds cover the
+// equal_layer / equal_operator baselines). Without the scan (minimize_memory, or `only`
+// given) every size is visited.
 core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages,
                                   std::int64_t forced_cols, const Evaluated* incumbent,
                                   const std::set<std::pair<std::int64_t, int>>* only) {
@@ -32,13 +43,31 @@ core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages,
     if (s.past_deadline()) s.interrupted = true;
     return s.interrupted;
   };
+  const bool scan_unimodal = !s.minimize_memory && only == nullptr;
   for (schema::Recompute rc : in.options.recompute) {
     if (cut()) break;
+    // The fastest fitting plan's time at the size before, when known exactly; kInf when
+    // unknown or none (then the next size cannot stop the scan).
+    double previous_s = kInf;
     for (std::int64_t mbs : microbatch_sizes(in, 1)) {
       if (cut()) break;
       if (only != nullptr && !only->count({mbs, static_cast<int>(rc)})) continue;
       ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(mbs, rc));
-      if (prune && reference() != nullptr && point_cannot_win(s, *pt, *reference())) continue;
+      // What a skip needs a bound above: the plan to beat, and (scanning) the size before.
+      auto threshold = [&]() -> std::optional<double> {
+        const Evaluated* r = prune ? reference() : nullptr;
+        if (r == nullptr) return std::nullopt;
+        const double beat = r->prediction.iteration_time_s;
+        return scan_unimodal && std::isfinite(previous_s) ? std::max(beat, previous_s) : beat;
+      };
+      // This size's fastest fitting plan (kInf: none evaluated), and whether anything here
+      // was skipped by a bound (then its time is known only to exceed the threshold).
+      double point_s = kInf;
+      bool point_skipped = false;
+      if (const auto t = threshold(); t && point_slower_than(s, *pt, *t)) {
+        if (scan_unimodal && std::isfinite(previous_s)) break;  // slower than the size before
+        continue;
+      }
       const std::int64_t B = in.global_batch_size / mbs;
       for (int p = 1; p <= pt->num_layers; p *= 2) {
         if (cut()) break;
@@ -52,8 +81,8 @@ core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages,
           for (int i = 0; i <= p; ++i) starts.push_back(i * pt->num_layers / p);
         }
         if (static_cast<int>(starts.size()) != p + 1) continue;
-        if (prune && reference() != nullptr &&
-            s.partition_lower_bound_s(*pt, starts, sub.size()) > reference()->prediction.iteration_time_s) {
+        if (const auto t = threshold(); t && s.partition_lower_bound_s(*pt, starts, sub.size()) > *t) {
+          point_skipped = true;
           continue;  // no logical mesh can make this partition fast enough
         }
         std::vector<LogicalMesh> meshes;
@@ -83,16 +112,28 @@ core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages,
           }
           ALPASIM_ASSIGN_OR_RETURN(schema::Plan plan,
                                    make_plan(s, stages, B, schema::Schedule::kOneFOneB, 1, rc));
-          const Evaluated* ref = prune ? reference() : nullptr;
-          if (ref != nullptr) s.prune_above_s = ref->prediction.iteration_time_s;
+          s.prune_above_s = threshold();
           if (cut()) break;
           auto e = s.evaluate(plan, std::vector<int>(stages.size(), var));
+          const bool bounded = s.prune_above_s.has_value();
           s.prune_above_s.reset();
           if (!e.ok()) return e.status();
+          if (e->ok && e->prediction.fits) {
+            point_s = std::min(point_s, e->prediction.iteration_time_s);
+          } else if (!e->ok && bounded) {
+            point_skipped = true;  // above the threshold by its bound, or cannot fit
+          }
           if (better(s, e.value(), best)) best = std::move(e).value();
           }
         }
       }
+      if (!scan_unimodal || s.interrupted) continue;
+      // Exact when nothing was skipped or the fastest plan evaluated is under the threshold
+      // (every skipped one is above it); else only "above the threshold".
+      const auto t = threshold();
+      const bool exact = !point_skipped || (t && point_s <= *t);
+      if (std::isfinite(previous_s) && (!exact || point_s > previous_s)) break;  // t >= previous_s
+      if (exact && std::isfinite(point_s)) previous_s = point_s;
     }
   }
   if (!best.ok) return core::failed_precondition("no equal partition matches the cluster");

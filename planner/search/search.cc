@@ -12,13 +12,14 @@ core::Result<Evaluated> run_mode(Searcher& s, const std::string& mode, AlpaStats
     // The structured partitions live in the same plan space and reuse the cached costs:
     // seeds the DP's top-K might miss (its stage model ignores cross-stage traffic, the
     // once-per-iteration gradient sync and the schedule).
-    // With compare_baselines: at every point, as the equal_layer / equal_operator /
-    // intra_op_only baselines do, whatever the time limit, so the searched plan is never
-    // slower than a baseline of its own plan space in the comparison (the baselines reuse
-    // the cached intra-op costs, so this costs no extra solves). Without: at the points
-    // the DP explored. Points and partitions that cannot beat `best` are skipped by their
-    // lower bounds (exact).
-    // Past the time limit the seeds stay at the explored points (the deadline holds).
+    // With compare_baselines: exactly as the equal_layer / equal_operator baselines run
+    // (no incumbent; microbatch sizes scanned per recompute policy until one is slower than
+    // the size before, run_equal), whatever the time limit, so the searched plan is never
+    // slower than those baselines in the comparison (the baselines then reuse the cached
+    // intra-op costs: no extra solves). Without: at the points the DP explored, where
+    // points and partitions that cannot beat `best` are skipped by their lower bounds
+    // (exact). Past the time limit the seeds stay at the explored points (the deadline
+    // holds).
     const bool late = std::chrono::duration<double>(Clock::now() - start).count() >
                       s.input().options.time_limit_s;
     const auto* only =
@@ -27,7 +28,7 @@ core::Result<Evaluated> run_mode(Searcher& s, const std::string& mode, AlpaStats
     // The seeds stop at the time limit too (Searcher::deadline): what they ran is compared.
     s.deadline = Searcher::deadline_after(start, s.input().options.time_limit_s);
     for (const bool by_flops : {false, true}) {
-      auto e = run_equal(s, by_flops, 0, 0, &best, only);
+      auto e = run_equal(s, by_flops, 0, 0, only == nullptr ? nullptr : &best, only);
       if (e.ok() && better(s, e.value(), best)) {
         stats.lines.push_back(std::string("an equal-") + (by_flops ? "operator" : "layer") +
                               " partition simulated faster than the DP's candidates");

@@ -514,6 +514,9 @@ struct GridFilter {
 
 /// True when point pt's lower bound cannot beat the fitting incumbent (alpa_mode.cc).
 bool point_cannot_win(Searcher& s, const Point& pt, const Evaluated& incumbent);
+/// True when every plan of mode "alpa" at point pt (its lower bound over the mode's mesh
+/// sizes) is slower than `time_s` (alpa_mode.cc).
+bool point_slower_than(Searcher& s, const Point& pt, double time_s);
 /// Mode "alpa" (alpa_mode.cc).
 core::Result<Evaluated> run_alpa(Searcher& s, AlpaStats& stats, Clock::time_point start,
                                  bool restrict_to_data_parallel_meshes = false);

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 #include <memory>
@@ -1162,6 +1163,49 @@ TEST_CASE("lower-bound skips of points and equal partitions never change a plan 
       }
     }
   }
+}
+
+TEST_CASE("an equal-partition baseline scans microbatch sizes up to the first slower one, as the alpa mode does") {
+  // Per size, the baseline's answer when that size is the only one; the scan over
+  // {1, 2, 4, 8, 16} must answer with the fastest of them up to the first size slower than
+  // the one before (unimodality, run_equal), and solve exactly what the scan over that
+  // prefix of sizes solves: nothing at the sizes past it.
+  planner::SearchInput in = tiny_input("equal_layer");
+  in.model = tiny_gpt(4);
+  in.cluster.gpus_per_node = 2;
+  price_with_shipped_p3(in);
+  in.global_batch_size = 32;
+  in.options.recompute = {schema::Recompute::kNone};
+  const std::vector<std::int64_t> sizes = {1, 2, 4, 8, 16};
+  // Larger microbatches are faster on this tiny model until memory runs out: a limit at
+  // the size-4 answer's peak makes a larger size slower (no plan fits: infinitely slow).
+  in.options.microbatch_sizes = {4};
+  auto at4 = planner::search(in);
+  REQUIRE(at4.ok());
+  in.options.memory_limit = core::bytes(at4.value().prediction.peak_memory_bytes);
+  std::vector<double> alone_s;
+  for (std::int64_t m : sizes) {
+    in.options.microbatch_sizes = {m};
+    auto r = planner::search(in);
+    REQUIRE((r.ok() || r.status().code() == core::StatusCode::kResourceExhausted));
+    alone_s.push_back(r.ok() ? r.value().prediction.iteration_time_s : std::numeric_limits<double>::infinity());
+  }
+  std::size_t stop = 1;  // index of the first size slower than the one before
+  while (stop < sizes.size() && alone_s[stop] <= alone_s[stop - 1]) ++stop;
+  CAPTURE(alone_s[2]);
+  CAPTURE(alone_s[3]);
+  // Not vacuous: the scan stops before the last size.
+  REQUIRE(stop < sizes.size() - 1);
+  in.options.microbatch_sizes = sizes;
+  auto scanned = planner::search(in);
+  in.options.microbatch_sizes.assign(sizes.begin(), sizes.begin() + static_cast<std::ptrdiff_t>(stop) + 1);
+  auto prefix = planner::search(in);
+  REQUIRE(scanned.ok());
+  REQUIRE(prefix.ok());
+  const double fastest = *std::min_element(alone_s.begin(), alone_s.begin() + static_cast<std::ptrdiff_t>(stop));
+  CHECK(scanned.value().prediction.iteration_time_s == fastest);
+  CHECK(scanned.value().intra_op_solves == prefix.value().intra_op_solves);
+  CHECK(schema::plan_to_json(scanned.value().plan).dump() == schema::plan_to_json(prefix.value().plan).dump());
 }
 
 TEST_CASE("the time limit covers the whole search: past it no point, seed or baseline starts, and the output says so") {
