@@ -755,22 +755,38 @@ namespace alpasim::cost_model {
 
 core::Result<std::map<std::string, Calibration>> calibrate_shipped_profiles(
     const std::filesystem::path& profiles_dir) {
-  // (machine, prior machine or "" for defaults), in dependency order.
-  static const std::pair<const char*, const char*> kChain[] = {
-      {"dgx-a100-80gb", ""},
-      {"hgx-h200", "dgx-a100-80gb"},
-      {"aws-p3.16xlarge", "dgx-a100-80gb"},
-      {"dgx-h100", "hgx-h200"},
+  // (machine, prior machine or "" for defaults, a measured profile in the machine's folder
+  // whose GEMM rows join the derived ones or ""), in dependency order.
+  struct Link {
+    const char* machine;
+    const char* prior;
+    const char* measured_gemm;
+  };
+  static const Link kChain[] = {
+      {"dgx-a100-80gb", "", ""},
+      // H200: the GEMM grid alpa-profile measured on one H200 (2,560 fit and 430 check
+      // rows, five dtypes, validation/gpu/README.md "second loan"), so Hopper's GEMM curves
+      // are Hopper's own; before 2026-11-27 its 16-bit curves were the A100's, inherited.
+      {"hgx-h200", "dgx-a100-80gb", "2026-11-26-measured-full.json"},
+      {"aws-p3.16xlarge", "dgx-a100-80gb", ""},
+      // H100 SXM: the H200's GH100 die at the same clocks and tensor-core peaks, so it
+      // inherits the H200's curves; its own published rows are check rows.
+      {"dgx-h100", "hgx-h200", ""},
       // B200 keeps the NDR InfiniBand of dgx-h100 and fits its own GEMM and NVLink5 rows.
-      {"dgx-b200", "dgx-h100"},
+      {"dgx-b200", "dgx-h100", ""},
       // MI300X fits its GEMM and xGMI all-reduce rows; latencies and the network are
       // dgx-h100's (no published RCCL size curve or multi-node row).
-      {"mi300x", "dgx-h100"},
+      {"mi300x", "dgx-h100", ""},
   };
   std::map<std::string, Calibration> out;
-  for (const auto& [machine, prior] : kChain) {
+  for (const auto& [machine, prior, measured_gemm] : kChain) {
     const auto path = profiles_dir / machine / "2026-08-22-derived.json";
     ALPASIM_ASSIGN_OR_RETURN(schema::Profile profile, schema::read_profile_file(path));
+    if (!std::string(measured_gemm).empty()) {
+      ALPASIM_ASSIGN_OR_RETURN(schema::Profile measured,
+                               schema::read_profile_file(profiles_dir / machine / measured_gemm));
+      profile.gemm.insert(profile.gemm.end(), measured.gemm.begin(), measured.gemm.end());
+    }
     ALPASIM_ASSIGN_OR_RETURN(cluster::ClusterSpec spec, cluster::make_preset_cluster(machine, 1));
     const CalibratedParams base =
         std::string(prior).empty() ? default_params() : out.at(prior).params;

@@ -91,8 +91,10 @@ std::optional<cluster::LinkClass> parse_link_class(std::string_view name);
 namespace alpasim::cost_model {
 
 /// The profiles shipped in profiles/, calibrated in dependency order: dgx-a100-80gb from
-/// default_params(); hgx-h200 and aws-p3.16xlarge from dgx-a100-80gb; dgx-h100 from
-/// hgx-h200 (same NVLink4/NVSwitch fabric); dgx-b200 from dgx-h100 (same NDR network). Keyed by machine (preset) name.
+/// default_params(); hgx-h200 (its derived rows and the GEMM rows measured on an H200,
+/// profiles/hgx-h200/2026-11-26-measured-full.json) and aws-p3.16xlarge from dgx-a100-80gb;
+/// dgx-h100 from hgx-h200 (same GH100 die and NVLink4/NVSwitch fabric); dgx-b200 from
+/// dgx-h100 (same NDR network). Keyed by machine (preset) name.
 core::Result<std::map<std::string, Calibration>> calibrate_shipped_profiles(
     const std::filesystem::path& profiles_dir);
 
