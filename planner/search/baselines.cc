@@ -8,18 +8,22 @@ namespace alpasim::planner::search_detail {
 // Equal partitions (layers or FLOPs) over p equal submeshes, intra-op costs per stage.
 // With `incumbent` (a plan the caller keeps unless this returns a better one), points and
 // candidates that cannot beat it or the best partition so far are skipped unsimulated
-// (exact: the returned plan wins against the incumbent exactly when it did without).
-// Microbatch sizes are scanned upward per recompute policy, as the alpa mode scans them:
-// the scan stops at the first size whose fastest fitting plan of this family is slower
-// than the size before's, or where none fits (iteration time taken as unimodal in the
-// microbatch size: more microbatches shrink the bubble, smaller ones lose GEMM efficiency).
-// The skips never hide that comparison: a point, partition or plan is skipped only when its
-// bound exceeds max(the plan to beat, the size before's time), so a skipped one is known
-// slower than the size before. A size whose time stays unknown (everything at it skipped
-// against a faster incumbent) never stops the scan, so a caller with an incumbent scans at
-// least the sizes the same family scans without one (the alpa mode's seeds cover the
-// equal_layer / equal_operator baselines). Without the scan (minimize_memory, or `only`
-// given) every size is visited.
+// (exact with `only`, where the alpa mode gives an incumbent: the returned plan wins
+// against the incumbent exactly when it did without).
+// Microbatch sizes are scanned per recompute policy in the order microbatch_sizes gives
+// them (ascending by default), as the alpa mode scans its first policy: the scan stops at
+// the first size whose fastest fitting plan of this family is slower than the size
+// before's, or where none fits (iteration time taken as unimodal in the microbatch size:
+// more microbatches shrink the bubble, smaller ones lose GEMM efficiency). The skips never
+// hide that comparison: a point, partition or plan is skipped only when its bound exceeds
+// max(the plan to beat, the size before's time), so a skipped one is known slower than the
+// size before. A size whose time stays unknown (everything at it skipped against a faster
+// plan, e.g. the first policy's best when the second policy starts) never stops the scan,
+// so with skips the scan can run past the size where it stops without them: the answer is
+// then the same or faster, never slower, and exactly the same when the family's time is
+// unimodal (with the scan, the skips are exact only under that premise). Without the scan
+// (minimize_memory, or `only` given) every size is visited; the alpa mode's seeds use
+// `only` with an incumbent, and without `only` run as the baselines do (search.cc).
 core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages,
                                   std::int64_t forced_cols, const Evaluated* incumbent,
                                   const std::set<std::pair<std::int64_t, int>>* only) {
@@ -112,8 +116,8 @@ core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages,
           }
           ALPASIM_ASSIGN_OR_RETURN(schema::Plan plan,
                                    make_plan(s, stages, B, schema::Schedule::kOneFOneB, 1, rc));
-          s.prune_above_s = threshold();
           if (cut()) break;
+          s.prune_above_s = threshold();
           auto e = s.evaluate(plan, std::vector<int>(stages.size(), var));
           const bool bounded = s.prune_above_s.has_value();
           s.prune_above_s.reset();

@@ -512,16 +512,15 @@ TEST_CASE("large-GEMM throughput against gemm.csv") {
                        static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) >=
                            4096.0 * 4096.0 * 4096.0;
     // A GH200 runs its GH100 die at up to 900 W; the hgx-h200 calibration is fitted to an
-    // H200 at 700 W (profiles/hgx-h200/2026-11-26-measured-full.json: 772 TF/s at
-    // 1024x16384x4096 bf16, where the GH200's best shape nearby reached 828.6). Printed,
-    // not gated, since the calibration came from that H200 (2026-11-27; before, the H200's
-    // 16-bit curve was the A100's and this row passed at +3.7 %; now -10.4 %).
+    // H200 at 700 W. Its rows keep the same 10 % gate in their own case below, marked
+    // may_fail since the bf16 row fails it (2026-11-27: the H200's 16-bit curve had been
+    // the A100's and this row passed at +3.7 %; fitted to the measured H200, -10.4 %).
     const bool other_power = has(gpu, "GH200");
     o.gated = large && !other_power;
     o.pass = !o.gated || std::abs(o.error) <= kGemmTolerance;
     o.range = !large ? "GEMM, small (not gated)" : other_power ? "GEMM, large, GH200 (not gated)" : "GEMM, large (gated)";
     if (!large) o.verdict = "not a large GEMM: not gated";
-    if (large && other_power) o.verdict = "GH200 (900 W): not the 700 W H200 the calibration measured; not gated";
+    if (large && other_power) o.verdict = "GH200 (900 W): gated in its own case (may fail)";
     out.push_back(o);
   }
   // V100: gemm.csv has no published large-GEMM figure (its last row); the prediction is
@@ -579,16 +578,22 @@ TEST_CASE("H200 GEMM curves against the measured H200's held-out tensor-parallel
   }
 }
 
-// A fused (flash) attention kernel's GEMMs are priced by the GEMM curve at their shapes
+// A fused (flash) attention kernel's GEMMs are priced as GEMMs at their shapes
 // (sim/lowering and the searched plans' pricing: QK^T batch b·h, m = n = s, k = d; P·V and the
 // backward's dP, dV, dQ, dK m = s, n = d, k = s, and QK^T once more in the backward for the
-// recomputed scores), times the causal share of 128 x 128 tiles (ir::causal_tile_fraction).
+// recomputed scores), times the causal share of 128 x 128 tiles (ir::causal_tile_fraction's
+// rule, restated here: this test links the cost model only). That price is the GEMM
+// roofline, max(compute on the curve, bytes / HBM bandwidth), and at these shapes its memory
+// term wins: it counts the s x s scores as HBM traffic, which a flash kernel never writes.
 // Measured against PyTorch 2.11 SDPA's cuDNN 9.19 kernel (the fused attention Transformer
 // Engine runs on Hopper), bf16, causal, on one H200 (third GPU loan, 2026-11-27:
 // validation/gpu/results/2026-11-27-h200-loan3/run4_attention.jsonl, never fitted). Gate,
 // chosen after the errors were seen (docs/validation.md "Third GPU run"): the median
 // |error| of forward + backward over the head-dimension-128 rows <= 10 % (measured 6.0 %).
-// Head dimension 64 is printed, not gated: the curve prices it 17-59 % slower than cuDNN.
+// The agreement is one of compensating errors (the compute term alone would be about a
+// third faster than cuDNN, the phantom s x s traffic about that much slower), so it holds for
+// this HBM bandwidth only and the gate depends on the uncalibrated hbm_efficiency (0.80
+// would fail it). Head dimension 64 is printed, not gated: priced 17-59 % slower than cuDNN.
 TEST_CASE("fused attention on H200: the GEMM pricing of the flash kernel against cuDNN's kernel") {
   const fs::path file =
       fs::path(ALPASIM_SOURCE_DIR "/validation/gpu/results/2026-11-27-h200-loan3/run4_attention.jsonl");
@@ -601,6 +606,8 @@ TEST_CASE("fused attention on H200: the GEMM pricing of the flash kernel against
   std::cout << "\nfused attention, H200, bf16, causal: predicted vs cuDNN (ms)\n"
             << "   b  heads    seq  d  fwd pred  fwd meas   bwd pred  bwd meas  fwd+bwd error\n";
   while (std::getline(in, line)) {
+    // The file is the run's raw output: its first lines are a Python warning on stderr.
+    if (line.empty() || line.front() != '{') continue;
     const core::Json row = core::Json::parse(line);
     if (!row.contains("backend") || row.at("backend") != "cudnn") continue;
     const std::int64_t b = row.at("b"), h = row.at("heads"), seq = row.at("seq"), d = row.at("head_dim");
@@ -628,6 +635,30 @@ TEST_CASE("fused attention on H200: the GEMM pricing of the flash kernel against
   std::cout << "head dimension 128: median |error| " << core::format_fixed(100 * median, 1) << " %, worst "
             << core::format_fixed(100 * d128_errors.back(), 1) << " % (32 rows)\n";
   CHECK(median <= 0.10);
+}
+
+// The GH200 rows of gemm.csv against the hgx-h200 calibration, at the large-GEMM gate.
+// Known to fail since the H200 calibration was fitted to a measured 700 W H200 (the GH200 runs
+// at up to 900 W; the H200 measured 772 TF/s at 1024x16384x4096 bf16 where the GH200's best
+// shape nearby reached 828.6, docs/validation.md "Hopper's GEMM curves from the measured H200
+// grid"): kept gated here so the gap stays visible.
+TEST_CASE("GH200 large GEMMs against the H200 calibration, same 10 % gate" * doctest::may_fail()) {
+  const auto csv = read_csv(kReferenceDir / "gemm.csv");
+  ComputeCostModel model(*cluster::find_gpu_spec("h200"), shipped().params("hgx-h200").compute);
+  int rows = 0;
+  for (const auto& [line, r] : csv) {
+    if (!has(r.at("gpu"), "GH200") || r.at("shape_MxNxK").empty()) continue;
+    GemmShape s;
+    std::sscanf(r.at("shape_MxNxK").c_str(), "%ldx%ldx%ld", &s.m, &s.n, &s.k);
+    s.dtype = has(r.at("dtype"), "fp8") ? core::DType::kFp8 : core::DType::kBf16;
+    const double published = *number(r.at("tflops"));
+    const double predicted = core::to_tflops_per_s(model.gemm_model(s).achieved);
+    ++rows;
+    CHECK_MESSAGE(std::abs(predicted / published - 1) <= kGemmTolerance,
+                  "gemm.csv line " << line << " (" << r.at("gpu") << " " << r.at("shape_MxNxK") << " "
+                                   << r.at("dtype") << "): published " << published << ", predicted " << predicted);
+  }
+  CHECK(rows == 2);
 }
 
 TEST_CASE("calibration reports of the shipped profiles") {

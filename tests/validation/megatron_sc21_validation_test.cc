@@ -346,7 +346,8 @@ TEST_CASE("Megatron-Core H100 weak scaling (README table): all 9 runs evaluate, 
 // The target is NOT met (2026-11-25: without overlaps MAPE 22.7 %, worst -42.9 %; with the
 // overlaps the source names MAPE 16.1 %, worst -30.9 % (1.7B, pure data parallel); since
 // flash attention is priced as one kernel (2026-11-26) MAPE 33.6 %, worst +48.6 % (462B),
-// every row predicted faster; docs/validation.md). may_fail keeps the table and the two target checks in every run
+// every row predicted faster; since Hopper's GEMM curves are fitted to the measured H200
+// (2026-11-27) MAPE 23.4 %, worst +35.9 %; docs/validation.md). may_fail keeps the table and the two target checks in every run
 // without failing the suite (the test above is not optional).
 TEST_CASE("Megatron-Core H100 weak scaling (README table): model TFLOP/s per GPU, MAPE <= 8%, no row worse than 20%" *
           doctest::may_fail()) {

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel, SDPBackend
 dev = torch.device("cuda")
 info = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat()}
+        "cudnn": torch.backends.cudnn.version(), "date": datetime.datetime.utcnow().isoformat() + "Z"}
 print(json.dumps({"env": info}), flush=True)
 def timeit(fn, iters):
     for _ in range(3): fn()

@@ -128,6 +128,12 @@ TEST_CASE("a measuring run (report_values false) reports the same loss and no va
   CHECK(loss_only->parameters.empty());
   CHECK(loss_only->loss > 0);
   CHECK(loss_only->loss == all->loss);  // the same program and initial values: bit for bit
+  // What a measuring run reports is still there: iteration times and instruction timings.
+  CHECK(loss_only->iteration_s.size() == all->iteration_s.size());
+  CHECK(!loss_only->iteration_s.empty());
+  CHECK(loss_only->timings.size() == all->timings.size());
+  CHECK(!loss_only->timings.empty());
+  CHECK(loss_only->measured_peak_plan_bytes == all->measured_peak_plan_bytes);
 }
 
 TEST_CASE("tiny Wide-ResNet: sharded equals the reference with the same batch-norm groups") {
