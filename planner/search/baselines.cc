@@ -28,6 +28,11 @@ core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages,
                                   std::int64_t forced_cols, const Evaluated* incumbent,
                                   const std::set<std::pair<std::int64_t, int>>* only) {
   const SearchInput& in = s.input();
+  const bool cacheable = incumbent == nullptr && only == nullptr;
+  const auto key = std::make_tuple(by_flops, forced_stages, forced_cols, s.minimize_memory);
+  if (cacheable) {
+    if (auto it = s.equal_partition_answers.find(key); it != s.equal_partition_answers.end()) return it->second;
+  }
   const bool prune = in.options.prune_points && !s.minimize_memory;
   Evaluated best;
   // The fitting plan to beat: the better of the incumbent and the best partition so far.
@@ -141,6 +146,7 @@ core::Result<Evaluated> run_equal(Searcher& s, bool by_flops, int forced_stages,
     }
   }
   if (!best.ok) return core::failed_precondition("no equal partition matches the cluster");
+  if (cacheable && !s.interrupted) s.equal_partition_answers.emplace(key, best);
   return best;
 }
 

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <set>
 #include <sstream>
 #include <string>
@@ -248,6 +249,12 @@ class Searcher {
   bool skip_unfit = false;
   /// (microbatch size, recompute) points skipped by point_lower_bound_s.
   int points_pruned = 0;
+  /// run_equal's answers when called without an incumbent or a point list, by (by_flops,
+  /// forced stages, forced mesh columns, minimize_memory): with baselines the alpa mode's
+  /// seeds run exactly as the equal_layer / equal_operator baselines do, so those baselines
+  /// take the seeds' answers instead of simulating the same candidates again. Only runs the
+  /// deadline did not cut are kept.
+  std::map<std::tuple<bool, int, std::int64_t, bool>, Evaluated> equal_partition_answers;
   std::int64_t num_gpus() const { return num_gpus_; }
   std::int64_t nodes() const { return nodes_; }
   std::int64_t gpn() const { return gpn_; }

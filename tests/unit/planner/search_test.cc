@@ -659,6 +659,29 @@ TEST_CASE("the searched plan is never slower than the baselines scored the same 
   CHECK(compared == 2);
 }
 
+TEST_CASE("the equal-partition baseline rows, taken from the seeds' runs, equal those modes run alone") {
+  // With baselines the alpa mode's seeds run as the equal_layer / equal_operator baselines
+  // do and the baseline rows reuse their answers (Searcher::equal_partition_answers): each row
+  // must be what the mode answers on its own.
+  planner::SearchInput in = tiny_input("alpa");
+  in.options.compare_baselines = true;
+  auto r = planner::search(in);
+  REQUIRE(r.ok());
+  int compared = 0;
+  for (const auto& b : r.value().baselines) {
+    if (b.mode != "equal_layer" && b.mode != "equal_operator") continue;
+    CAPTURE(b.mode);
+    planner::SearchInput alone = tiny_input(b.mode);
+    auto a = planner::search(alone);
+    REQUIRE(a.ok());
+    CHECK(b.ok);
+    CHECK(b.prediction.iteration_time_s == a.value().prediction.iteration_time_s);
+    CHECK(b.prediction.peak_memory_bytes == a.value().prediction.peak_memory_bytes);
+    ++compared;
+  }
+  CHECK(compared == 2);
+}
+
 TEST_CASE("the dp_ep baseline row is not planned for a model without experts") {
   planner::SearchInput in = tiny_input("alpa");
   in.options.compare_baselines = true;
