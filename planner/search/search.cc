@@ -15,8 +15,8 @@ core::Result<Evaluated> run_mode(Searcher& s, const std::string& mode, AlpaStats
     // With compare_baselines: exactly as the equal_layer / equal_operator baselines run
     // (no incumbent; microbatch sizes scanned per recompute policy until one is slower than
     // the size before, run_equal), whatever the time limit, so the searched plan is never
-    // slower than those baselines in the comparison (the baselines then reuse the cached
-    // intra-op costs: no extra solves). Without: at the points the DP explored, where
+    // slower than those baselines in the comparison (those baselines then take the seeds'
+    // answers, Searcher::equal_partition_answers). Without: at the points the DP explored, where
     // points and partitions that cannot beat `best` are skipped by their lower bounds
     // (exact). Past the time limit the seeds stay at the explored points (the deadline
     // holds).

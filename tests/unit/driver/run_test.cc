@@ -42,15 +42,20 @@ MegatronPlanConfig megatron_config_of(const core::Json& shape) {
   return m;
 }
 
+// run_scenario without wall-clock fields (the report is compared byte for byte or by value).
+RunReport run_untimed(const Scenario& s) {
+  RunSettings settings;
+  settings.include_timing = false;
+  return run_scenario(s, settings).value();
+}
+
 // Seconds per iteration of scenario `s` with its search replaced by the fixed Megatron plan
 // of a plan_megatron `shape`.
 double fixed_plan_time_s(const Scenario& s, const core::Json& shape) {
   Scenario fixed = s;
   fixed.search.mode = "fixed";
   fixed.search.megatron = megatron_config_of(shape);
-  RunSettings settings;
-  settings.include_timing = false;
-  return run_scenario(fixed, settings).value().json["prediction"]["iteration_time_s"].get<double>();
+  return run_untimed(fixed).json["prediction"]["iteration_time_s"].get<double>();
 }
 
 // GShard MoE 27B on 32 V100 (the MoE golden), mode megatron, about 2.5 s: the grid alone
@@ -60,9 +65,7 @@ TEST_CASE("mode megatron tries expert parallelism on a MoE model, priced as the 
   Scenario s = load_scenario(std::filesystem::path(ALPASIM_SOURCE_DIR) / "scenarios/alpa_moe_27b_p3_32gpu.json").value();
   s.search.mode = "megatron";
   s.search.compare_baselines = false;
-  RunSettings settings;
-  settings.include_timing = false;
-  RunReport explored = run_scenario(s, settings).value();
+  RunReport explored = run_untimed(s);
   const core::Json& shape = explored.json["plan_megatron"];
   REQUIRE(shape.is_object());
   CHECK(shape["ep"].get<std::int64_t>() > 1);
@@ -101,9 +104,7 @@ TEST_CASE("mode megatron tries context parallelism on a long-sequence rotary mod
     "training": {"global_batch_size": 16, "dtype": "bf16", "optimizer": "adam", "microbatches": "auto"},
     "search": {"mode": "megatron", "baselines": false}})";
   Scenario s = parse_scenario(text, "long_context.json", ".").value();
-  RunSettings settings;
-  settings.include_timing = false;
-  RunReport explored = run_scenario(s, settings).value();
+  RunReport explored = run_untimed(s);
   const core::Json& shape = explored.json["plan_megatron"];
   REQUIRE(shape.is_object());
   CHECK(shape["cp"].get<std::int64_t>() > 1);
@@ -126,9 +127,7 @@ TEST_CASE("mode megatron answers a MoE model at the Megatron lowering's price ev
     "training": {"global_batch_size": 64, "dtype": "fp16", "optimizer": "adam", "microbatches": "auto"},
     "search": {"mode": "megatron", "baselines": false}})";
   Scenario s = parse_scenario(text, "three_experts.json", ".").value();
-  RunSettings settings;
-  settings.include_timing = false;
-  RunReport answered = run_scenario(s, settings).value();
+  RunReport answered = run_untimed(s);
   const core::Json& shape = answered.json["plan_megatron"];
   REQUIRE(shape.is_object());
   CHECK(shape["ep"].get<std::int64_t>() == 1);
