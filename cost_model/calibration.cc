@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cluster/topology.h"
+#include "cost_model/attention_fit.h"
 #include "core/check.h"
 #include "core/text.h"
 
@@ -203,6 +204,10 @@ CalibratedParams default_params() {
     p.origin["efficiency/" + cls] = d;
     p.origin["p2p_efficiency/" + cls] = "default: same as efficiency/" + cls;
   }
+  // Fused attention: no curve until a profile has attention rows; flash GEMMs are then
+  // priced as GEMMs (ComputeCostModel::flash_attention_dot).
+  p.origin["attention/forward"] = "default: not fitted (flash GEMMs priced as GEMMs)";
+  p.origin["attention/backward"] = "default: not fitted (flash GEMMs priced as GEMMs)";
   return p;
 }
 
@@ -604,6 +609,37 @@ core::Result<Calibration> calibrate(const schema::Profile& profile,
     }
   }
 
+  // 8. Fused attention, per direction: AttentionCurve by least squares on relative residuals
+  //    (attention_fit.h). Backward rows at the harness's host-side floor do not fit.
+  {
+    for (const bool backward : {false, true}) {
+      std::vector<AttentionTerms> terms;
+      std::vector<double> peaks;
+      for (const auto& e : profile.attention) {
+        const double peak = machine.gpu.peak(e.dtype).value();
+        if (e.meta.role != ProfileRole::kFit || peak <= 0) continue;
+        terms.push_back(attention_terms(e, backward));
+        peaks.push_back(peak);
+      }
+      if (backward) {
+        const std::vector<char> keep = backward_rows_above_host_floor(terms);
+        std::vector<AttentionTerms> kept_terms;
+        std::vector<double> kept_peaks;
+        for (std::size_t i = 0; i < terms.size(); ++i) {
+          if (keep[i] == 0) continue;
+          kept_terms.push_back(terms[i]);
+          kept_peaks.push_back(peaks[i]);
+        }
+        terms = std::move(kept_terms);
+        peaks = std::move(kept_peaks);
+      }
+      if (auto curve = fit_attention_curve(terms, peaks)) {
+        P.compute.attention[backward ? 1 : 0] = *curve;
+        P.origin[backward ? "attention/backward" : "attention/forward"] = fitted(who, terms.size());
+      }
+    }
+  }
+
   // Report: every row predicted by the fitted model (never by a table lookup).
   CalibrationReport& rep = out.report;
   rep.machine = who;
@@ -628,6 +664,20 @@ core::Result<Calibration> calibrate(const schema::Profile& profile,
     ComputeCostModel no_table(machine.gpu, P.compute);
     add("conv", "conv " + std::to_string(e.in_channels) + "->" + std::to_string(e.out_channels),
         e.meta.role, "time_us", e.time_us, core::to_us(no_table.conv(s).time), e.meta.citation);
+  }
+  for (const auto& e : profile.attention) {
+    const double peak = machine.gpu.peak(e.dtype).value();
+    for (const bool backward : {false, true}) {
+      const AttentionCurve& curve = P.compute.attention[backward ? 1 : 0];
+      if (curve.max_efficiency <= 0 || peak <= 0) continue;
+      const AttentionTerms t = attention_terms(e, backward);
+      add(std::string("attention/") + (backward ? "backward/" : "forward/") + std::string(core::dtype_name(e.dtype)),
+          std::to_string(e.batch) + "x" + std::to_string(e.heads) + " heads (" + std::to_string(e.kv_heads) +
+              " kv), seq " + std::to_string(e.seq) + ", d " + std::to_string(e.head_dim) +
+              (e.v_head_dim != e.head_dim ? "/" + std::to_string(e.v_head_dim) : "") +
+              (e.causal ? ", causal" : ""),
+          e.meta.role, "time_us", t.measured_s * 1e6, attention_time_s(curve, t, peak) * 1e6, e.meta.citation);
+    }
   }
   for (const auto& c : rows) {
     const auto& r = *c.row;
@@ -728,6 +778,15 @@ std::string CalibrationReport::to_text(const CalibratedParams& params) const {
   line("hbm_efficiency", core::format_fixed(params.compute.hbm_efficiency, 3));
   line("kernel_overhead_s", core::format_fixed(params.compute.kernel_overhead_s * 1e6, 2) + "e-6");
   line("conv_slowdown", core::format_fixed(params.compute.conv_slowdown, 3));
+  for (const bool backward : {false, true}) {
+    const AttentionCurve& a = params.compute.attention[backward ? 1 : 0];
+    line(backward ? "attention/backward" : "attention/forward",
+         a.max_efficiency <= 0 ? std::string("(none)")
+                               : "max_efficiency " + core::format_fixed(a.max_efficiency, 4) + ", fixed_s " +
+                                     core::format_fixed(a.fixed_s * 1e6, 2) + "e-6, score_element_flops " +
+                                     core::format_fixed(a.score_element_flops, 1) + ", output_element_flops " +
+                                     core::format_fixed(a.output_element_flops, 1));
+  }
   line("base_latency_s", core::format_fixed(C.base_latency_s * 1e6, 3) + "e-6");
   line("hop_latency_s", core::format_fixed(C.hop_latency_s * 1e6, 3) + "e-6");
   line("simple_latency_s", core::format_fixed(C.simple_latency_s * 1e6, 3) + "e-6");
@@ -761,25 +820,28 @@ core::Result<std::map<std::string, Calibration>> calibrate_shipped_profiles(
     const char* machine;
     const char* prior;
     const char* measured_gemm;
+    const char* measured_attention;  // a measured profile whose attention rows join, or ""
   };
   static const Link kChain[] = {
-      {"dgx-a100-80gb", "", ""},
+      {"dgx-a100-80gb", "", "", ""},
       // H200: the GEMM grid alpa-profile measured on one H200 (2,560 fit and 430 check
       // rows, five dtypes, validation/gpu/README.md "second loan"), so Hopper's GEMM curves
       // are Hopper's own; before 2026-11-27 its 16-bit curves were the A100's, inherited.
-      {"hgx-h200", "dgx-a100-80gb", "2026-11-26-measured-full.json"},
-      {"aws-p3.16xlarge", "dgx-a100-80gb", ""},
+      // Its fused attention: cuDNN's kernel measured on the same H200 (third loan,
+      // validation/gpu/README.md): the only attention rows shipped.
+      {"hgx-h200", "dgx-a100-80gb", "2026-11-26-measured-full.json", "2026-11-27-measured-attention.json"},
+      {"aws-p3.16xlarge", "dgx-a100-80gb", "", ""},
       // H100 SXM: the H200's GH100 die at the same clocks and tensor-core peaks, so it
       // inherits the H200's curves; its own published rows are check rows.
-      {"dgx-h100", "hgx-h200", ""},
+      {"dgx-h100", "hgx-h200", "", ""},
       // B200 keeps the NDR InfiniBand of dgx-h100 and fits its own GEMM and NVLink5 rows.
-      {"dgx-b200", "dgx-h100", ""},
+      {"dgx-b200", "dgx-h100", "", ""},
       // MI300X fits its GEMM and xGMI all-reduce rows; latencies and the network are
       // dgx-h100's (no published RCCL size curve or multi-node row).
-      {"mi300x", "dgx-h100", ""},
+      {"mi300x", "dgx-h100", "", ""},
   };
   std::map<std::string, Calibration> out;
-  for (const auto& [machine, prior, measured_gemm] : kChain) {
+  for (const auto& [machine, prior, measured_gemm, measured_attention] : kChain) {
     const auto path = profiles_dir / machine / "2026-08-22-derived.json";
     ALPASIM_ASSIGN_OR_RETURN(schema::Profile profile, schema::read_profile_file(path));
     if (!std::string(measured_gemm).empty()) {
@@ -787,11 +849,29 @@ core::Result<std::map<std::string, Calibration>> calibrate_shipped_profiles(
                                schema::read_profile_file(profiles_dir / machine / measured_gemm));
       profile.gemm.insert(profile.gemm.end(), measured.gemm.begin(), measured.gemm.end());
     }
+    if (!std::string(measured_attention).empty()) {
+      ALPASIM_ASSIGN_OR_RETURN(schema::Profile measured,
+                               schema::read_profile_file(profiles_dir / machine / measured_attention));
+      profile.attention.insert(profile.attention.end(), measured.attention.begin(), measured.attention.end());
+    }
     ALPASIM_ASSIGN_OR_RETURN(cluster::ClusterSpec spec, cluster::make_preset_cluster(machine, 1));
     const CalibratedParams base =
         std::string(prior).empty() ? default_params() : out.at(prior).params;
     ALPASIM_ASSIGN_OR_RETURN(Calibration cal, calibrate(profile, spec, base));
     out.emplace(machine, std::move(cal));
+  }
+  // Machines calibrated before (or without) an attention measurement take the H200's curve
+  // as fractions of their own peak: the A100 and V100 chain starts from the defaults. An
+  // assumption, not a measurement (docs/cost_model.md "Fused attention").
+  const Calibration& h200 = out.at("hgx-h200");
+  for (auto& [machine, cal] : out) {
+    for (const char* name : {"attention/forward", "attention/backward"}) {
+      std::string& origin = cal.params.origin[name];
+      if (origin.rfind("default", 0) != 0) continue;
+      const std::size_t i = std::string(name) == "attention/backward" ? 1 : 0;
+      cal.params.compute.attention[i] = h200.params.compute.attention[i];
+      origin = std::string("inherited: ") + name + " of hgx-h200 (fractions of this GPU's peak)";
+    }
   }
   return out;
 }

@@ -50,7 +50,7 @@ struct ClassSummary {
 /// The per-row table and per-class summary of a calibration.
 struct CalibrationReport {
   std::string machine;
-  std::vector<FitRow> rows;  ///< in profile order: gemm, conv, collectives, links
+  std::vector<FitRow> rows;  ///< in profile order: gemm, conv, attention, collectives, links
   /// One summary per op_class, sorted by name.
   std::vector<ClassSummary> summary() const;
   /// A fixed-format text table (rows, then summary, then parameter origins).

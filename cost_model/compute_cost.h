@@ -27,6 +27,24 @@ struct GemmCurve {
   double ceiling_efficiency = 0.0;
 };
 
+/// Time model of one direction (forward or backward) of a fused (flash) attention kernel:
+///   time = performed_flops / (max_efficiency * peak) + fixed_s
+///        + (score_elements * score_element_flops + output_elements * output_element_flops) / peak
+/// performed_flops: the tensor-core work of the tiles the kernel computes (the causal or
+/// window share); score_elements: the queries x keys tiles it forms on chip (the scores
+/// forward; the recomputed scores and dP backward), whose exponentials and softmax gradient
+/// run outside the tensor cores; output_elements: what its other GEMMs write to HBM (O
+/// forward; dV, dQ, dK backward, dQ accumulated in fp32). The per-element costs are in
+/// FLOP-equivalents of the dtype's peak, so a GPU without attention rows can take another
+/// GPU's curve as fractions of its own peak (calibration records where each came from).
+/// Fitted by calibration from profile attention rows (docs/cost_model.md "Fused attention").
+struct AttentionCurve {
+  double max_efficiency = 0.0;        ///< (0, 1]; 0 = not fitted: flash GEMMs priced as GEMMs
+  double fixed_s = 0.0;               ///< per kernel call (launch, tail, small side kernels), s
+  double score_element_flops = 0.0;   ///< per score-shaped element formed, FLOP-equivalents
+  double output_element_flops = 0.0;  ///< per output element written, FLOP-equivalents
+};
+
 /// Parameters of the compute cost model (calibration.h fills them from profiles).
 struct ComputeParams {
   /// Per core::DType (index = enum value). A curve with max_efficiency 0 is "not fitted":
@@ -38,12 +56,25 @@ struct ComputeParams {
   double kernel_overhead_s = 0.0;
   /// Convolution time / time of its implicit GEMM under the GEMM model (1 = same speed).
   double conv_slowdown = 1.0;
+  /// Fused attention kernels: [0] forward, [1] backward (any dtype; the peak is the dtype's).
+  std::array<AttentionCurve, 2> attention{};
 };
 
 /// C[batch, m, n] = A[batch, m, k] * B[batch, k, n] in `dtype`.
 struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0, batch = 1;
   core::DType dtype = core::DType::kFp16;
+};
+
+/// One GEMM of a fused (flash) attention kernel on one device: the graph holds the kernel's
+/// GEMMs as dots (QK^T and P·V forward; QK^T recomputed, dP, dV, dQ, dK backward), and each
+/// is priced as its share of the kernel (ComputeCostModel::flash_attention_dot).
+struct FlashDot {
+  GemmShape gemm;              ///< the whole dot on this device (every tile)
+  bool backward = false;       ///< in the backward kernel (a backward or recomputed op)
+  bool score_shaped = false;   ///< its output is queries x keys (the scores, dP)
+  bool starts_kernel = false;  ///< carries the kernel's fixed cost (the scores, forward or recomputed)
+  double work_fraction = 1.0;  ///< the share of tiles the kernel computes (causal, window), (0, 1]
 };
 
 /// A 2-D convolution, NCHW input, OIHW filter.
@@ -95,6 +126,12 @@ class ComputeCostModel {
   /// A memory-bound kernel moving `bytes` (read + written) through HBM:
   /// bytes / (hbm_efficiency * hbm_bandwidth) + kernel_overhead_s.
   core::Seconds memory_bound(core::Bytes bytes) const;
+  /// One GEMM of a fused attention kernel: its share of the kernel's AttentionCurve time (the
+  /// flops term for every dot; the score term for a score-shaped dot, the output term for the
+  /// others; the fixed cost on the dot that starts the kernel). Without a fitted curve for the
+  /// direction: the GEMM time of the dot times work_fraction (the pricing before attention
+  /// rows existed, whose roofline counts the on-chip scores as HBM traffic).
+  ComputeEstimate flash_attention_dot(const FlashDot& dot) const;
   /// The model part alone (no table), for calibration and tests.
   ComputeEstimate gemm_model(const GemmShape& s) const;
 

@@ -166,7 +166,12 @@ core::Result<CalibrateReport> calibrate_profile(const std::filesystem::path& pro
      << "  machine " << preset << ", GPU " << prov.gpu << ", " << schema::profile_source_name(prov.source)
      << " " << prov.date << ", " << rows.size() << " rows (" << profile.gemm.size() << " GEMM, "
      << profile.conv.size() << " conv, " << profile.collectives.size() << " collective, "
-     << profile.links.size() << " link)\n"
+     << profile.links.size() << " link"
+     << (profile.attention.empty() ? std::string()
+                                   : ", " + std::to_string(profile.attention.size()) +
+                                         " attention kernel" + (profile.attention.size() == 1 ? "" : "s") +
+                                         " (forward and backward: 2 rows each)")
+     << ")\n"
      << "  prior: " << prior_text << "; fitted on the \"fit\" rows only\n\n";
   os << "fit error per operator class (|predicted - measured| / measured, fit rows):\n";
   stats_table(os, rep.fit);

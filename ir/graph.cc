@@ -477,6 +477,20 @@ double flash_attention_work_fraction(const Graph& g, const Op& op) {
   return attention_tile_fraction(fused->out.shape.back(), fused->attention_window);
 }
 
+FlashDotRole flash_dot_role(const Graph& g, const Op& op) {
+  FlashDotRole role;
+  if (!op.is_einsum()) return role;
+  const Op& origin = forward_origin(g, op);
+  const Op* fused = fused_attention_op(g, origin);
+  if (fused == nullptr) return role;
+  role.in_kernel = true;
+  role.backward = op.phase != Phase::kForward;
+  role.score_shaped = op.out.shape == fused->out.shape;
+  role.starts_kernel = origin.fused_attention && op.phase != Phase::kBackward;
+  role.work_fraction = flash_attention_work_fraction(g, op);
+  return role;
+}
+
 std::vector<OpId> weight_gradient_parameters(const Graph& g) {
   std::vector<OpId> param(g.size(), kNoOp);
   for (const Op& update : g.ops()) {
@@ -502,25 +516,6 @@ std::vector<char> kernel_weight_parameters(const Graph& g) {
     }
   }
   return weight;
-}
-
-double causal_tile_fraction(std::int64_t keys) {
-  if (keys <= 0) return 1.0;
-  const std::int64_t tiles = (keys + kFlashAttentionTile - 1) / kFlashAttentionTile;
-  return static_cast<double>(tiles + 1) / static_cast<double>(2 * tiles);
-}
-
-double attention_tile_fraction(std::int64_t keys, std::int64_t window) {
-  if (window <= 0 || window >= keys) return causal_tile_fraction(keys);
-  const std::int64_t tiles = (keys + kFlashAttentionTile - 1) / kFlashAttentionTile;
-  std::int64_t computed = 0;
-  for (std::int64_t i = 0; i < tiles; ++i) {
-    // The earliest key of the tile's first query, i·T - window + 1; floor division.
-    const std::int64_t first_key = i * kFlashAttentionTile - window + 1;
-    const std::int64_t lo = first_key <= 0 ? 0 : first_key / kFlashAttentionTile;
-    computed += i - lo + 1;
-  }
-  return static_cast<double>(computed) / static_cast<double>(tiles * tiles);
 }
 
 }  // namespace alpasim::ir

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/attention_tiles.h"
 #include "core/dtype.h"
 #include "ir/op.h"
 
@@ -128,10 +129,6 @@ std::optional<DotSpec> parse_dot_spec(std::string_view spec);
 /// "ab,bc->ac".
 std::string dot_spec_string(const DotSpec& spec);
 
-/// Query and key rows of one tile of a flash-attention kernel: 128 x 128, the order of
-/// FlashAttention-2's and cuDNN's tiles at head dimension 128 (their exact shapes vary by
-/// kernel; the causal share (n + 1) / 2n moves by well under 1 % at thousands of keys).
-inline constexpr std::int64_t kFlashAttentionTile = 128;
 
 /// True for an op a fused (Flash) attention kernel runs (Op::fused_attention): the scores,
 /// their softmax and dropout, the attention x V that reads them, and the recomputed and
@@ -162,16 +159,22 @@ std::int64_t split_memory_traffic_bytes(const Graph& g, const Op& op, std::int64
 /// product (Megatron's formula), windowed or not.
 double flash_attention_work_fraction(const Graph& g, const Op& op);
 
-/// (n + 1) / 2n with n = ceil(keys / kFlashAttentionTile): the share of a causal attention's
-/// tiles a flash kernel computes over `keys` keys (1 for keys <= 0).
-double causal_tile_fraction(std::int64_t keys);
+/// How one dot of a flash-attention kernel shares the kernel's time (the fields of
+/// cost_model::FlashDot besides the shape). in_kernel is false for every op outside one.
+struct FlashDotRole {
+  bool in_kernel = false;
+  bool backward = false;       ///< a backward or recomputed op: the backward kernel
+  bool score_shaped = false;   ///< output shaped like the scores (queries x keys): S, dP
+  bool starts_kernel = false;  ///< the scores, forward or recomputed: one per kernel call
+  double work_fraction = 1.0;  ///< flash_attention_work_fraction
+};
+FlashDotRole flash_dot_role(const Graph& g, const Op& op);
 
-/// The share of the n x n tiles (n = ceil(keys / kFlashAttentionTile)) a flash kernel
-/// computes when each query sees its `window` latest keys (itself included; window <= 0
-/// or >= keys: causal, = causal_tile_fraction): query tile i reads key tiles
-/// max(0, floor((i·T - window + 1) / T)) .. i. 8,192 keys, window 4,096: 1,584 of 4,096
-/// tiles, 0.3867 (causal: 0.5078). 1 for keys <= 0.
-double attention_tile_fraction(std::int64_t keys, std::int64_t window);
+// causal_tile_fraction, attention_tile_fraction and kFlashAttentionTile live in
+// core/attention_tiles.h (the cost model's attention calibration applies the same rule).
+using core::attention_tile_fraction;
+using core::causal_tile_fraction;
+using core::kFlashAttentionTile;
 
 /// Per op id: the parameter whose gradient the op computes or sums (a weight gradient,
 /// Op::grad_role kWeightGrad, on the path into that parameter's optimizer update), else

@@ -220,6 +220,36 @@ Result<LinkEntry> parse_link(JsonObject obj, ProfileSource src) {
   return e;
 }
 
+Result<AttentionEntry> parse_attention(JsonObject obj, ProfileSource src) {
+  AttentionEntry e;
+  ALPASIM_ASSIGN_OR_RETURN(e.batch, dim(obj, "batch"));
+  ALPASIM_ASSIGN_OR_RETURN(e.heads, dim(obj, "heads"));
+  ALPASIM_ASSIGN_OR_RETURN(e.kv_heads, obj.get_int_in("kv_heads", 1, e.heads, "an integer in [1, heads]"));
+  if (e.heads % e.kv_heads != 0) {
+    ALPASIM_ASSIGN_OR_RETURN(JsonValue v, obj.required("kv_heads", "a divisor of heads"));
+    return v.error("expected a divisor of heads (" + std::to_string(e.heads) + "), got " +
+                   std::to_string(e.kv_heads));
+  }
+  ALPASIM_ASSIGN_OR_RETURN(e.seq, dim(obj, "seq"));
+  ALPASIM_ASSIGN_OR_RETURN(e.head_dim, dim(obj, "head_dim"));
+  if (obj.optional("v_head_dim")) {
+    ALPASIM_ASSIGN_OR_RETURN(e.v_head_dim, dim(obj, "v_head_dim"));
+  } else {
+    e.v_head_dim = e.head_dim;
+  }
+  ALPASIM_ASSIGN_OR_RETURN(e.causal, obj.get_bool_or("causal", true));
+  ALPASIM_ASSIGN_OR_RETURN(e.dtype, get_dtype(obj));
+  ALPASIM_ASSIGN_OR_RETURN(e.kernel, non_empty_string(obj, "kernel"));
+  for (auto [key, out] : {std::pair<std::string_view, double*>{"forward_us", &e.forward_us},
+                          std::pair<std::string_view, double*>{"backward_us", &e.backward_us}}) {
+    ALPASIM_ASSIGN_OR_RETURN(JsonValue v, obj.required(key, kTimeRange));
+    ALPASIM_ASSIGN_OR_RETURN(*out, time_us(v));
+  }
+  ALPASIM_ASSIGN_OR_RETURN(e.meta, parse_meta(obj, src));
+  ALPASIM_RETURN_IF_ERROR(obj.finish());
+  return e;
+}
+
 template <class T, class Fn>
 Status parse_list(JsonObject& obj, std::string_view key, std::vector<T>& out, Fn fn) {
   auto v = obj.optional(key);
@@ -267,12 +297,16 @@ Result<Profile> parse_profile(const JsonValue& root) {
   }));
   ALPASIM_RETURN_IF_ERROR(parse_list(obj, "links", p.links,
                                      [&](JsonObject o) { return parse_link(std::move(o), src); }));
+  ALPASIM_RETURN_IF_ERROR(parse_list(obj, "attention", p.attention, [&](JsonObject o) {
+    return parse_attention(std::move(o), src);
+  }));
   ALPASIM_RETURN_IF_ERROR(obj.finish());
   // A profile is a set of measurements: without one it calibrates nothing, and a scenario
   // naming it would silently run on the defaults.
-  if (p.gemm.empty() && p.conv.empty() && p.collectives.empty() && p.links.empty()) {
-    return root.error("expected at least one entry in \"gemm\", \"conv\", \"collectives\" "
-                      "or \"links\", got none: a profile without measurements calibrates "
+  if (p.gemm.empty() && p.conv.empty() && p.collectives.empty() && p.links.empty() &&
+      p.attention.empty()) {
+    return root.error("expected at least one entry in \"gemm\", \"conv\", \"collectives\", "
+                      "\"links\" or \"attention\", got none: a profile without measurements calibrates "
                       "nothing");
   }
   return p;
@@ -345,6 +379,25 @@ core::Json profile_to_json(const Profile& p) {
                               e.meta));
   }
   j["links"] = links;
+  // Written only when present, so the profiles before the section serialise as they did.
+  if (!p.attention.empty()) {
+    core::Json attention = core::Json::array();
+    for (const auto& e : p.attention) {
+      attention.push_back(meta_json({{"batch", e.batch},
+                                     {"heads", e.heads},
+                                     {"kv_heads", e.kv_heads},
+                                     {"seq", e.seq},
+                                     {"head_dim", e.head_dim},
+                                     {"v_head_dim", e.v_head_dim},
+                                     {"causal", e.causal},
+                                     {"dtype", std::string(core::dtype_name(e.dtype))},
+                                     {"kernel", e.kernel},
+                                     {"forward_us", e.forward_us},
+                                     {"backward_us", e.backward_us}},
+                                    e.meta));
+    }
+    j["attention"] = attention;
+  }
   return j;
 }
 

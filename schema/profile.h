@@ -92,6 +92,21 @@ struct LinkEntry {
   ProfileEntryMeta meta;
 };
 
+/// One fused (flash) attention kernel measurement: forward and backward of softmax(Q K^T /
+/// sqrt(d)) V over `batch` x `heads` query heads (sharing `kv_heads` key/value heads), `seq`
+/// queries and keys, query/key head dimension `head_dim` and value head dimension
+/// `v_head_dim` (MLA: 192 and 128), as one kernel library runs it (e.g. cuDNN's through
+/// PyTorch SDPA). Times are per call on one GPU; backward excludes the forward.
+struct AttentionEntry {
+  std::int64_t batch = 0, heads = 0, kv_heads = 0, seq = 0, head_dim = 0, v_head_dim = 0;
+  bool causal = true;  ///< causal mask: the kernel skips key tiles above the diagonal
+  core::DType dtype = core::DType::kBf16;
+  std::string kernel;  ///< the library and backend measured, e.g. "cudnn 9.19 (torch sdpa)"
+  double forward_us = 0;
+  double backward_us = 0;
+  ProfileEntryMeta meta;
+};
+
 /// A microbenchmark profile of one machine kind (profiles/<machine>/<date>-<what>.json).
 struct Profile {
   std::int64_t schema_version = kProfileSchemaVersion;
@@ -100,6 +115,7 @@ struct Profile {
   std::vector<ConvEntry> conv;
   std::vector<CollectiveEntry> collectives;
   std::vector<LinkEntry> links;
+  std::vector<AttentionEntry> attention;
 };
 
 /// Reads a profile strictly: unknown keys, missing citations, numbers out of range and a

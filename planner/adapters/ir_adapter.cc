@@ -436,7 +436,11 @@ core::Seconds op_compute(const ir::Graph& training, const ir::Op& op, std::int64
     s.n = n;
     s.k = k;
     s.dtype = training.meta.dtype;
-    time = cost.gemm(s).time * ir::flash_attention_work_fraction(training, op);
+    const ir::FlashDotRole flash = ir::flash_dot_role(training, op);
+    time = flash.in_kernel ? cost.compute().flash_attention_dot(
+                                 {s, flash.backward, flash.score_shaped, flash.starts_kernel, flash.work_fraction})
+                                 .time
+                           : cost.gemm(s).time;
   } else if (!ir::runs_in_flash_attention(training, op)) {
     // A flash kernel's softmax and dropout run on chip (ir::memory_traffic_bytes): no time.
     time = cost.memory_bound(core::bytes(ir::memory_traffic_bytes(training, op) / d));

@@ -34,6 +34,7 @@
 #include "tests/support/csv.h"
 
 #include "cluster/cluster_spec.h"
+#include "core/attention_tiles.h"
 #include "core/json_reader.h"
 #include "core/text.h"
 #include "cost_model/calibration.h"
@@ -578,63 +579,61 @@ TEST_CASE("H200 GEMM curves against the measured H200's held-out tensor-parallel
   }
 }
 
-// A fused (flash) attention kernel's GEMMs are priced as GEMMs at their shapes
-// (sim/lowering and the searched plans' pricing: QK^T batch b·h, m = n = s, k = d; P·V and the
-// backward's dP, dV, dQ, dK m = s, n = d, k = s, and QK^T once more in the backward for the
-// recomputed scores), times the causal share of 128 x 128 tiles (ir::causal_tile_fraction's
-// rule, restated here: this test links the cost model only). That price is the GEMM
-// roofline, max(compute on the curve, bytes / HBM bandwidth), and at these shapes its memory
-// term wins: it counts the s x s scores as HBM traffic, which a flash kernel never writes.
-// Measured against PyTorch 2.11 SDPA's cuDNN 9.19 kernel (the fused attention Transformer
-// Engine runs on Hopper), bf16, causal, on one H200 (third GPU loan, 2026-11-27:
-// validation/gpu/results/2026-11-27-h200-loan3/run4_attention.jsonl, never fitted). Gate,
-// chosen after the errors were seen (docs/validation.md "Third GPU run"): the median
-// |error| of forward + backward over the head-dimension-128 rows <= 10 % (measured 6.0 %).
-// The agreement is one of compensating errors (the compute term alone would be about a
-// third faster than cuDNN, the phantom s x s traffic about that much slower), so it holds for
-// this HBM bandwidth only and the gate depends on the uncalibrated hbm_efficiency (0.80
-// would fail it). Head dimension 64 is printed, not gated: priced 17-59 % slower than cuDNN.
-TEST_CASE("fused attention on H200: the GEMM pricing of the flash kernel against cuDNN's kernel") {
-  const fs::path file =
-      fs::path(ALPASIM_SOURCE_DIR "/validation/gpu/results/2026-11-27-h200-loan3/run4_attention.jsonl");
-  std::ifstream in(file);
-  REQUIRE_MESSAGE(in.good(), "missing " << file.string());
-  ComputeCostModel model(*cluster::find_gpu_spec("h200"), shipped().params("hgx-h200").compute);
-  std::vector<double> d128_errors;
-  int d64_rows = 0;
-  std::string line;
-  std::cout << "\nfused attention, H200, bf16, causal: predicted vs cuDNN (ms)\n"
-            << "   b  heads    seq  d  fwd pred  fwd meas   bwd pred  bwd meas  fwd+bwd error\n";
-  while (std::getline(in, line)) {
-    // The file is the run's raw output: its first lines are a Python warning on stderr.
-    if (line.empty() || line.front() != '{') continue;
-    const core::Json row = core::Json::parse(line);
-    if (!row.contains("backend") || row.at("backend") != "cudnn") continue;
-    const std::int64_t b = row.at("b"), h = row.at("heads"), seq = row.at("seq"), d = row.at("head_dim");
-    const double tiles = static_cast<double>((seq + 127) / 128);
-    const double causal = (tiles + 1) / (2 * tiles);
-    const auto time_s = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
-      return model.gemm_model({m, n, k, b * h, core::DType::kBf16}).time.value() * causal;
+// The fused-attention curves (cost_model::AttentionCurve) against cuDNN's kernel measured on
+// one H200 (third GPU loan, 2026-11-27; profiles/hgx-h200/2026-11-27-measured-attention.json,
+// written from the raw runs by validation/gpu/attention_to_profile.py). Run 4's 35 shapes
+// (head dimension 128, and 64 without grouping) are the fit rows; run 6's 28 shapes (head
+// dimension 64 with grouped-query heads, GPT-OSS's shape; 192/128, DeepSeek's multi-head
+// latent attention) are check rows, never fitted. Each kernel is priced the way the simulator
+// prices it, as the sum of ComputeCostModel::flash_attention_dot over the graph's dots of that
+// kernel (forward: QK^T, P·V; backward: QK^T recomputed, dP, dV, dQ, dK). Gates on the held-out
+// rows, chosen after the errors were seen (docs/validation.md "Fused attention from measured
+// kernels"): median |error| of forward + backward <= 10 %, worst <= 20 %. Before this curve the
+// flash GEMMs were priced by the GEMM roofline: head dimension 128 agreed by compensating
+// errors, 64 was 17-59 % slow.
+TEST_CASE("fused attention on H200: the calibrated attention curve against cuDNN's kernel, held-out shapes") {
+  auto profile = schema::read_profile_file(kProfilesDir / "hgx-h200" / "2026-11-27-measured-attention.json");
+  REQUIRE_MESSAGE(profile.ok(), profile.status().to_string());
+  const auto& params = shipped().params("hgx-h200");
+  REQUIRE(params.compute.attention[0].max_efficiency > 0);
+  REQUIRE(params.compute.attention[1].max_efficiency > 0);
+  ComputeCostModel model(*cluster::find_gpu_spec("h200"), params.compute);
+  std::map<std::string, std::vector<double>> errors;  // "fit" / "check" -> |fwd+bwd error|
+  std::cout << "\nfused attention, H200, bf16, causal: predicted vs cuDNN (us)\n"
+            << "role     b heads kv    seq   d/dv   fwd pred  fwd meas    bwd pred  bwd meas  fwd+bwd error\n";
+  for (const schema::AttentionEntry& e : profile.value().attention) {
+    const std::int64_t bh = e.batch * e.heads, s = e.seq;
+    const double share = core::causal_tile_fraction(s);
+    const auto dot = [&](std::int64_t m, std::int64_t n, std::int64_t k, bool backward, bool scores, bool starts) {
+      return model.flash_attention_dot({{m, n, k, bh, core::DType::kBf16}, backward, scores, starts, share})
+          .time.value();
     };
-    const double scores_s = time_s(seq, seq, d), by_keys_s = time_s(seq, d, seq);
-    const double fwd_s = scores_s + by_keys_s;
-    const double bwd_s = scores_s + 4 * by_keys_s;  // recomputed QK^T; dP, dV, dQ, dK
-    const double fwd_meas_s = row.at("fwd_ms").get<double>() * 1e-3;
-    const double bwd_meas_s = row.at("fwd_bwd_ms").get<double>() * 1e-3 - fwd_meas_s;
+    const double fwd_s = dot(s, s, e.head_dim, false, true, true) + dot(s, e.v_head_dim, s, false, false, false);
+    const double bwd_s = dot(s, s, e.head_dim, true, true, true) +      // QK^T recomputed
+                         dot(s, s, e.v_head_dim, true, true, false) +   // dP = dO V^T
+                         dot(s, e.v_head_dim, s, true, false, false) +  // dV = P^T dO
+                         2 * dot(s, e.head_dim, s, true, false, false); // dQ, dK
+    const double fwd_meas_s = e.forward_us * 1e-6, bwd_meas_s = e.backward_us * 1e-6;
     const double error = (fwd_s + bwd_s) / (fwd_meas_s + bwd_meas_s) - 1;
-    std::printf("%4ld %6ld %6ld %2ld %9.3f %9.3f %10.3f %9.3f %+13.1f%%\n", static_cast<long>(b),
-                static_cast<long>(h), static_cast<long>(seq), static_cast<long>(d), fwd_s * 1e3,
-                fwd_meas_s * 1e3, bwd_s * 1e3, bwd_meas_s * 1e3, 100 * error);
-    if (d == 128) d128_errors.push_back(std::abs(error));
-    if (d == 64) ++d64_rows;
+    const char* role = schema::profile_role_name(e.meta.role);
+    std::printf("%-5s %4ld %5ld %2ld %6ld %3ld/%-3ld %9.1f %9.1f %11.1f %9.1f %+13.1f%%\n", role,
+                static_cast<long>(e.batch), static_cast<long>(e.heads), static_cast<long>(e.kv_heads),
+                static_cast<long>(s), static_cast<long>(e.head_dim), static_cast<long>(e.v_head_dim), fwd_s * 1e6,
+                e.forward_us, bwd_s * 1e6, e.backward_us, 100 * error);
+    errors[role].push_back(std::abs(error));
   }
-  REQUIRE(d128_errors.size() == 32);
-  CHECK(d64_rows == 3);
-  std::sort(d128_errors.begin(), d128_errors.end());
-  const double median = (d128_errors[15] + d128_errors[16]) / 2;
-  std::cout << "head dimension 128: median |error| " << core::format_fixed(100 * median, 1) << " %, worst "
-            << core::format_fixed(100 * d128_errors.back(), 1) << " % (32 rows)\n";
-  CHECK(median <= 0.10);
+  REQUIRE(errors["fit"].size() == 35);
+  REQUIRE(errors["check"].size() == 28);
+  for (auto& [role, v] : errors) {
+    std::sort(v.begin(), v.end());
+    const double median = (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    std::cout << role << " rows (" << v.size() << "): median |error| " << core::format_fixed(100 * median, 1)
+              << " %, worst " << core::format_fixed(100 * v.back(), 1) << " %\n";
+    if (role == "check") {
+      CHECK(median <= 0.10);
+      CHECK(v.back() <= 0.20);
+    }
+  }
 }
 
 // The GH200 rows of gemm.csv against the hgx-h200 calibration, at the large-GEMM gate.

@@ -26,8 +26,14 @@ TEST_CASE("a profile round-trips through JSON") {
       "collectives": [{"collective": "all_reduce", "num_gpus": 8, "num_nodes": 1,
       "message_bytes": 1048576, "time_us": 50, "role": "check", "citation": "nccl-tests"}],
       "links": [{"link_class": "infiniband", "measurement": "collective",
-      "spec_gbyte_per_s": 25, "achieved_gbyte_per_s": 24, "role": "fit", "citation": "x"}])")).value();
+      "spec_gbyte_per_s": 25, "achieved_gbyte_per_s": 24, "role": "fit", "citation": "x"}],
+      "attention": [{"batch": 2, "heads": 16, "kv_heads": 2, "seq": 4096, "head_dim": 192,
+      "v_head_dim": 128, "dtype": "bf16", "kernel": "cudnn", "forward_us": 333.9,
+      "backward_us": 991.9, "role": "check", "citation": "run 6 line 7"}])")).value();
   REQUIRE(p.gemm.size() == 1);
+  REQUIRE(p.attention.size() == 1);
+  CHECK(p.attention[0].causal);  // the default
+  CHECK(p.attention[0].v_head_dim == 128);
   // time = 2 * 1024^3 FLOPs / 100 TFLOP/s = 21.47 us.
   CHECK(p.gemm[0].time_us == doctest::Approx(2.0 * 1024 * 1024 * 1024 / 100e12 * 1e6));
   CHECK(p.gemm[0].meta.source == ProfileSource::kMeasured);  // inherited from provenance
@@ -57,13 +63,22 @@ TEST_CASE("bad profiles give exact errors") {
         "p.json: /collectives/0: an entry without \"message_bytes\" (a large-message asymptote) "
         "needs \"busbw_gbyte_per_s\"");
   CHECK(parse(with("")).status().message() ==
-        "p.json: /: expected at least one entry in \"gemm\", \"conv\", \"collectives\" or "
-        "\"links\", got none: a profile without measurements calibrates nothing");
+        "p.json: /: expected at least one entry in \"gemm\", \"conv\", \"collectives\", "
+        "\"links\" or \"attention\", got none: a profile without measurements calibrates nothing");
   CHECK(parse(with(R"("gemm": [], "links": [])")).status().message() ==
-        "p.json: /: expected at least one entry in \"gemm\", \"conv\", \"collectives\" or "
-        "\"links\", got none: a profile without measurements calibrates nothing");
+        "p.json: /: expected at least one entry in \"gemm\", \"conv\", \"collectives\", "
+        "\"links\" or \"attention\", got none: a profile without measurements calibrates nothing");
   CHECK(parse(with(R"("gemms": [])")).status().message() ==
         "p.json: /gemms: unknown key; did you mean \"gemm\"?");
+  // Attention rows: grouped-query heads must divide the query heads; both times are needed.
+  CHECK(parse(with(R"("attention": [{"batch": 1, "heads": 8, "kv_heads": 3, "seq": 128,
+      "head_dim": 64, "dtype": "bf16", "kernel": "k", "forward_us": 1, "backward_us": 2,
+      "role": "fit", "citation": "x"}])")).status().message() ==
+        "p.json: /attention/0/kv_heads: expected a divisor of heads (8), got 3");
+  CHECK(parse(with(R"("attention": [{"batch": 1, "heads": 8, "kv_heads": 2, "seq": 128,
+      "head_dim": 64, "dtype": "bf16", "kernel": "k", "forward_us": 1, "role": "fit",
+      "citation": "x"}])")).status().message() ==
+        "p.json: /attention/0/backward_us: missing required key (expected a time in [0.001, 1e9] us)");
 }
 
 TEST_CASE("physically impossible profile values are errors naming the entry and key") {
