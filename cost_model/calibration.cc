@@ -812,6 +812,18 @@ std::string CalibrationReport::to_text(const CalibratedParams& params) const {
 
 namespace alpasim::cost_model {
 
+void inherit_attention_where_default(CalibratedParams& params, const CalibratedParams& source,
+                                     const std::string& source_name) {
+  for (const char* name : {"attention/forward", "attention/backward"}) {
+    std::string& origin = params.origin[name];
+    if (origin.rfind("default", 0) != 0) continue;
+    const std::size_t i = std::string(name) == "attention/backward" ? 1 : 0;
+    if (source.compute.attention[i].max_efficiency <= 0) continue;
+    params.compute.attention[i] = source.compute.attention[i];
+    origin = std::string("inherited: ") + name + " of " + source_name + " (fractions of this GPU's peak)";
+  }
+}
+
 core::Result<std::map<std::string, Calibration>> calibrate_shipped_profiles(
     const std::filesystem::path& profiles_dir) {
   // (machine, prior machine or "" for defaults, a measured profile in the machine's folder
@@ -861,18 +873,8 @@ core::Result<std::map<std::string, Calibration>> calibrate_shipped_profiles(
     out.emplace(machine, std::move(cal));
   }
   // Machines calibrated before (or without) an attention measurement take the H200's curve
-  // as fractions of their own peak: the A100 and V100 chain starts from the defaults. An
-  // assumption, not a measurement (docs/cost_model.md "Fused attention").
-  const Calibration& h200 = out.at("hgx-h200");
-  for (auto& [machine, cal] : out) {
-    for (const char* name : {"attention/forward", "attention/backward"}) {
-      std::string& origin = cal.params.origin[name];
-      if (origin.rfind("default", 0) != 0) continue;
-      const std::size_t i = std::string(name) == "attention/backward" ? 1 : 0;
-      cal.params.compute.attention[i] = h200.params.compute.attention[i];
-      origin = std::string("inherited: ") + name + " of hgx-h200 (fractions of this GPU's peak)";
-    }
-  }
+  // as fractions of their own peak: the A100 and V100 chain starts from the defaults.
+  for (auto& [machine, cal] : out) inherit_attention_where_default(cal.params, out.at("hgx-h200").params, "hgx-h200");
   return out;
 }
 

@@ -98,6 +98,14 @@ namespace alpasim::cost_model {
 core::Result<std::map<std::string, Calibration>> calibrate_shipped_profiles(
     const std::filesystem::path& profiles_dir);
 
+/// Gives `params` the fused-attention curves of `source` (named `source_name` in the origin
+/// map) for each direction whose curve is still the default (no attention rows fitted it):
+/// the curves are fractions of the GPU's own peak, so they carry over as an assumption
+/// (docs/cost_model.md "Fused attention"). The shipped chain and a scenario's own profile
+/// both take the H200's measured curve this way.
+void inherit_attention_where_default(CalibratedParams& params, const CalibratedParams& source,
+                                     const std::string& source_name);
+
 /// The calibrated parameters to use for cluster preset `preset` (dgx-a100-40gb shares the
 /// dgx-a100-80gb calibration: same SM and NVLink3 fabric); not-found for presets without one.
 core::Result<CalibratedParams> params_for_preset(

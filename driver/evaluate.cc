@@ -37,15 +37,20 @@ double tflops(core::FlopsPerSecond f) { return core::to_tflops_per_s(f); }
 }  // namespace
 
 core::Result<cost_model::CostModel> cost_model_for_scenario(const Scenario& scenario) {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
   const auto& profile = scenario.profile;
   if (!profile.file.empty()) {
     ALPASIM_ASSIGN_OR_RETURN(schema::Profile p, schema::read_profile_file(profile.file));
     ALPASIM_ASSIGN_OR_RETURN(cost_model::Calibration cal,
                              cost_model::calibrate(p, scenario.cluster, cost_model::default_params()));
+    // A profile without attention rows prices flash kernels with the shipped H200 curve
+    // (as fractions of its GPU's peak), as every shipped machine without rows does.
+    const auto& shipped = shipped_calibrations();
+    if (!shipped.ok()) return shipped.status();
+    cost_model::inherit_attention_where_default(cal.params, shipped->at("hgx-h200").params, "hgx-h200");
     return cost_model::CostModel::create(scenario.cluster, cal.params, p.gemm, p.conv);
   }
-  static std::mutex mutex;
-  std::lock_guard<std::mutex> lock(mutex);
   const auto& shipped = shipped_calibrations();
   if (!shipped.ok()) return shipped.status();
   const std::string preset =

@@ -1,4 +1,5 @@
 #include "cost_model/attention_fit.h"
+#include "cost_model/calibration.h"
 
 #include <doctest/doctest.h>
 
@@ -124,6 +125,22 @@ TEST_CASE("backward rows within twice the fastest backward do not fit") {
   rows[2].measured_s = 0.67e-3;  // under 2x: still at the floor
   rows[3].measured_s = 0.69e-3;
   CHECK(backward_rows_above_host_floor(rows) == std::vector<char>{0, 0, 0, 1});
+}
+
+TEST_CASE("a calibration without attention rows takes another machine's curve, a fitted one keeps its own") {
+  CalibratedParams source = default_params();
+  source.compute.attention = {AttentionCurve{0.9, 3e-5, 250, 190}, AttentionCurve{0.8, 7e-5, 310, 2750}};
+  source.origin["attention/forward"] = "fitted: hgx-h200 (35 rows)";
+  source.origin["attention/backward"] = "fitted: hgx-h200 (30 rows)";
+  CalibratedParams target = default_params();
+  CHECK(target.compute.attention[0].max_efficiency == 0);  // the defaults fit no curve
+  target.compute.attention[1] = {0.5, 1e-5, 100, 100};
+  target.origin["attention/backward"] = "fitted: my-machine (12 rows)";
+  inherit_attention_where_default(target, source, "hgx-h200");
+  CHECK(target.compute.attention[0].max_efficiency == 0.9);
+  CHECK(target.origin["attention/forward"] == "inherited: attention/forward of hgx-h200 (fractions of this GPU's peak)");
+  CHECK(target.compute.attention[1].max_efficiency == 0.5);
+  CHECK(target.origin["attention/backward"] == "fitted: my-machine (12 rows)");
 }
 
 }  // namespace
