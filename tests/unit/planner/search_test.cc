@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
@@ -1199,24 +1200,12 @@ TEST_CASE("lower-bound skips of points and equal partitions never change a plan 
   }
 }
 
-TEST_CASE("an equal-partition baseline scans microbatch sizes up to the first slower one, as the alpa mode does") {
-  // Per size, the baseline's answer when that size is the only one; the scan over
-  // {1, 2, 4, 8, 16} must answer with the fastest of them up to the first size slower than
-  // the one before (unimodality, run_equal), and solve exactly what the scan over that
-  // prefix of sizes solves: nothing at the sizes past it.
-  planner::SearchInput in = tiny_input("equal_layer");
-  in.model = tiny_gpt(4);
-  in.cluster.gpus_per_node = 2;
-  price_with_shipped_p3(in);
-  in.global_batch_size = 32;
-  in.options.recompute = {schema::Recompute::kNone};
-  const std::vector<std::int64_t> sizes = {1, 2, 4, 8, 16};
-  // Larger microbatches are faster on this tiny model until memory runs out: a limit at
-  // the size-4 answer's peak makes a larger size slower (no plan fits: infinitely slow).
-  in.options.microbatch_sizes = {4};
-  auto at4 = planner::search(in);
-  REQUIRE(at4.ok());
-  in.options.memory_limit = core::bytes(at4.value().prediction.peak_memory_bytes);
+// Per size, the search's answer when that size is the only one (infinitely slow where no
+// plan fits); the scan over all `sizes` must answer with the fastest of them up to the first
+// size slower than the one before (unimodality, run_equal) and solve exactly what the scan
+// over that prefix solves: nothing at the sizes past it. Returns the first slower size's
+// answer alone, so a caller can say which kind of "slower" it exercised.
+double check_size_scan_stops_at_first_slower(planner::SearchInput in, const std::vector<std::int64_t>& sizes) {
   std::vector<double> alone_s;
   for (std::int64_t m : sizes) {
     in.options.microbatch_sizes = {m};
@@ -1226,8 +1215,9 @@ TEST_CASE("an equal-partition baseline scans microbatch sizes up to the first sl
   }
   std::size_t stop = 1;  // index of the first size slower than the one before
   while (stop < sizes.size() && alone_s[stop] <= alone_s[stop - 1]) ++stop;
-  CAPTURE(alone_s[2]);
-  CAPTURE(alone_s[3]);
+  std::string times;
+  for (double t : alone_s) times += std::to_string(t) + " ";
+  INFO("each size alone, s: " << times);
   // Not vacuous: the scan stops before the last size.
   REQUIRE(stop < sizes.size() - 1);
   in.options.microbatch_sizes = sizes;
@@ -1240,6 +1230,39 @@ TEST_CASE("an equal-partition baseline scans microbatch sizes up to the first sl
   CHECK(scanned.value().prediction.iteration_time_s == fastest);
   CHECK(scanned.value().intra_op_solves == prefix.value().intra_op_solves);
   CHECK(schema::plan_to_json(scanned.value().plan).dump() == schema::plan_to_json(prefix.value().plan).dump());
+  return alone_s[stop];
+}
+
+planner::SearchInput tiny_equal_layer_scan_input(std::int64_t global_batch_size) {
+  planner::SearchInput in = tiny_input("equal_layer");
+  in.model = tiny_gpt(4);
+  in.cluster.gpus_per_node = 2;
+  price_with_shipped_p3(in);
+  in.global_batch_size = global_batch_size;
+  in.options.recompute = {schema::Recompute::kNone};
+  return in;
+}
+
+TEST_CASE("an equal-partition baseline scans microbatch sizes up to the first slower one, as the alpa mode does") {
+  // Larger microbatches are faster on this tiny model until memory runs out: a limit at
+  // the size-4 answer's peak makes a larger size slower (no plan fits: infinitely slow).
+  planner::SearchInput in = tiny_equal_layer_scan_input(32);
+  in.options.microbatch_sizes = {4};
+  auto at4 = planner::search(in);
+  REQUIRE(at4.ok());
+  in.options.memory_limit = core::bytes(at4.value().prediction.peak_memory_bytes);
+  CHECK(std::isinf(check_size_scan_stops_at_first_slower(in, {1, 2, 4, 8, 16})));
+}
+
+TEST_CASE("the size scan also stops at a size that fits but is slower than the one before") {
+  // The case the memory limit above does not reach: without a limit every size fits, and the
+  // pipeline's bubble grows as fewer, larger microbatches fill it, so a size is slower than
+  // the one before while fitting.
+  planner::SearchInput in = tiny_equal_layer_scan_input(16);
+  // Large GEMMs (hidden 2,048, 1,024 tokens): their efficiency saturates with the
+  // microbatch size while the pipeline's bubble keeps growing.
+  in.model = ir::gpt_model_config("mid GPT", 4, 2048, 16, 1024, 8192);
+  CHECK(std::isfinite(check_size_scan_stops_at_first_slower(in, {1, 2, 4, 8, 16})));
 }
 
 TEST_CASE("the time limit covers the whole search: past it no point, seed or baseline starts, and the output says so") {
