@@ -633,9 +633,19 @@ core::Result<Calibration> calibrate(const schema::Profile& profile,
         terms = std::move(kept_terms);
         peaks = std::move(kept_peaks);
       }
-      if (auto curve = fit_attention_curve(terms, peaks)) {
-        P.compute.attention[backward ? 1 : 0] = *curve;
-        P.origin[backward ? "attention/backward" : "attention/forward"] = fitted(who, terms.size());
+      const char* name = backward ? "attention/backward" : "attention/forward";
+      bool any_fit_row = false;
+      for (const auto& e : profile.attention) any_fit_row |= e.meta.role == ProfileRole::kFit;
+      if (!any_fit_row) continue;
+      auto curve = fit_attention_curve(terms, peaks);
+      if (curve.ok()) {
+        P.compute.attention[backward ? 1 : 0] = curve.value();
+        P.origin[name] = fitted(who, terms.size());
+      } else {
+        // Said where the parameters are printed; the prior's curve (or none) stays.
+        const std::string why = "not fitted from " + who + "'s attention rows: " + curve.status().message();
+        P.origin[name] = P.compute.attention[backward ? 1 : 0].max_efficiency > 0 ? P.origin[name] + "; " + why
+                                                                                 : "default: " + why;
       }
     }
   }

@@ -66,15 +66,18 @@ struct GemmShape {
   core::DType dtype = core::DType::kFp16;
 };
 
-/// One GEMM of a fused (flash) attention kernel on one device: the graph holds the kernel's
+/// One GEMM of a fused (flash) attention kernel on one device: the graph holds the kernels'
 /// GEMMs as dots (QK^T and P·V forward; QK^T recomputed, dP, dV, dQ, dK backward), and each
-/// is priced as its share of the kernel (ComputeCostModel::flash_attention_dot).
+/// is priced as its share of the kernel it runs in, or of both (a recomputed QK^T when the
+/// forward kernel runs again: ir::FlashDotRole).
 struct FlashDot {
-  GemmShape gemm;              ///< the whole dot on this device (every tile)
-  bool backward = false;       ///< in the backward kernel (a backward or recomputed op)
-  bool score_shaped = false;   ///< its output is queries x keys (the scores, dP)
-  bool starts_kernel = false;  ///< carries the kernel's fixed cost (the scores, forward or recomputed)
-  double work_fraction = 1.0;  ///< the share of tiles the kernel computes (causal, window), (0, 1]
+  GemmShape gemm;                   ///< the whole dot on this device (every tile)
+  bool in_forward_kernel = true;    ///< priced in the forward kernel
+  bool in_backward_kernel = false;  ///< priced in the backward kernel
+  bool score_shaped = false;        ///< one of the kernel's queries x keys sets (the scores, dP)
+  bool writes_output = true;        ///< writes its output to HBM (O, dV, dQ, dK; not a second scores dot)
+  bool starts_kernel = false;       ///< carries the kernel's fixed cost (the scores)
+  double work_fraction = 1.0;       ///< the share of tiles the kernel computes (causal, window), (0, 1]
 };
 
 /// A 2-D convolution, NCHW input, OIHW filter.
@@ -126,11 +129,13 @@ class ComputeCostModel {
   /// A memory-bound kernel moving `bytes` (read + written) through HBM:
   /// bytes / (hbm_efficiency * hbm_bandwidth) + kernel_overhead_s.
   core::Seconds memory_bound(core::Bytes bytes) const;
-  /// One GEMM of a fused attention kernel: its share of the kernel's AttentionCurve time (the
-  /// flops term for every dot; the score term for a score-shaped dot, the output term for the
-  /// others; the fixed cost on the dot that starts the kernel). Without a fitted curve for the
-  /// direction: the GEMM time of the dot times work_fraction (the pricing before attention
-  /// rows existed, whose roofline counts the on-chip scores as HBM traffic).
+  /// One GEMM of a fused attention kernel: its share of the AttentionCurve time of each
+  /// kernel it runs in (the flops term for every dot; the score term for a score-shaped dot,
+  /// the output term for one that writes its output; the fixed cost on the dot that starts
+  /// the kernel).
+  /// Unless both directions' curves are fitted: the GEMM time of the dot times work_fraction,
+  /// once (the pricing before attention rows existed, whose roofline counts the on-chip
+  /// scores as HBM traffic).
   ComputeEstimate flash_attention_dot(const FlashDot& dot) const;
   /// The model part alone (no table), for calibration and tests.
   ComputeEstimate gemm_model(const GemmShape& s) const;

@@ -27,30 +27,30 @@ constexpr Band kBands[] = {
     // roofline it replaced was 30-60 % slow on the H100 and every band below grew with it.
     // The H200 is an H100 with more and faster memory: the same tensor cores and fabric.
     // NVIDIA NeMo / Megatron-Bridge H100 pre-training runs: 19 expressible rows.
-    {{"h100", "h200"}, "fp8", 0.182,
-     "NVIDIA NeMo / Megatron-Bridge H100 runs (19 rows, fp8): MAPE 18.2 %"},
+    {{"h100", "h200"}, "fp8", 0.177,
+     "NVIDIA NeMo / Megatron-Bridge H100 runs (19 rows, fp8): MAPE 17.6 %"},
     // Megatron-Core README H100 weak scaling: 9 runs of GPT 2B-462B, bf16, published overlaps.
-    {{"h100", "h200"}, "16-bit", 0.249,
-     "Megatron-Core README H100 weak scaling (9 runs, bf16): MAPE 24.8 %"},
+    {{"h100", "h200"}, "16-bit", 0.244,
+     "Megatron-Core README H100 weak scaling (9 runs, bf16): MAPE 24.4 %"},
     // The same sources' Blackwell runs: B200 on dgx-b200; GB200 and GB300 NVL72 on their
     // presets with dgx-b200's calibration; the block-scaled rows are Llama 3 8B/70B and
     // 3.1 405B.
-    {{"b200", nullptr}, "fp8", 0.248,
-     "NVIDIA NeMo / Megatron-Bridge B200 runs (7 rows, fp8): MAPE 24.8 %"},
-    {{"b200", nullptr}, "mxfp8", 0.245,
-     "NVIDIA NeMo / Megatron-Bridge B200 runs (4 rows, mxfp8): MAPE 24.5 %"},
-    {{"gb200", nullptr}, "fp8", 0.250,
-     "NVIDIA NeMo / Megatron-Bridge GB200 NVL72 runs (11 rows, fp8): MAPE 25.0 %"},
-    {{"gb200", nullptr}, "mxfp8", 0.270,
-     "NVIDIA NeMo / Megatron-Bridge GB200 NVL72 runs (13 rows, mxfp8): MAPE 26.9 %"},
-    {{"gb200", nullptr}, "nvfp4", 0.303,
-     "NVIDIA NeMo / Megatron-Bridge GB200 NVL72 runs (9 rows, nvfp4): MAPE 30.2 %"},
-    {{"gb300", nullptr}, "fp8", 0.076,
-     "NVIDIA NeMo / Megatron-Bridge GB300 NVL72 runs (7 rows, fp8): MAPE 7.5 %"},
-    {{"gb300", nullptr}, "mxfp8", 0.118,
-     "NVIDIA NeMo / Megatron-Bridge GB300 NVL72 runs (10 rows, mxfp8): MAPE 11.8 %"},
-    {{"gb300", nullptr}, "nvfp4", 0.271,
-     "NVIDIA NeMo / Megatron-Bridge GB300 NVL72 runs (9 rows, nvfp4): MAPE 27.1 %"},
+    {{"b200", nullptr}, "fp8", 0.242,
+     "NVIDIA NeMo / Megatron-Bridge B200 runs (7 rows, fp8): MAPE 24.1 %"},
+    {{"b200", nullptr}, "mxfp8", 0.240,
+     "NVIDIA NeMo / Megatron-Bridge B200 runs (4 rows, mxfp8): MAPE 23.9 %"},
+    {{"gb200", nullptr}, "fp8", 0.246,
+     "NVIDIA NeMo / Megatron-Bridge GB200 NVL72 runs (11 rows, fp8): MAPE 24.5 %"},
+    {{"gb200", nullptr}, "mxfp8", 0.265,
+     "NVIDIA NeMo / Megatron-Bridge GB200 NVL72 runs (13 rows, mxfp8): MAPE 26.5 %"},
+    {{"gb200", nullptr}, "nvfp4", 0.298,
+     "NVIDIA NeMo / Megatron-Bridge GB200 NVL72 runs (9 rows, nvfp4): MAPE 29.7 %"},
+    {{"gb300", nullptr}, "fp8", 0.071,
+     "NVIDIA NeMo / Megatron-Bridge GB300 NVL72 runs (7 rows, fp8): MAPE 7.0 %"},
+    {{"gb300", nullptr}, "mxfp8", 0.114,
+     "NVIDIA NeMo / Megatron-Bridge GB300 NVL72 runs (10 rows, mxfp8): MAPE 11.4 %"},
+    {{"gb300", nullptr}, "nvfp4", 0.265,
+     "NVIDIA NeMo / Megatron-Bridge GB300 NVL72 runs (9 rows, nvfp4): MAPE 26.5 %"},
 };
 
 bool starts_with(std::string_view s, std::string_view prefix) {

@@ -172,7 +172,12 @@ core::Result<CalibrateReport> calibrate_profile(const std::filesystem::path& pro
                                          " attention kernel" + (profile.attention.size() == 1 ? "" : "s") +
                                          " (forward and backward: 2 rows each)")
      << ")\n"
-     << "  prior: " << prior_text << "; fitted on the \"fit\" rows only\n\n";
+     << "  prior: " << prior_text << "; fitted on the \"fit\" rows only\n"
+     << (profile.attention.empty()
+             ? "  attention: no rows; a scenario naming this profile prices flash attention with "
+               "hgx-h200's measured curve, as fractions of this GPU's peak\n"
+             : "")
+     << "\n";
   os << "fit error per operator class (|predicted - measured| / measured, fit rows):\n";
   stats_table(os, rep.fit);
   os << "\nheld-out error per operator class (check rows, never fitted):\n";

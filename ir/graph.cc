@@ -477,6 +477,24 @@ double flash_attention_work_fraction(const Graph& g, const Op& op) {
   return attention_tile_fraction(fused->out.shape.back(), fused->attention_window);
 }
 
+namespace {
+
+// A fused scores dot that is not the first of its kernel: multi-head latent attention's rope
+// part, summed with the no-rope part (a dot of smaller id) by the op that reads both.
+bool second_scores_dot(const Graph& g, const Op& scores) {
+  for (OpId user : g.consumers(scores.id)) {
+    const Op& u = g.op(user);
+    if (u.phase != Phase::kForward || u.is_einsum()) continue;
+    for (OpId in : u.inputs) {
+      const Op& other = g.op(in);
+      if (in < scores.id && other.fused_attention && other.is_einsum()) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 FlashDotRole flash_dot_role(const Graph& g, const Op& op) {
   FlashDotRole role;
   if (!op.is_einsum()) return role;
@@ -484,9 +502,26 @@ FlashDotRole flash_dot_role(const Graph& g, const Op& op) {
   const Op* fused = fused_attention_op(g, origin);
   if (fused == nullptr) return role;
   role.in_kernel = true;
-  role.backward = op.phase != Phase::kForward;
-  role.score_shaped = op.out.shape == fused->out.shape;
-  role.starts_kernel = origin.fused_attention && op.phase != Phase::kBackward;
+  const bool scores_dot = origin.fused_attention;  // the scores (QK^T), forward or recomputed
+  const bool first_scores = scores_dot && !second_scores_dot(g, origin);
+  const bool forward_rerun = g.meta.recompute != "none";
+  switch (op.phase) {
+    case Phase::kForward:
+      role.in_forward_kernel = true;
+      break;
+    case Phase::kRecompute:
+      role.in_forward_kernel = forward_rerun;
+      role.in_backward_kernel = scores_dot || !forward_rerun;
+      break;
+    default:
+      role.in_backward_kernel = true;
+      break;
+  }
+  // The scores (the first of MLA's two dots) and dP; not the rope part, nor dQ and dK.
+  const bool queries_by_keys = op.out.shape == fused->out.shape;
+  role.score_shaped = queries_by_keys && (!scores_dot || first_scores);
+  role.writes_output = !queries_by_keys && !(scores_dot && op.phase != Phase::kBackward);
+  role.starts_kernel = first_scores && op.phase != Phase::kBackward;
   role.work_fraction = flash_attention_work_fraction(g, op);
   return role;
 }

@@ -1,5 +1,6 @@
 #include "schema/profile.h"
 
+#include <tuple>
 #include <utility>
 
 #include "core/text.h"
@@ -240,10 +241,21 @@ Result<AttentionEntry> parse_attention(JsonObject obj, ProfileSource src) {
   ALPASIM_ASSIGN_OR_RETURN(e.causal, obj.get_bool_or("causal", true));
   ALPASIM_ASSIGN_OR_RETURN(e.dtype, get_dtype(obj));
   ALPASIM_ASSIGN_OR_RETURN(e.kernel, non_empty_string(obj, "kernel"));
-  for (auto [key, out] : {std::pair<std::string_view, double*>{"forward_us", &e.forward_us},
-                          std::pair<std::string_view, double*>{"backward_us", &e.backward_us}}) {
+  // The forward's multiply-adds, every tile (an upper bound of what a causal kernel does):
+  // a time that implies more than the physical bound of any GPU is a typo or a unit mistake.
+  const double forward_flops = 2.0 * static_cast<double>(e.batch) * static_cast<double>(e.heads) *
+                               static_cast<double>(e.seq) * static_cast<double>(e.seq) *
+                               static_cast<double>(e.head_dim + e.v_head_dim);
+  for (auto [key, out, flops] : {std::tuple<std::string_view, double*, double>{"forward_us", &e.forward_us, forward_flops},
+                                 std::tuple<std::string_view, double*, double>{"backward_us", &e.backward_us,
+                                                                               2.5 * forward_flops}}) {
     ALPASIM_ASSIGN_OR_RETURN(JsonValue v, obj.required(key, kTimeRange));
     ALPASIM_ASSIGN_OR_RETURN(*out, time_us(v));
+    const double tflops = flops / (*out * 1e-6) / 1e12;
+    if (tflops > kMaxTflops) {
+      return v.error("a time of " + core::format_fixed(*out, 6) + " us for this attention kernel means up to " +
+                     core::format_fixed(tflops, 0) + " TFLOP/s, above the physical bound of 100000 TFLOP/s per GPU");
+    }
   }
   ALPASIM_ASSIGN_OR_RETURN(e.meta, parse_meta(obj, src));
   ALPASIM_RETURN_IF_ERROR(obj.finish());

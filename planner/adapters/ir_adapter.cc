@@ -438,7 +438,8 @@ core::Seconds op_compute(const ir::Graph& training, const ir::Op& op, std::int64
     s.dtype = training.meta.dtype;
     const ir::FlashDotRole flash = ir::flash_dot_role(training, op);
     time = flash.in_kernel ? cost.compute().flash_attention_dot(
-                                 {s, flash.backward, flash.score_shaped, flash.starts_kernel, flash.work_fraction})
+                                 {s, flash.in_forward_kernel, flash.in_backward_kernel, flash.score_shaped,
+                                  flash.writes_output, flash.starts_kernel, flash.work_fraction})
                                  .time
                            : cost.gemm(s).time;
   } else if (!ir::runs_in_flash_attention(training, op)) {

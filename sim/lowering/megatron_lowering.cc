@@ -836,7 +836,8 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       // calibrated from measured kernels), the work fraction included.
       const auto est = flash.in_kernel
                            ? cost_model.compute().flash_attention_dot(
-                                 {shape, flash.backward, flash.score_shaped, flash.starts_kernel, causal})
+                                 {shape, flash.in_forward_kernel, flash.in_backward_kernel, flash.score_shaped,
+                                  flash.writes_output, flash.starts_kernel, causal})
                            : cost_model.gemm(shape);
       t.gemm = Seconds(est.time.value() * time_scale * (flash.in_kernel ? 1.0 : causal));
       t.flops = cost_model::gemm_flops(shape);

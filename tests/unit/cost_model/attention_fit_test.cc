@@ -45,6 +45,11 @@ TEST_CASE("attention terms of one kernel, by hand") {
   CHECK(b.flops == 2 * heads * s2 * (3 * 192 + 2 * 128) * share);
   CHECK(b.score_elements == 2 * heads * s2 * share);
   CHECK(b.output_elements == heads * 1024 * (128 + 2 * 192));
+  // Grouped-query attention: dQ per query head, dK and dV per key/value head.
+  auto grouped = e;
+  grouped.kv_heads = 2;
+  CHECK(attention_terms(grouped, true).output_elements == heads * 1024 * 192 + 2 * 2 * 1024 * (192 + 128));
+  CHECK(attention_terms(grouped, false).output_elements == f.output_elements);
   auto full = e;
   full.causal = false;
   CHECK(attention_terms(full, false).flops == 2 * heads * s2 * (192 + 128));
@@ -59,7 +64,8 @@ TEST_CASE("the kernel's dots priced one by one sum to the kernel's curve time") 
   const std::int64_t bh = 64, s = 4096, d = 128;
   const double share = core::causal_tile_fraction(s), peak = h200().peak(core::DType::kBf16).value();
   auto dot = [&](std::int64_t mm, std::int64_t nn, std::int64_t kk, bool backward, bool scores, bool starts) {
-    return m.flash_attention_dot({{mm, nn, kk, bh, core::DType::kBf16}, backward, scores, starts, share}).time.value();
+    return m.flash_attention_dot({{mm, nn, kk, bh, core::DType::kBf16}, !backward, backward, scores, !scores, starts, share})
+        .time.value();
   };
   const double forward_s = dot(s, s, d, false, true, true) + dot(s, d, s, false, false, false);
   const double backward_s = dot(s, s, d, true, true, true) + dot(s, s, d, true, true, false) +
@@ -72,12 +78,17 @@ TEST_CASE("the kernel's dots priced one by one sum to the kernel's curve time") 
   const double pv_flops = 2.0 * bh * s * s * d * share;
   CHECK(dot(s, d, s, false, false, false) ==
         doctest::Approx(pv_flops / (0.7 * peak) + 180.0 * bh * s * d / peak).epsilon(1e-12));
+  // A dot in both kernels (the recomputed scores when the forward kernel runs again) costs
+  // its share of each.
+  const GemmShape scores{s, s, d, bh, core::DType::kBf16};
+  CHECK(m.flash_attention_dot({scores, true, true, true, false, true, share}).time.value() ==
+        doctest::Approx(dot(s, s, d, false, true, true) + dot(s, s, d, true, true, true)).epsilon(1e-12));
 }
 
 TEST_CASE("without an attention curve a flash dot is priced as its GEMM times the work share") {
   ComputeCostModel m(h200(), with_attention({}, {}));
   const GemmShape g{2048, 2048, 128, 32, core::DType::kBf16};
-  CHECK(m.flash_attention_dot({g, true, true, true, 0.53}).time.value() ==
+  CHECK(m.flash_attention_dot({g, false, true, true, false, true, 0.53}).time.value() ==
         doctest::Approx(m.gemm(g).time.value() * 0.53).epsilon(1e-12));
 }
 
@@ -99,7 +110,7 @@ TEST_CASE("the attention fit recovers the curve that generated its rows") {
     }
   }
   const auto fitted = fit_attention_curve(rows, peaks);
-  REQUIRE(fitted.has_value());
+  REQUIRE(fitted.ok());
   CHECK(fitted->max_efficiency == doctest::Approx(truth.max_efficiency).epsilon(1e-6));
   CHECK(fitted->fixed_s == doctest::Approx(truth.fixed_s).epsilon(1e-6));
   CHECK(fitted->score_element_flops == doctest::Approx(truth.score_element_flops).epsilon(1e-6));
@@ -109,13 +120,26 @@ TEST_CASE("the attention fit recovers the curve that generated its rows") {
   const AttentionCurve no_output{0.75, 40e-6, 300, 0};
   for (AttentionTerms& t : rows) t.measured_s = attention_time_s(no_output, t, peak) - 50 * t.output_elements / peak;
   const auto clamped = fit_attention_curve(rows, peaks);
-  REQUIRE(clamped.has_value());
+  REQUIRE(clamped.ok());
   CHECK(clamped->output_element_flops == 0);
   CHECK(clamped->max_efficiency > 0);
+  // One head dimension: the FLOPs are proportional to the score elements, so the fit cannot
+  // tell them apart, and says so instead of returning an arbitrary split.
+  std::vector<AttentionTerms> one_dim;
+  std::vector<double> one_dim_peaks;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (i % 2 == 0) {  // the head dimension alternates 64, 128 in the loops above
+      one_dim.push_back(rows[i]);
+      one_dim_peaks.push_back(peaks[i]);
+    }
+  }
+  const auto degenerate = fit_attention_curve(one_dim, one_dim_peaks);
+  REQUIRE_FALSE(degenerate.ok());
+  CHECK(degenerate.status().message().find("one head dimension") != std::string::npos);
   // Too few rows to fit four terms.
   rows.resize(4);
   peaks.resize(4);
-  CHECK_FALSE(fit_attention_curve(rows, peaks).has_value());
+  CHECK(fit_attention_curve(rows, peaks).status().message() == "4 rows fit, at least 5 needed");
 }
 
 TEST_CASE("backward rows within twice the fastest backward do not fit") {

@@ -79,6 +79,11 @@ TEST_CASE("bad profiles give exact errors") {
       "head_dim": 64, "dtype": "bf16", "kernel": "k", "forward_us": 1, "role": "fit",
       "citation": "x"}])")).status().message() ==
         "p.json: /attention/0/backward_us: missing required key (expected a time in [0.001, 1e9] us)");
+  // 2·8·1024²·(64 + 64) FLOPs in 0.001 us: 2.1e6 TFLOP/s, no GPU's.
+  CHECK(parse(with(R"("attention": [{"batch": 1, "heads": 8, "kv_heads": 8, "seq": 1024,
+      "head_dim": 64, "dtype": "bf16", "kernel": "k", "forward_us": 0.001, "backward_us": 20,
+      "role": "fit", "citation": "x"}])")).status().message().rfind(
+            "p.json: /attention/0/forward_us: a time of 0.001000 us for this attention kernel means up to ", 0) == 0);
 }
 
 TEST_CASE("physically impossible profile values are errors naming the entry and key") {

@@ -268,7 +268,7 @@ TEST_CASE("a flash kernel moves no s x s tensor through HBM and skips the causal
     const double n = static_cast<double>((s + kFlashAttentionTile - 1) / kFlashAttentionTile);
     const double causal = (n + 1) / (2 * n);
     int flash_softmax = 0, flash_softmax_grad = 0, flash_dots = 0;
-    int backward_dots = 0, score_shaped_dots = 0, forward_kernels = 0, backward_kernels = 0;
+    int backward_dots = 0, score_shaped_dots = 0, output_dots = 0, forward_kernels = 0, backward_kernels = 0;
     for (const Op& o : fused.ops()) {
       const std::string& name = o.name;
       const bool core = name.find("/attn/scores") != std::string::npos ||
@@ -285,14 +285,16 @@ TEST_CASE("a flash kernel moves no s x s tensor through HBM and skips the causal
         CHECK(flash_attention_work_fraction(fused, o) == doctest::Approx(causal).epsilon(1e-12));
         const FlashDotRole role = flash_dot_role(fused, o);
         CHECK(role.in_kernel);
-        CHECK(role.work_fraction == flash_attention_work_fraction(fused, o));
-        backward_dots += role.backward ? 1 : 0;
+        CHECK(role.in_forward_kernel != role.in_backward_kernel);  // no recomputation: one kernel each
+        backward_dots += role.in_backward_kernel ? 1 : 0;
         score_shaped_dots += role.score_shaped ? 1 : 0;
+        output_dots += role.writes_output ? 1 : 0;
+        CHECK_FALSE((role.score_shaped && role.writes_output));
         if (role.starts_kernel) {
           // One per kernel call: the scores forward and the scores recomputed in the backward.
           CHECK(name.find("/attn/scores") != std::string::npos);
           CHECK(o.phase != Phase::kBackward);
-          (role.backward ? backward_kernels : forward_kernels) += 1;
+          (role.in_backward_kernel ? backward_kernels : forward_kernels) += 1;
         }
       } else {
         CHECK(memory_traffic_bytes(fused, o) == 0);
@@ -308,6 +310,7 @@ TEST_CASE("a flash kernel moves no s x s tensor through HBM and skips the causal
     CHECK(flash_dots == l * 7);
     CHECK(backward_dots == l * 5);      // QK^T recomputed, dP, dV, dQ, dK
     CHECK(score_shaped_dots == l * 3);  // QK^T forward and recomputed, dP
+    CHECK(output_dots == l * 4);        // P·V; dV, dQ, dK
     CHECK(forward_kernels == l);
     CHECK(backward_kernels == l);
     for (const Op& o : unfused.ops()) CHECK_FALSE(flash_dot_role(unfused, o).in_kernel);
