@@ -610,43 +610,39 @@ core::Result<Calibration> calibrate(const schema::Profile& profile,
   }
 
   // 8. Fused attention, per direction: AttentionCurve by least squares on relative residuals
-  //    (attention_fit.h). Backward rows at the harness's host-side floor do not fit.
-  {
-    for (const bool backward : {false, true}) {
-      std::vector<AttentionTerms> terms;
-      std::vector<double> peaks;
-      for (const auto& e : profile.attention) {
-        const double peak = machine.gpu.peak(e.dtype).value();
-        if (e.meta.role != ProfileRole::kFit || peak <= 0) continue;
-        terms.push_back(attention_terms(e, backward));
-        peaks.push_back(peak);
-      }
-      if (backward) {
-        const std::vector<char> keep = backward_rows_above_host_floor(terms);
-        std::vector<AttentionTerms> kept_terms;
-        std::vector<double> kept_peaks;
-        for (std::size_t i = 0; i < terms.size(); ++i) {
-          if (keep[i] == 0) continue;
-          kept_terms.push_back(terms[i]);
-          kept_peaks.push_back(peaks[i]);
-        }
-        terms = std::move(kept_terms);
-        peaks = std::move(kept_peaks);
-      }
-      const char* name = backward ? "attention/backward" : "attention/forward";
-      bool any_fit_row = false;
-      for (const auto& e : profile.attention) any_fit_row |= e.meta.role == ProfileRole::kFit;
-      if (!any_fit_row) continue;
-      auto curve = fit_attention_curve(terms, peaks);
-      if (curve.ok()) {
-        P.compute.attention[backward ? 1 : 0] = curve.value();
-        P.origin[name] = fitted(who, terms.size());
-      } else {
-        // Said where the parameters are printed; the prior's curve (or none) stays.
-        const std::string why = "not fitted from " + who + "'s attention rows: " + curve.status().message();
-        P.origin[name] = P.compute.attention[backward ? 1 : 0].max_efficiency > 0 ? P.origin[name] + "; " + why
-                                                                                 : "default: " + why;
-      }
+  //    (attention_fit.h). Backward rows at the harness's floor do not fit.
+  const bool attention_fit_rows =
+      std::any_of(profile.attention.begin(), profile.attention.end(),
+                  [](const schema::AttentionEntry& e) { return e.meta.role == ProfileRole::kFit; });
+  for (std::size_t direction = 0; attention_fit_rows && direction < 2; ++direction) {
+    const bool backward = direction == 1;
+    std::vector<AttentionTerms> all_terms;
+    std::vector<double> row_peaks;
+    for (const auto& e : profile.attention) {
+      const double peak = machine.gpu.peak(e.dtype).value();
+      if (e.meta.role != ProfileRole::kFit || peak <= 0) continue;
+      all_terms.push_back(attention_terms(e, backward));
+      row_peaks.push_back(peak);
+    }
+    std::vector<AttentionTerms> terms;
+    std::vector<double> peaks;
+    const std::vector<char> keep =
+        backward ? backward_rows_above_host_floor(all_terms) : std::vector<char>(all_terms.size(), 1);
+    for (std::size_t i = 0; i < all_terms.size(); ++i) {
+      if (keep[i] == 0) continue;
+      terms.push_back(all_terms[i]);
+      peaks.push_back(row_peaks[i]);
+    }
+    const std::string name = backward ? "attention/backward" : "attention/forward";
+    auto curve = fit_attention_curve(terms, peaks);
+    if (curve.ok()) {
+      P.compute.attention[direction] = curve.value();
+      P.origin[name] = fitted(who, terms.size());
+    } else {
+      // Said where the parameters are printed; the prior's curve (or none) stays.
+      const std::string why = "not fitted from " + who + "'s attention rows: " + curve.status().message();
+      P.origin[name] =
+          P.compute.attention[direction].max_efficiency > 0 ? P.origin[name] + "; " + why : "default: " + why;
     }
   }
 
@@ -824,13 +820,12 @@ namespace alpasim::cost_model {
 
 void inherit_attention_where_default(CalibratedParams& params, const CalibratedParams& source,
                                      const std::string& source_name) {
-  for (const char* name : {"attention/forward", "attention/backward"}) {
+  for (std::size_t direction = 0; direction < 2; ++direction) {
+    const std::string name = direction == 1 ? "attention/backward" : "attention/forward";
     std::string& origin = params.origin[name];
-    if (origin.rfind("default", 0) != 0) continue;
-    const std::size_t i = std::string(name) == "attention/backward" ? 1 : 0;
-    if (source.compute.attention[i].max_efficiency <= 0) continue;
-    params.compute.attention[i] = source.compute.attention[i];
-    origin = std::string("inherited: ") + name + " of " + source_name + " (fractions of this GPU's peak)";
+    if (origin.rfind("default", 0) != 0 || source.compute.attention[direction].max_efficiency <= 0) continue;
+    params.compute.attention[direction] = source.compute.attention[direction];
+    origin = "inherited: " + name + " of " + source_name + " (fractions of this GPU's peak)";
   }
 }
 
