@@ -20,4 +20,18 @@ double causal_tile_fraction(std::int64_t keys);
 /// tiles, 0.3867 (causal: 0.5078). 1 for keys <= 0.
 double attention_tile_fraction(std::int64_t keys, std::int64_t window);
 
+/// How one GEMM of a flash-attention kernel pair shares the kernels' time: the graph holds
+/// the kernels as dots (forward: QK^T, P·V; backward: QK^T recomputed, dP, dV, dQ, dK), and
+/// each is priced as its share of the kernel it runs in, or of both (a recomputed QK^T when
+/// the forward kernel runs again before the backward one). ir::flash_dot_role derives it
+/// from a graph; cost_model's flash_attention_dot prices it.
+struct FlashDotShare {
+  bool in_forward_kernel = true;    ///< priced in the forward kernel
+  bool in_backward_kernel = false;  ///< priced in the backward kernel
+  bool score_shaped = false;        ///< one of the kernel's queries x keys sets: the scores, dP
+  bool writes_output = true;        ///< writes a tensor to HBM: O; dV, dQ, dK (not MLA's rope scores)
+  bool starts_kernel = false;       ///< carries the kernel's fixed cost: the scores, once per call
+  double work_fraction = 1.0;       ///< the share of tiles the kernel computes (causal, window), (0, 1]
+};
+
 }  // namespace alpasim::core

@@ -103,27 +103,28 @@ ComputeEstimate ComputeCostModel::gemm_model(const GemmShape& s) const {
 }
 
 ComputeEstimate ComputeCostModel::flash_attention_dot(const FlashDot& dot) const {
-  ALPASIM_CHECK(dot.work_fraction > 0 && dot.work_fraction <= 1) << dot.work_fraction;
-  ALPASIM_CHECK(dot.in_forward_kernel || dot.in_backward_kernel) << "a flash dot runs in some kernel";
+  const core::FlashDotShare& share = dot.share;
+  ALPASIM_CHECK(share.work_fraction > 0 && share.work_fraction <= 1) << share.work_fraction;
+  ALPASIM_CHECK(share.in_forward_kernel || share.in_backward_kernel) << "a flash dot runs in some kernel";
   ComputeEstimate est;
-  est.flops = gemm_flops(dot.gemm) * dot.work_fraction;
+  est.flops = gemm_flops(dot.gemm) * share.work_fraction;
   est.source = ComputeSource::kModel;
   if (params_.attention[0].max_efficiency <= 0 || params_.attention[1].max_efficiency <= 0) {
-    est.time = gemm(dot.gemm).time * dot.work_fraction;
+    est.time = gemm(dot.gemm).time * share.work_fraction;
   } else {
     double peak = gpu_.peak(dot.gemm.dtype).value();
     if (peak <= 0) peak = gpu_.peak(core::DType::kFp32).value();  // as gemm_model
     const double elements = static_cast<double>(dot.gemm.batch) * static_cast<double>(dot.gemm.m) *
-                            static_cast<double>(dot.gemm.n) * (dot.score_shaped ? dot.work_fraction : 1.0);
+                            static_cast<double>(dot.gemm.n) * (share.score_shaped ? share.work_fraction : 1.0);
     double time_s = 0;
     for (const bool backward : {false, true}) {
-      if (!(backward ? dot.in_backward_kernel : dot.in_forward_kernel)) continue;
+      if (!(backward ? share.in_backward_kernel : share.in_forward_kernel)) continue;
       const AttentionCurve& curve = params_.attention[backward ? 1 : 0];
-      const double element_flops = dot.score_shaped    ? curve.score_element_flops
-                                   : dot.writes_output ? curve.output_element_flops
+      const double element_flops = share.score_shaped    ? curve.score_element_flops
+                                   : share.writes_output ? curve.output_element_flops
                                                        : 0.0;
       time_s += est.flops.value() / (curve.max_efficiency * peak) + elements * element_flops / peak +
-                (dot.starts_kernel ? curve.fixed_s : 0.0);
+                (share.starts_kernel ? curve.fixed_s : 0.0);
     }
     est.time = core::Seconds(time_s);
   }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cluster/gpu_spec.h"
+#include "core/attention_tiles.h"
 #include "core/dtype.h"
 #include "core/units.h"
 #include "schema/profile.h"
@@ -66,18 +67,11 @@ struct GemmShape {
   core::DType dtype = core::DType::kFp16;
 };
 
-/// One GEMM of a fused (flash) attention kernel on one device: the graph holds the kernels'
-/// GEMMs as dots (QK^T and P·V forward; QK^T recomputed, dP, dV, dQ, dK backward), and each
-/// is priced as its share of the kernel it runs in, or of both (a recomputed QK^T when the
-/// forward kernel runs again: ir::FlashDotRole).
+/// One GEMM of a fused (flash) attention kernel on one device: its whole shape (every tile)
+/// and its share of the kernels (core::FlashDotShare).
 struct FlashDot {
-  GemmShape gemm;                   ///< the whole dot on this device (every tile)
-  bool in_forward_kernel = true;    ///< priced in the forward kernel
-  bool in_backward_kernel = false;  ///< priced in the backward kernel
-  bool score_shaped = false;        ///< one of the kernel's queries x keys sets (the scores, dP)
-  bool writes_output = true;        ///< writes its output to HBM (O, dV, dQ, dK; not a second scores dot)
-  bool starts_kernel = false;       ///< carries the kernel's fixed cost (the scores)
-  double work_fraction = 1.0;       ///< the share of tiles the kernel computes (causal, window), (0, 1]
+  GemmShape gemm;
+  core::FlashDotShare share;
 };
 
 /// A 2-D convolution, NCHW input, OIHW filter.

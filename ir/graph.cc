@@ -505,24 +505,16 @@ FlashDotRole flash_dot_role(const Graph& g, const Op& op) {
   const bool scores_dot = origin.fused_attention;  // the scores (QK^T), forward or recomputed
   const bool first_scores = scores_dot && !second_scores_dot(g, origin);
   const bool forward_rerun = g.meta.recompute != "none";
-  switch (op.phase) {
-    case Phase::kForward:
-      role.in_forward_kernel = true;
-      break;
-    case Phase::kRecompute:
-      role.in_forward_kernel = forward_rerun;
-      role.in_backward_kernel = scores_dot || !forward_rerun;
-      break;
-    default:
-      role.in_backward_kernel = true;
-      break;
-  }
+  core::FlashDotShare& share = role.share;
+  share.in_forward_kernel = op.phase == Phase::kForward || (op.phase == Phase::kRecompute && forward_rerun);
+  share.in_backward_kernel =
+      op.phase == Phase::kRecompute ? scores_dot || !forward_rerun : op.phase != Phase::kForward;
   // The scores (the first of MLA's two dots) and dP; not the rope part, nor dQ and dK.
   const bool queries_by_keys = op.out.shape == fused->out.shape;
-  role.score_shaped = queries_by_keys && (!scores_dot || first_scores);
-  role.writes_output = !queries_by_keys && !(scores_dot && op.phase != Phase::kBackward);
-  role.starts_kernel = first_scores && op.phase != Phase::kBackward;
-  role.work_fraction = flash_attention_work_fraction(g, op);
+  share.score_shaped = queries_by_keys && (!scores_dot || first_scores);
+  share.writes_output = !queries_by_keys && !(scores_dot && op.phase != Phase::kBackward);
+  share.starts_kernel = first_scores && op.phase != Phase::kBackward;
+  share.work_fraction = flash_attention_work_fraction(g, op);
   return role;
 }
 

@@ -159,10 +159,8 @@ std::int64_t split_memory_traffic_bytes(const Graph& g, const Op& op, std::int64
 /// product (Megatron's formula), windowed or not.
 double flash_attention_work_fraction(const Graph& g, const Op& op);
 
-/// How one dot of a flash-attention kernel shares the kernels' time (the fields of
-/// cost_model::FlashDot besides the shape). in_kernel is false for every op outside one.
-/// The graph holds a kernel pair as dots: forward QK^T and P·V; the backward kernel's QK^T
-/// (recomputed inside it), dP, dV, dQ, dK. With selective or full recomputation
+/// How one dot of a flash-attention kernel shares the kernels' time (core::FlashDotShare);
+/// in_kernel is false for every op outside one. With selective or full recomputation
 /// (GraphMeta::recompute) the forward kernel runs again before the backward one: the
 /// recomputed P·V is priced in a forward kernel, and the recomputed QK^T in both (the graph
 /// holds it once). Multi-head latent attention forms the scores as two dots (their no-rope
@@ -170,12 +168,7 @@ double flash_attention_work_fraction(const Graph& g, const Op& op);
 /// carries.
 struct FlashDotRole {
   bool in_kernel = false;
-  bool in_forward_kernel = false;   ///< priced in the forward kernel
-  bool in_backward_kernel = false;  ///< priced in the backward kernel (both: see above)
-  bool score_shaped = false;        ///< one of the kernel's queries x keys sets: the scores, dP
-  bool writes_output = false;       ///< writes a tensor to HBM: O; dV, dQ, dK (not MLA's rope scores)
-  bool starts_kernel = false;       ///< the scores: one per kernel call
-  double work_fraction = 1.0;       ///< flash_attention_work_fraction
+  core::FlashDotShare share;
 };
 FlashDotRole flash_dot_role(const Graph& g, const Op& op);
 

@@ -437,11 +437,7 @@ core::Seconds op_compute(const ir::Graph& training, const ir::Op& op, std::int64
     s.k = k;
     s.dtype = training.meta.dtype;
     const ir::FlashDotRole flash = ir::flash_dot_role(training, op);
-    time = flash.in_kernel ? cost.compute().flash_attention_dot(
-                                 {s, flash.in_forward_kernel, flash.in_backward_kernel, flash.score_shaped,
-                                  flash.writes_output, flash.starts_kernel, flash.work_fraction})
-                                 .time
-                           : cost.gemm(s).time;
+    time = flash.in_kernel ? cost.compute().flash_attention_dot({s, flash.share}).time : cost.gemm(s).time;
   } else if (!ir::runs_in_flash_attention(training, op)) {
     // A flash kernel's softmax and dropout run on chip (ir::memory_traffic_bytes): no time.
     time = cost.memory_bound(core::bytes(ir::memory_traffic_bytes(training, op) / d));

@@ -825,21 +825,17 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       // A causal flash kernel computes only the tiles on or below the diagonal. With cp the
       // graph holds s/cp keys and the time is scaled by cp below: the share is that of all
       // s keys (the load-balanced chunks see the whole causal triangle between them).
-      const ir::FlashDotRole flash = ir::flash_dot_role(g, op);
-      double causal = flash.work_fraction;
-      if (cp > 1 && causal < 1.0) {
+      ir::FlashDotRole flash = ir::flash_dot_role(g, op);
+      if (cp > 1 && flash.share.work_fraction < 1.0) {
         if (const auto* whole = std::get_if<ir::TransformerConfig>(&model.spec)) {
-          causal = ir::causal_tile_fraction(whole->seq_len);
+          flash.share.work_fraction = ir::causal_tile_fraction(whole->seq_len);
         }
       }
       // A dot of a flash kernel: its share of the fused kernel's time (the attention curve
       // calibrated from measured kernels), the work fraction included.
-      const auto est = flash.in_kernel
-                           ? cost_model.compute().flash_attention_dot(
-                                 {shape, flash.in_forward_kernel, flash.in_backward_kernel, flash.score_shaped,
-                                  flash.writes_output, flash.starts_kernel, causal})
-                           : cost_model.gemm(shape);
-      t.gemm = Seconds(est.time.value() * time_scale * (flash.in_kernel ? 1.0 : causal));
+      const auto est = flash.in_kernel ? cost_model.compute().flash_attention_dot({shape, flash.share})
+                                       : cost_model.gemm(shape);
+      t.gemm = Seconds(est.time.value() * time_scale);
       t.flops = cost_model::gemm_flops(shape);
       // Forward: the fp8 copy of the input is written by the kernel that produces it (a
       // fused cast: +1 byte per element). Backward: the output gradient is cast to fp8

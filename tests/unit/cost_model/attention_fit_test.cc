@@ -64,7 +64,7 @@ TEST_CASE("the kernel's dots priced one by one sum to the kernel's curve time") 
   const std::int64_t bh = 64, s = 4096, d = 128;
   const double share = core::causal_tile_fraction(s), peak = h200().peak(core::DType::kBf16).value();
   auto dot = [&](std::int64_t mm, std::int64_t nn, std::int64_t kk, bool backward, bool scores, bool starts) {
-    return m.flash_attention_dot({{mm, nn, kk, bh, core::DType::kBf16}, !backward, backward, scores, !scores, starts, share})
+    return m.flash_attention_dot({{mm, nn, kk, bh, core::DType::kBf16}, {!backward, backward, scores, !scores, starts, share}})
         .time.value();
   };
   const double forward_s = dot(s, s, d, false, true, true) + dot(s, d, s, false, false, false);
@@ -81,14 +81,14 @@ TEST_CASE("the kernel's dots priced one by one sum to the kernel's curve time") 
   // A dot in both kernels (the recomputed scores when the forward kernel runs again) costs
   // its share of each.
   const GemmShape scores{s, s, d, bh, core::DType::kBf16};
-  CHECK(m.flash_attention_dot({scores, true, true, true, false, true, share}).time.value() ==
+  CHECK(m.flash_attention_dot({scores, {true, true, true, false, true, share}}).time.value() ==
         doctest::Approx(dot(s, s, d, false, true, true) + dot(s, s, d, true, true, true)).epsilon(1e-12));
 }
 
 TEST_CASE("without an attention curve a flash dot is priced as its GEMM times the work share") {
   ComputeCostModel m(h200(), with_attention({}, {}));
   const GemmShape g{2048, 2048, 128, 32, core::DType::kBf16};
-  CHECK(m.flash_attention_dot({g, false, true, true, false, true, 0.53}).time.value() ==
+  CHECK(m.flash_attention_dot({g, {false, true, true, false, true, 0.53}}).time.value() ==
         doctest::Approx(m.gemm(g).time.value() * 0.53).epsilon(1e-12));
 }
 

@@ -285,16 +285,16 @@ TEST_CASE("a flash kernel moves no s x s tensor through HBM and skips the causal
         CHECK(flash_attention_work_fraction(fused, o) == doctest::Approx(causal).epsilon(1e-12));
         const FlashDotRole role = flash_dot_role(fused, o);
         CHECK(role.in_kernel);
-        CHECK(role.in_forward_kernel != role.in_backward_kernel);  // no recomputation: one kernel each
-        backward_dots += role.in_backward_kernel ? 1 : 0;
-        score_shaped_dots += role.score_shaped ? 1 : 0;
-        output_dots += role.writes_output ? 1 : 0;
-        CHECK_FALSE((role.score_shaped && role.writes_output));
-        if (role.starts_kernel) {
+        CHECK(role.share.in_forward_kernel != role.share.in_backward_kernel);  // no recomputation: one kernel each
+        backward_dots += role.share.in_backward_kernel ? 1 : 0;
+        score_shaped_dots += role.share.score_shaped ? 1 : 0;
+        output_dots += role.share.writes_output ? 1 : 0;
+        CHECK_FALSE((role.share.score_shaped && role.share.writes_output));
+        if (role.share.starts_kernel) {
           // One per kernel call: the scores forward and the scores recomputed in the backward.
           CHECK(name.find("/attn/scores") != std::string::npos);
           CHECK(o.phase != Phase::kBackward);
-          (role.in_backward_kernel ? backward_kernels : forward_kernels) += 1;
+          (role.share.in_backward_kernel ? backward_kernels : forward_kernels) += 1;
         }
       } else {
         CHECK(memory_traffic_bytes(fused, o) == 0);

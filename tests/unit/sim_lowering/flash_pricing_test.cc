@@ -69,15 +69,16 @@ Priced price_graph(const Shape& s, ir::RecomputePolicy recompute, const cost_mod
     const ir::FlashDotRole role = ir::flash_dot_role(g, op);
     if (!role.in_kernel) continue;
     ++p.dots;
-    p.starts += role.starts_kernel ? (role.in_forward_kernel ? 1 : 0) + (role.in_backward_kernel ? 1 : 0) : 0;
+    const core::FlashDotShare& share = role.share;
+    p.starts += share.starts_kernel ? (share.in_forward_kernel ? 1 : 0) + (share.in_backward_kernel ? 1 : 0) : 0;
     const ir::DotDims& d = op.dot_dims;
     for (const bool backward : {false, true}) {
-      if (!(backward ? role.in_backward_kernel : role.in_forward_kernel)) continue;
-      const double t = model
-                           .flash_attention_dot({{d.m, d.n, d.k, d.batch, core::DType::kBf16}, !backward, backward,
-                                                 role.score_shaped, role.writes_output, role.starts_kernel,
-                                                 role.work_fraction})
-                           .time.value();
+      if (!(backward ? share.in_backward_kernel : share.in_forward_kernel)) continue;
+      // The dot priced in this kernel alone.
+      core::FlashDotShare one = share;
+      one.in_forward_kernel = !backward;
+      one.in_backward_kernel = backward;
+      const double t = model.flash_attention_dot({{d.m, d.n, d.k, d.batch, core::DType::kBf16}, one}).time.value();
       (backward ? p.backward_s : p.forward_s) += t;
     }
   }
