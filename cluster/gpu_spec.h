@@ -29,6 +29,9 @@ struct GpuSpec {
   /// Blackwell data-centre parts), so Transformer Engine keeps no transposed fp8 copies
   /// (`nvte_is_non_tn_fp8_gemm_supported`). False on Hopper (TN only) and on GPUs without fp8.
   bool fp8_gemm_any_layout = false;
+  /// Streaming multiprocessors (AMD: compute units): what Transformer Engine's overlapped
+  /// communication kernels take SMs from (tp_comm_overlap). 0 = unknown.
+  int streaming_multiprocessors = 0;
 
   /// Blackwell's block-scaled formats (mxfp8, nvfp4) run on this GPU's tensor cores.
   bool has_block_scaled_formats() const { return peak_fp4.value() > 0; }

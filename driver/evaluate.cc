@@ -83,6 +83,7 @@ core::Result<Evaluation> evaluate_fixed_plan(const Scenario& scenario,
     plan.sequence_parallel = m->sequence_parallel;
     plan.zero_stage = m->zero_stage;
     plan.tp_comm_overlap = m->tp_comm_overlap;
+    if (m->tp_comm_overlap_cfg) plan.tp_comm_overlap_cfg = *m->tp_comm_overlap_cfg;
     plan.overlap_grad_reduce = m->overlap_grad_reduce;
     plan.overlap_param_gather = m->overlap_param_gather;
     plan.overlap_p2p_comm = m->overlap_p2p_comm;

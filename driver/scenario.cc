@@ -67,6 +67,66 @@ Result<TrainingConfig> parse_training(JsonObject obj) {
   return t;
 }
 
+// search.megatron.tp_comm_overlap_cfg: Megatron's --tp-comm-overlap-cfg (TE's ub_cfgs) as
+// JSON: {"proj_fprop": {"method": "pipeline", "num_sm": 24, ...}, ...}. As in Transformer
+// Engine, each given role's keys replace that role's defaults.
+Result<sim::lowering::TpOverlapConfig> parse_tp_overlap_config(const JsonValue& value) {
+  using namespace sim::lowering;
+  ALPASIM_ASSIGN_OR_RETURN(JsonObject obj, value.as_object());
+  TpOverlapConfig config;
+  for (int i = 0; i < kNumTpOverlapGemmRoles; ++i) {
+    const auto role = static_cast<TpOverlapGemmRole>(i);
+    auto entry = obj.optional(tp_overlap_gemm_role_name(role));
+    if (!entry) continue;
+    ALPASIM_ASSIGN_OR_RETURN(JsonObject e, entry->as_object());
+    TpOverlapGemm& g = config[role];
+    if (auto method = e.optional("method")) {
+      static const std::vector<std::string> kMethods = {"ring_exchange", "pipeline", "bulk"};
+      ALPASIM_ASSIGN_OR_RETURN(std::string name, method->as_enum(kMethods));
+      g.method = *parse_tp_overlap_method(name);
+    }
+    if (auto sm = e.optional("num_sm")) {
+      ALPASIM_ASSIGN_OR_RETURN(std::int64_t n, sm->as_int(0, 1024, "an SM count (0 .. the GPU's SMs - 1)"));
+      g.num_sm = static_cast<int>(n);
+    }
+    ALPASIM_ASSIGN_OR_RETURN(g.set_sm_margin, e.get_bool_or("set_sm_margin", g.set_sm_margin));
+    if (auto splits = e.optional("num_splits")) {
+      ALPASIM_ASSIGN_OR_RETURN(std::int64_t n, splits->as_int(1, 1024, "a chunk count >= 1"));
+      g.num_splits = static_cast<int>(n);
+    }
+    ALPASIM_ASSIGN_OR_RETURN(g.aggregate, e.get_bool_or("aggregate", g.aggregate));
+    // Accepted so that NeMo's and Megatron's configurations read as written; they change
+    // kernel scheduling (cga_size) or the gathered bytes (fp8_buf: gathered in fp8), which
+    // the model does not price differently.
+    if (auto cga = e.optional("cga_size")) ALPASIM_RETURN_IF_ERROR(cga->as_int(1, 16, "1 .. 16").status());
+    if (auto buf = e.optional("fp8_buf")) ALPASIM_RETURN_IF_ERROR(buf->as_bool().status());
+    if (auto atomic = e.optional("atomic_gemm")) {
+      ALPASIM_ASSIGN_OR_RETURN(bool on, atomic->as_bool());
+      if (on) return atomic->error("atomic GEMM overlap is not modelled; expected false");
+    }
+    ALPASIM_RETURN_IF_ERROR(e.finish());
+  }
+  ALPASIM_RETURN_IF_ERROR(obj.finish());
+  return config;
+}
+
+// The settings as parse_tp_overlap_config reads them back (every role, every modelled key).
+Json tp_overlap_config_json(const sim::lowering::TpOverlapConfig& config) {
+  using namespace sim::lowering;
+  Json j = Json::object();
+  for (int i = 0; i < kNumTpOverlapGemmRoles; ++i) {
+    const auto role = static_cast<TpOverlapGemmRole>(i);
+    const TpOverlapGemm& g = config[role];
+    Json e = {{"method", tp_overlap_method_name(g.method)},
+              {"num_sm", g.num_sm},
+              {"set_sm_margin", g.set_sm_margin},
+              {"aggregate", g.aggregate}};
+    if (g.num_splits > 0) e["num_splits"] = g.num_splits;
+    j[tp_overlap_gemm_role_name(role)] = e;
+  }
+  return j;
+}
+
 Result<MegatronPlanConfig> parse_megatron(JsonObject obj) {
   MegatronPlanConfig m;
   ALPASIM_ASSIGN_OR_RETURN(m.tp, obj.get_count("tp", L::kMaxGpus));
@@ -93,6 +153,10 @@ Result<MegatronPlanConfig> parse_megatron(JsonObject obj) {
     if (on && !zero) m.zero_stage = 1;
   }
   ALPASIM_ASSIGN_OR_RETURN(m.tp_comm_overlap, obj.get_bool_or("tp_comm_overlap", false));
+  if (auto cfg = obj.optional("tp_comm_overlap_cfg")) {
+    ALPASIM_ASSIGN_OR_RETURN(m.tp_comm_overlap_cfg, parse_tp_overlap_config(*cfg));
+    if (!m.tp_comm_overlap) return cfg->error("needs \"tp_comm_overlap\": true");
+  }
   ALPASIM_ASSIGN_OR_RETURN(m.overlap_grad_reduce, obj.get_bool_or("overlap_grad_reduce", false));
   ALPASIM_ASSIGN_OR_RETURN(m.overlap_param_gather, obj.get_bool_or("overlap_param_gather", false));
   ALPASIM_ASSIGN_OR_RETURN(m.overlap_p2p_comm, obj.get_bool_or("overlap_p2p_comm", true));
@@ -451,6 +515,7 @@ core::Json scenario_to_json(const Scenario& s) {
                           {"overlap_grad_reduce", m->overlap_grad_reduce},
                           {"overlap_param_gather", m->overlap_param_gather},
                           {"overlap_p2p_comm", m->overlap_p2p_comm}};
+    if (m->tp_comm_overlap_cfg) search["megatron"]["tp_comm_overlap_cfg"] = tp_overlap_config_json(*m->tp_comm_overlap_cfg);
     if (m->ddp_bucket_size > 0) search["megatron"]["ddp_bucket_size"] = m->ddp_bucket_size;
     if (m->gradient_accumulation_fusion) search["megatron"]["gradient_accumulation_fusion"] = true;
     if (m->ep > 1) search["megatron"]["ep"] = m->ep;

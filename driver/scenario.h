@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "ir/model_config.h"
 #include "schema/plan.h"
+#include "sim/lowering/tp_overlap.h"
 
 namespace alpasim::driver {
 
@@ -45,6 +46,9 @@ struct MegatronPlanConfig {
   std::int64_t zero_stage = 0;  ///< 0 none, 1 optimizer states, 2 + gradients, 3 + parameters
   /// Megatron-Core's overlap flags (sim::lowering::MegatronPlan), with its defaults.
   bool tp_comm_overlap = false;
+  /// --tp-comm-overlap-cfg: userbuffers settings per GEMM (TE's defaults for the roles not
+  /// given); nullopt when the scenario gives none.
+  std::optional<sim::lowering::TpOverlapConfig> tp_comm_overlap_cfg;
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
   bool overlap_p2p_comm = true;  ///< Megatron-Core's default; matters only with interleave > 1

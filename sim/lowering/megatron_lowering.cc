@@ -206,6 +206,123 @@ struct LayerParams {
   std::int64_t word_embedding_per_gpu = 0;  // the vocab-split table (tied with the head)
 };
 
+// A linear of a transformer block as priced, for the userbuffers overlap.
+struct UserbufferGemm {
+  ir::OpId op = ir::kNoOp;
+  cost_model::GemmShape shape;  ///< on one GPU, dtype as run (fp8 for fp8 GEMMs)
+  double time_scale = 1.0;      ///< the recipe's factor on the curve's time
+  Seconds time{0};              ///< as priced: cost_model.gemm(shape) x time_scale
+};
+
+// One block's tensor-parallel communication under userbuffers, per GPU per microbatch.
+struct UserbufferPricing {
+  Seconds forward_comm{0}, backward_comm{0};        ///< the collectives alone
+  Seconds forward_exposed{0}, backward_exposed{0};  ///< not hidden by their GEMMs
+  Seconds forward_gemm_delta{0}, backward_gemm_delta{0};  ///< chunking and SMs given away
+};
+
+// Scales each traced collective so that the calls sum to `shown` of their `total`.
+void scale_calls(std::vector<sim::BlockingCollective>& calls, Seconds total, Seconds shown) {
+  if (total.value() <= 0) return;
+  for (auto& call : calls) call.time = call.time * (shown / total);
+}
+
+// The roles of TE's ub_cfgs for a block's linears: the column-parallel linears reading the
+// block's first distinct input are QKV, the second fc1; the first row-parallel linear is
+// proj, the second fc2 (later ones, if a block has any, take fc1's and fc2's settings).
+// Each collective is paired with the GEMMs of its role (tp_overlap.h).
+template <class TpTime>
+UserbufferPricing price_userbuffers(const ir::Graph& g, const std::vector<UserbufferGemm>& gemms,
+                                    const std::set<ir::OpId>& column_inputs, const MegatronPlan& plan,
+                                    std::int64_t tp, int sms, const cost_model::CostModel& cost_model,
+                                    TpTime tp_time) {
+  using R = TpOverlapGemmRole;
+  using cost_model::Collective;
+  std::map<ir::OpId, int> row_index;  // forward row-parallel dot -> 0 (proj), 1 (fc2), ...
+  for (const UserbufferGemm& u : gemms) {
+    const Op& op = g.op(u.op);
+    if (op.phase == Phase::kForward && contracts_sharded(op)) {
+      row_index.emplace(u.op, static_cast<int>(row_index.size()));
+    }
+  }
+  auto column_index = [&](const Op& forward) {
+    const auto it = column_inputs.find(forward.inputs[0]);
+    ALPASIM_CHECK(it != column_inputs.end()) << forward.name << ": column input not recorded";
+    return static_cast<int>(std::distance(column_inputs.begin(), it));
+  };
+  // One collective and the GEMMs beside it.
+  struct Pair {
+    R role;
+    bool backward = false;
+    Collective collective = Collective::kAllGather;
+    std::int64_t bytes = 0;
+    Seconds gemm{0}, gemm_chunked{0};
+  };
+  std::map<std::pair<int, int>, Pair> pairs;  // (role, index of its input / output) -> pair
+  for (const UserbufferGemm& u : gemms) {
+    const Op& op = g.op(u.op);
+    const bool forward = op.phase == Phase::kForward;
+    const Op& linear = forward ? op : g.op(op.source);
+    if (linear.kind != OpKind::kDot || linear.phase != Phase::kForward) continue;
+    std::optional<R> role;
+    int index = 0;
+    Collective collective = Collective::kAllGather;
+    std::int64_t bytes = 0;
+    if (is_column_parallel(linear)) {
+      index = column_index(linear);
+      const bool qkv = index == 0;
+      bytes = g.op(linear.inputs[0]).out.bytes();
+      if (forward) {
+        role = qkv ? R::kQkvFprop : R::kFc1Fprop;
+      } else if (op.grad_role == ir::GradRole::kInputGrad) {
+        role = qkv ? R::kQkvDgrad : R::kFc1Dgrad;  // beside the input's re-gather
+      } else {
+        role = qkv ? R::kQkvWgrad : R::kFc1Wgrad;  // beside the input gradient's scatter
+        collective = Collective::kReduceScatter;
+      }
+    } else if (const auto it = row_index.find(linear.id); it != row_index.end()) {
+      index = it->second;
+      const bool proj = index == 0;
+      bytes = linear.out.bytes();
+      if (forward) {
+        role = proj ? R::kProjFprop : R::kFc2Fprop;
+        collective = Collective::kReduceScatter;
+      } else if (op.grad_role == ir::GradRole::kInputGrad) {
+        role = proj ? R::kProjDgrad : R::kFc2Dgrad;  // after the output gradient's gather
+      }
+    }
+    if (!role) continue;
+    const TpOverlapGemm& setting = plan.tp_comm_overlap_cfg[*role];
+    const int splits = tp_overlap_splits(setting, tp);
+    cost_model::GemmShape chunk = u.shape;
+    chunk.m = std::max<std::int64_t>(1, (chunk.m + splits - 1) / splits);  // m: the tokens
+    const Seconds chunked = cost_model.gemm(chunk).time * (u.time_scale * static_cast<double>(splits));
+    Pair& p = pairs[{static_cast<int>(*role), index}];
+    p.role = *role;
+    p.backward = !forward;
+    p.collective = collective;
+    p.bytes = bytes;
+    p.gemm += u.time;
+    p.gemm_chunked += chunked;
+  }
+  UserbufferPricing out;
+  for (const auto& [key, p] : pairs) {
+    const TpOverlapGemm& setting = plan.tp_comm_overlap_cfg[p.role];
+    TpOverlapInput in;
+    in.gemm_chunked = p.gemm_chunked;
+    in.comm = tp_time(p.collective, p.bytes);
+    in.reduce_scatter = p.collective == Collective::kReduceScatter;
+    in.tp = tp;
+    in.splits = tp_overlap_splits(setting, tp);
+    in.sms = sms;
+    const TpOverlapResult r = overlap_with_userbuffers(setting, in);
+    (p.backward ? out.backward_comm : out.forward_comm) += in.comm;
+    (p.backward ? out.backward_exposed : out.forward_exposed) += r.exposed;
+    (p.backward ? out.backward_gemm_delta : out.forward_gemm_delta) += r.gemm - p.gemm;
+  }
+  return out;
+}
+
 }  // namespace
 
 core::Result<std::vector<int>> parse_pipeline_layout(std::string_view layout, std::int64_t chunks,
@@ -474,6 +591,15 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   // Megatron-LM's own argument checks (megatron/training/arguments.py).
   if (plan.tp_comm_overlap && plan.tp > 1 && !plan.sequence_parallel) {
     return bad("tp_comm_overlap", "needs sequence_parallel (Megatron-LM requires it)");
+  }
+  if (plan.tp_comm_overlap && plan.tp > 1) {
+    if (cluster.gpu.streaming_multiprocessors <= 0) {
+      return bad("tp_comm_overlap", "the " + cluster.gpu.display_name +
+                                        "'s SM count is unknown (cluster::GpuSpec)");
+    }
+    ALPASIM_RETURN_IF_ERROR(validate_tp_overlap_config(plan.tp_comm_overlap_cfg,
+                                                       cluster.gpu.streaming_multiprocessors, plan.tp,
+                                                       "/search/megatron/tp_comm_overlap_cfg"));
   }
   if (plan.overlap_param_gather && plan.zero_stage < 1) {
     return bad("overlap_param_gather",
@@ -768,6 +894,10 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     layers[l].kind = g.layers[l].kind;
     layers[l].costs.name = g.layers[l].name;
   }
+  // Transformer Engine's userbuffers (tp_comm_overlap) pair each tensor-parallel
+  // collective of a transformer block with its own GEMM: the block's linears as priced.
+  const bool userbuffers = plan.tp_comm_overlap && tp > 1;
+  std::vector<std::vector<UserbufferGemm>> userbuffer_gemms(num_layers);
   std::vector<std::set<ir::OpId>> column_inputs(num_layers);
   std::vector<std::vector<std::int64_t>> row_outputs(num_layers);
   std::vector<std::int64_t> column_input_bytes(num_layers, 0);
@@ -837,6 +967,10 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
                                        : cost_model.gemm(shape);
       t.gemm = Seconds(est.time.value() * time_scale);
       t.flops = cost_model::gemm_flops(shape);
+      if (userbuffers && layers[l].kind == "transformer" && !flash.in_kernel &&
+          (op.phase == Phase::kForward || op.phase == Phase::kBackward)) {
+        userbuffer_gemms[l].push_back({static_cast<ir::OpId>(i), shape, time_scale, t.gemm});
+      }
       // Forward: the fp8 copy of the input is written by the kernel that produces it (a
       // fused cast: +1 byte per element). Backward: the output gradient is cast to fp8
       // and, on Hopper, transposed for the two GEMMs (read 2 bytes, write 2 x 1 byte per
@@ -992,12 +1126,35 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       L.costs.forward_collectives = std::move(fwd_calls);
       L.costs.backward_collectives = std::move(bwd_calls);
     }
-    if (plan.tp_comm_overlap) {
-      // Userbuffers split each collective into tp chunks pipelined with the GEMM it feeds
-      // or drains: the first chunk cannot overlap, the rest hides behind the phase's GEMMs
-      // as far as they last. Pairing with all of the phase's GEMMs (not each collective's
-      // own) is optimistic when one GEMM is much shorter than its collective; the GEMMs'
-      // slowdown from the SMs the communication kernels take is not modelled.
+    if (userbuffers && !userbuffer_gemms[l].empty()) {
+      // A transformer block: each collective beside its own GEMM (tp_overlap.h), the
+      // backward's re-gather of each column-parallel input (for its weight gradient) too.
+      const UserbufferPricing ub = price_userbuffers(g, userbuffer_gemms[l], column_inputs[l], plan, tp,
+                                                     cluster.gpu.streaming_multiprocessors, cost_model,
+                                                     tp_time);
+      c.backward_all_gather += cols;
+      for (const ir::OpId input : column_inputs[l]) {
+        L.costs.backward_collectives.push_back(
+            tp_call(cost_model::Collective::kAllGather, g.op(input).out.bytes(), L.costs.name));
+      }
+      fwd = ub.forward_comm;
+      bwd = ub.backward_comm;
+      L.gemm_forward_s += ub.forward_gemm_delta;
+      L.gemm_backward_s += ub.backward_gemm_delta;
+      if (plan.recompute == ir::RecomputePolicy::kFull && L.recompute_s.value() > 0) {
+        L.recompute_s += ub.forward_gemm_delta;  // the recomputed forward runs the same way
+      }
+      L.tp_comm_hidden_forward_s = fwd - ub.forward_exposed;
+      L.tp_comm_hidden_backward_s = bwd - ub.backward_exposed;
+      scale_calls(L.costs.forward_collectives, fwd, ub.forward_exposed);
+      scale_calls(L.costs.backward_collectives, bwd, ub.backward_exposed);
+      fwd = ub.forward_exposed;
+      bwd = ub.backward_exposed;
+    } else if (userbuffers && L.kind != "prologue" && L.kind != "epilogue") {
+      // A MoE block: each collective in tp chunks behind the phase's GEMMs (all of them,
+      // not each collective's own: optimistic where one GEMM is much shorter than its
+      // collective); the first chunk cannot overlap; the SMs the communication takes are
+      // not modelled here. The embedding and the head are not userbuffers layers: blocking.
       auto exposed = [&](Seconds comm, Seconds gemm) {
         const Seconds first_chunk = comm / static_cast<double>(tp);
         return first_chunk + std::max(Seconds{0}, comm - first_chunk - gemm);
@@ -1006,13 +1163,8 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       const Seconds bwd_exposed = exposed(bwd, L.gemm_backward_s);
       L.tp_comm_hidden_forward_s = fwd - fwd_exposed;
       L.tp_comm_hidden_backward_s = bwd - bwd_exposed;
-      // The trace shows each collective's exposed share.
-      auto scale = [](std::vector<sim::BlockingCollective>& calls, Seconds total, Seconds shown) {
-        if (total.value() <= 0) return;
-        for (auto& call : calls) call.time = call.time * (shown / total);
-      };
-      scale(L.costs.forward_collectives, fwd, fwd_exposed);
-      scale(L.costs.backward_collectives, bwd, bwd_exposed);
+      scale_calls(L.costs.forward_collectives, fwd, fwd_exposed);
+      scale_calls(L.costs.backward_collectives, bwd, bwd_exposed);
       fwd = fwd_exposed;
       bwd = bwd_exposed;
     }

@@ -17,6 +17,7 @@
 #include "schema/plan.h"
 #include "sim/layered_problem.h"
 #include "sim/pipeline_problem.h"
+#include "sim/lowering/tp_overlap.h"
 
 namespace alpasim::sim::lowering {
 
@@ -51,10 +52,15 @@ struct MegatronPlan {
   /// are the SC'21 / Korthikanti-era code this lowering was validated on (nothing
   /// overlapped); a scenario's "search.megatron" block defaults to Megatron-Core's own
   /// (docs/scenario.md).
-  /// --tp-comm-overlap (Transformer Engine userbuffers; needs sequence_parallel): each
-  /// tensor-parallel all-gather / reduce-scatter runs in tp chunks behind the layer's GEMMs
-  /// of the same phase; the first chunk and what the GEMMs cannot cover stay exposed.
+  /// --tp-comm-overlap (Transformer Engine userbuffers; needs sequence_parallel): in each
+  /// transformer block every tensor-parallel all-gather / reduce-scatter runs beside the
+  /// GEMM it feeds or drains, as tp_comm_overlap_cfg says (chunked GEMMs, SMs taken by the
+  /// communication; tp_overlap.h). MoE blocks: behind the phase's GEMMs, the first chunk
+  /// exposed. The embedding and the head (not userbuffers layers) stay blocking.
   bool tp_comm_overlap = false;
+  /// --tp-comm-overlap-cfg: the userbuffers setting per GEMM; Transformer Engine's defaults
+  /// unless given.
+  TpOverlapConfig tp_comm_overlap_cfg;
   /// --overlap-grad-reduce: gradients are synchronised bucket by bucket during the last
   /// microbatch's backward of each model chunk instead of after it.
   bool overlap_grad_reduce = false;

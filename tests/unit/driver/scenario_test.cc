@@ -105,6 +105,52 @@ TEST_CASE("Megatron-Core's overlap flags parse with its defaults, distributed_op
         std::string::npos);
 }
 
+TEST_CASE("tp_comm_overlap_cfg reads Megatron's --tp-comm-overlap-cfg keys over TE's defaults and round-trips") {
+  auto with = [](const std::string& keys) {
+    std::string text = kBase;
+    const std::string from = "\"zero_stage\": 0}";
+    text.replace(text.find(from), from.size(), "\"zero_stage\": 0, \"sequence_parallel\": true" + keys + "}");
+    const std::string sp = "\"sequence_parallel\": false, ";
+    text.replace(text.find(sp), sp.size(), "");
+    return parse_scenario(text, "s.json", ".");
+  };
+  using sim::lowering::TpOverlapGemmRole;
+  using sim::lowering::TpOverlapMethod;
+  // NeMo's Llama 3.1 405B H100 settings for two roles, as its recipe writes them.
+  auto s = with(", \"tp_comm_overlap\": true, \"tp_comm_overlap_cfg\": {"
+                "\"qkv_wgrad\": {\"method\": \"bulk\", \"num_sm\": 24, \"cga_size\": 2, \"set_sm_margin\": false},"
+                "\"fc2_fprop\": {\"method\": \"pipeline\", \"num_sm\": 8, \"cga_size\": 2, \"num_splits\": 4,"
+                " \"set_sm_margin\": true, \"fp8_buf\": true, \"atomic_gemm\": false}}");
+  REQUIRE_MESSAGE(s.ok(), s.status().message());
+  const auto& cfg = *s->search.megatron->tp_comm_overlap_cfg;
+  CHECK(cfg[TpOverlapGemmRole::kQkvWgrad].num_sm == 24);
+  CHECK_FALSE(cfg[TpOverlapGemmRole::kQkvWgrad].set_sm_margin);
+  CHECK(cfg[TpOverlapGemmRole::kFc2Fprop].num_sm == 8);
+  CHECK(cfg[TpOverlapGemmRole::kFc2Fprop].num_splits == 4);
+  // Roles not given keep Transformer Engine's defaults.
+  CHECK(cfg[TpOverlapGemmRole::kProjFprop] == sim::lowering::TpOverlapConfig{}[TpOverlapGemmRole::kProjFprop]);
+  auto again = parse_scenario(scenario_to_json(*s).dump(), "again.json", ".");
+  REQUIRE_MESSAGE(again.ok(), again.status().message());
+  CHECK(*again->search.megatron->tp_comm_overlap_cfg == cfg);
+  // Errors name the key.
+  auto unknown = with(", \"tp_comm_overlap\": true, \"tp_comm_overlap_cfg\": {\"fc2_fprops\": {}}");
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.status().message() ==
+        "s.json: /search/megatron/tp_comm_overlap_cfg/fc2_fprops: unknown key; did you mean \"fc2_fprop\"?");
+  auto method = with(", \"tp_comm_overlap\": true, \"tp_comm_overlap_cfg\": {\"fc2_fprop\": {\"method\": \"ring\"}}");
+  REQUIRE_FALSE(method.ok());
+  CHECK(method.status().message().find("/search/megatron/tp_comm_overlap_cfg/fc2_fprop/method") != std::string::npos);
+  auto atomic = with(", \"tp_comm_overlap\": true, \"tp_comm_overlap_cfg\": {\"fc2_fprop\": {\"atomic_gemm\": true}}");
+  REQUIRE_FALSE(atomic.ok());
+  CHECK(atomic.status().message() ==
+        "s.json: /search/megatron/tp_comm_overlap_cfg/fc2_fprop/atomic_gemm: atomic GEMM overlap is not "
+        "modelled; expected false");
+  auto alone = with(", \"tp_comm_overlap_cfg\": {}");
+  REQUIRE_FALSE(alone.ok());
+  CHECK(alone.status().message() ==
+        "s.json: /search/megatron/tp_comm_overlap_cfg: needs \"tp_comm_overlap\": true");
+}
+
 TEST_CASE("fp8 parses for fixed Megatron plans on Hopper, other GPUs and formats are errors naming the GPU") {
   auto with = [](const std::string& preset, const std::string& dtype, bool fixed) {
     std::string text = kBase;
