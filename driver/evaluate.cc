@@ -229,7 +229,7 @@ std::string simulation_report_text(const sim::PipelineReport& r, const std::stri
   if (!r.devices.empty()) {
     s << "  tensor-parallel comm  "
       << core::format_fixed(r.devices.front().tensor_parallel_communication.value(), 3)
-      << " s per iteration on stage 0 (blocking, counted as compute)\n";
+      << " s per iteration on stage 0 (exposed: not behind a GEMM; counted as compute)\n";
   }
   if (r.overflows.empty()) {
     s << "  memory                fits on every device\n";
