@@ -219,6 +219,10 @@ struct UserbufferPricing {
   Seconds forward_comm{0}, backward_comm{0};        ///< the collectives alone
   Seconds forward_exposed{0}, backward_exposed{0};  ///< not hidden by their GEMMs
   Seconds forward_gemm_delta{0}, backward_gemm_delta{0};  ///< chunking and SMs given away
+  /// The column-parallel inputs the backward re-gathers (beside their input-gradient GEMMs),
+  /// and those gathers' time (in backward_comm).
+  std::vector<ir::OpId> regathered;
+  Seconds regather_comm{0};
 };
 
 // Scales each traced collective so that the calls sum to `shown` of their `total`.
@@ -230,12 +234,14 @@ void scale_calls(std::vector<sim::BlockingCollective>& calls, Seconds total, Sec
 // The roles of TE's ub_cfgs for a block's linears: the column-parallel linears reading the
 // block's first distinct input are QKV, the second fc1; the first row-parallel linear is
 // proj, the second fc2 (later ones, if a block has any, take fc1's and fc2's settings).
-// Each collective is paired with the GEMMs of its role (tp_overlap.h).
+// Each collective is paired with the GEMMs of its role (tp_overlap.h). attention_only: only
+// QKV and proj are userbuffers layers (a MoE block, whose expert-side collectives are the
+// token dispatcher's, blocking).
 template <class TpTime>
 UserbufferPricing price_userbuffers(const ir::Graph& g, const std::vector<UserbufferGemm>& gemms,
                                     const std::set<ir::OpId>& column_inputs, const MegatronPlan& plan,
                                     std::int64_t tp, int sms, const cost_model::CostModel& cost_model,
-                                    TpTime tp_time) {
+                                    TpTime tp_time, bool attention_only) {
   using R = TpOverlapGemmRole;
   using cost_model::Collective;
   std::map<ir::OpId, int> row_index;  // forward row-parallel dot -> 0 (proj), 1 (fc2), ...
@@ -259,6 +265,7 @@ UserbufferPricing price_userbuffers(const ir::Graph& g, const std::vector<Userbu
     Seconds gemm{0}, gemm_chunked{0};
   };
   std::map<std::pair<int, int>, Pair> pairs;  // (role, index of its input / output) -> pair
+  UserbufferPricing out;
   for (const UserbufferGemm& u : gemms) {
     const Op& op = g.op(u.op);
     const bool forward = op.phase == Phase::kForward;
@@ -291,13 +298,16 @@ UserbufferPricing price_userbuffers(const ir::Graph& g, const std::vector<Userbu
         role = proj ? R::kProjDgrad : R::kFc2Dgrad;  // after the output gradient's gather
       }
     }
-    if (!role) continue;
+    if (!role || (attention_only && index > 0)) continue;
     const TpOverlapGemm& setting = plan.tp_comm_overlap_cfg[*role];
     const int splits = tp_overlap_splits(setting, tp);
     cost_model::GemmShape chunk = u.shape;
     chunk.m = std::max<std::int64_t>(1, (chunk.m + splits - 1) / splits);  // m: the tokens
     const Seconds chunked = cost_model.gemm(chunk).time * (u.time_scale * static_cast<double>(splits));
     Pair& p = pairs[{static_cast<int>(*role), index}];
+    if (p.gemm.value() == 0 && (*role == R::kQkvDgrad || *role == R::kFc1Dgrad)) {
+      out.regathered.push_back(linear.inputs[0]);
+    }
     p.role = *role;
     p.backward = !forward;
     p.collective = collective;
@@ -305,7 +315,6 @@ UserbufferPricing price_userbuffers(const ir::Graph& g, const std::vector<Userbu
     p.gemm += u.time;
     p.gemm_chunked += chunked;
   }
-  UserbufferPricing out;
   for (const auto& [key, p] : pairs) {
     const TpOverlapGemm& setting = plan.tp_comm_overlap_cfg[p.role];
     TpOverlapInput in;
@@ -319,6 +328,7 @@ UserbufferPricing price_userbuffers(const ir::Graph& g, const std::vector<Userbu
     (p.backward ? out.backward_comm : out.forward_comm) += in.comm;
     (p.backward ? out.backward_exposed : out.forward_exposed) += r.exposed;
     (p.backward ? out.backward_gemm_delta : out.forward_gemm_delta) += r.gemm - p.gemm;
+    if (p.role == R::kQkvDgrad || p.role == R::kFc1Dgrad) out.regather_comm += in.comm;
   }
   return out;
 }
@@ -967,7 +977,8 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
                                        : cost_model.gemm(shape);
       t.gemm = Seconds(est.time.value() * time_scale);
       t.flops = cost_model::gemm_flops(shape);
-      if (userbuffers && layers[l].kind == "transformer" && !flash.in_kernel &&
+      if (userbuffers && (layers[l].kind == "transformer" || layers[l].kind == "moe_transformer") &&
+          !flash.in_kernel && !(num_experts > 0 && is_expert_op(op)) &&
           (op.phase == Phase::kForward || op.phase == Phase::kBackward)) {
         userbuffer_gemms[l].push_back({static_cast<ir::OpId>(i), shape, time_scale, t.gemm});
       }
@@ -981,7 +992,11 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
             std::ceil(static_cast<double>(cast_in_fwd) * recipe.input_cast +
                       static_cast<double>(cast_grad) * recipe.grad_cast))));
       }
-      if (tp > 1 && op.phase == Phase::kForward) {
+      // Experts without expert tensor parallelism (etp 1) are whole on each GPU: Megatron-
+      // Core's token dispatcher gathers and scatters over the expert-tensor-parallel group
+      // only, so their linears need no tensor-parallel collective.
+      const bool whole_experts = num_experts > 0 && is_expert_op(op) && etp == 1;
+      if (tp > 1 && op.phase == Phase::kForward && !whole_experts) {
         if (contracts_sharded(op)) row_outputs[l].push_back(op.out.bytes());
         if (is_column_parallel(op) && column_inputs[l].insert(op.inputs[0]).second) {
           column_input_bytes[l] = g.op(op.inputs[0]).out.bytes();
@@ -1129,38 +1144,32 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     if (userbuffers && !userbuffer_gemms[l].empty()) {
       // A transformer block: each collective beside its own GEMM (tp_overlap.h), the
       // backward's re-gather of each column-parallel input (for its weight gradient) too.
-      const UserbufferPricing ub = price_userbuffers(g, userbuffer_gemms[l], column_inputs[l], plan, tp,
-                                                     cluster.gpu.streaming_multiprocessors, cost_model,
-                                                     tp_time);
-      c.backward_all_gather += cols;
-      for (const ir::OpId input : column_inputs[l]) {
+      // A MoE block: the attention's linears so; the token dispatcher's gathers and
+      // scatters around the experts stay blocking (Megatron-Core's MoE layers do not use
+      // userbuffers).
+      const bool moe_block = L.kind != "transformer";
+      const UserbufferPricing ub =
+          price_userbuffers(g, userbuffer_gemms[l], column_inputs[l], plan, tp,
+                            cluster.gpu.streaming_multiprocessors, cost_model, tp_time, moe_block);
+      c.backward_all_gather += static_cast<int>(ub.regathered.size());
+      for (const ir::OpId input : ub.regathered) {
         L.costs.backward_collectives.push_back(
             tp_call(cost_model::Collective::kAllGather, g.op(input).out.bytes(), L.costs.name));
       }
-      fwd = ub.forward_comm;
-      bwd = ub.backward_comm;
+      // Collectives no userbuffers GEMM is paired with (a MoE block's expert side).
+      const Seconds fwd_blocking =
+          moe_block ? std::max(Seconds{0}, fwd - ub.forward_comm) : Seconds{0};
+      const Seconds bwd_blocking =
+          moe_block ? std::max(Seconds{0}, bwd - (ub.backward_comm - ub.regather_comm)) : Seconds{0};
+      fwd = ub.forward_comm + fwd_blocking;
+      bwd = ub.backward_comm + bwd_blocking;
+      const Seconds fwd_exposed = ub.forward_exposed + fwd_blocking;
+      const Seconds bwd_exposed = ub.backward_exposed + bwd_blocking;
       L.gemm_forward_s += ub.forward_gemm_delta;
       L.gemm_backward_s += ub.backward_gemm_delta;
       if (plan.recompute == ir::RecomputePolicy::kFull && L.recompute_s.value() > 0) {
         L.recompute_s += ub.forward_gemm_delta;  // the recomputed forward runs the same way
       }
-      L.tp_comm_hidden_forward_s = fwd - ub.forward_exposed;
-      L.tp_comm_hidden_backward_s = bwd - ub.backward_exposed;
-      scale_calls(L.costs.forward_collectives, fwd, ub.forward_exposed);
-      scale_calls(L.costs.backward_collectives, bwd, ub.backward_exposed);
-      fwd = ub.forward_exposed;
-      bwd = ub.backward_exposed;
-    } else if (userbuffers && L.kind != "prologue" && L.kind != "epilogue") {
-      // A MoE block: each collective in tp chunks behind the phase's GEMMs (all of them,
-      // not each collective's own: optimistic where one GEMM is much shorter than its
-      // collective); the first chunk cannot overlap; the SMs the communication takes are
-      // not modelled here. The embedding and the head are not userbuffers layers: blocking.
-      auto exposed = [&](Seconds comm, Seconds gemm) {
-        const Seconds first_chunk = comm / static_cast<double>(tp);
-        return first_chunk + std::max(Seconds{0}, comm - first_chunk - gemm);
-      };
-      const Seconds fwd_exposed = exposed(fwd, L.gemm_forward_s);
-      const Seconds bwd_exposed = exposed(bwd, L.gemm_backward_s);
       L.tp_comm_hidden_forward_s = fwd - fwd_exposed;
       L.tp_comm_hidden_backward_s = bwd - bwd_exposed;
       scale_calls(L.costs.forward_collectives, fwd, fwd_exposed);

@@ -55,8 +55,9 @@ struct MegatronPlan {
   /// --tp-comm-overlap (Transformer Engine userbuffers; needs sequence_parallel): in each
   /// transformer block every tensor-parallel all-gather / reduce-scatter runs beside the
   /// GEMM it feeds or drains, as tp_comm_overlap_cfg says (chunked GEMMs, SMs taken by the
-  /// communication; tp_overlap.h). MoE blocks: behind the phase's GEMMs, the first chunk
-  /// exposed. The embedding and the head (not userbuffers layers) stay blocking.
+  /// communication; tp_overlap.h). MoE blocks: the attention's linears so, the collectives
+  /// around the experts blocking. The embedding and the head (not userbuffers layers) stay
+  /// blocking.
   bool tp_comm_overlap = false;
   /// --tp-comm-overlap-cfg: the userbuffers setting per GEMM; Transformer Engine's defaults
   /// unless given.

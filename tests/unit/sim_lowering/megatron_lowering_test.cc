@@ -953,6 +953,42 @@ TEST_CASE("expert gradients synchronise over the expert-data-parallel group, den
   CHECK(t2.grad_sync_s->value() > 0);
 }
 
+TEST_CASE("experts kept whole (etp 1) need no tensor-parallel collective, and under userbuffers the expert side stays blocking") {
+  const ir::ModelConfig model = two_block_model("mixtral", 64, 128, 64, 128, /*experts=*/8);
+  const auto pair = preset_cost_model("dgx-h100", 1, /*gpus_per_node=*/2);
+  MegatronPlan plan;
+  plan.tp = 2;
+  plan.sequence_parallel = true;
+  auto lower = [&](std::int64_t etp, bool overlap) {
+    MegatronPlan p = plan;
+    p.etp = etp;
+    p.tp_comm_overlap = overlap;
+    auto r = lower_megatron_plan(model, training(2), p, pair);
+    REQUIRE_MESSAGE(r.ok(), r.status().message());
+    return std::move(r).value();
+  };
+  const LoweredPlan whole = lower(1, false), split = lower(2, false);
+  // A MoE block: QKV's input gathered and proj's output scattered; with etp 2 the experts'
+  // fc1 input (the dispatched tokens) and fc2 output too; with etp 1 not.
+  const TpCollectives& w = whole.layers[1].tp_collectives;
+  const TpCollectives& x = split.layers[1].tp_collectives;
+  CHECK(w.forward_all_gather == 1);
+  CHECK(w.forward_reduce_scatter == 1);
+  CHECK(x.forward_all_gather == 2);
+  CHECK(x.forward_reduce_scatter == 2);
+  // Under userbuffers the attention's collectives are priced the same in both; the expert
+  // side's, which only etp 2 has, stays exposed in full.
+  const LoweredPlan whole_ub = lower(1, true), split_ub = lower(2, true);
+  const auto& wb = whole_ub.layers[1];
+  const auto& xb = split_ub.layers[1];
+  CHECK(wb.tp_comm_hidden_forward_s.value() > 0);
+  CHECK(xb.tp_comm_hidden_forward_s.value() == doctest::Approx(wb.tp_comm_hidden_forward_s.value()).epsilon(1e-12));
+  CHECK(xb.costs.forward_tp_comm_s.value() - wb.costs.forward_tp_comm_s.value() ==
+        doctest::Approx(split.layers[1].costs.forward_tp_comm_s.value() -
+                        whole.layers[1].costs.forward_tp_comm_s.value())
+            .epsilon(1e-9));
+}
+
 TEST_CASE("full recomputation re-runs each block's forward with its collectives") {
   const auto cm = dgx(1);
   MegatronPlan plan;
