@@ -81,7 +81,9 @@ Result<sim::lowering::TpOverlapConfig> parse_tp_overlap_config(const JsonValue& 
     ALPASIM_ASSIGN_OR_RETURN(JsonObject e, entry->as_object());
     TpOverlapGemm& g = config[role];
     if (auto method = e.optional("method")) {
-      static const std::vector<std::string> kMethods = {"ring_exchange", "pipeline", "bulk"};
+      static const std::vector<std::string> kMethods = {
+          tp_overlap_method_name(TpOverlapMethod::kRingExchange),
+          tp_overlap_method_name(TpOverlapMethod::kPipeline), tp_overlap_method_name(TpOverlapMethod::kBulk)};
       ALPASIM_ASSIGN_OR_RETURN(std::string name, method->as_enum(kMethods));
       g.method = *parse_tp_overlap_method(name);
     }

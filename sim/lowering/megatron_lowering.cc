@@ -262,6 +262,7 @@ UserbufferPricing price_userbuffers(const ir::Graph& g, const std::vector<Userbu
     bool backward = false;
     Collective collective = Collective::kAllGather;
     std::int64_t bytes = 0;
+    int splits = 1;
     Seconds gemm{0}, gemm_chunked{0};
   };
   std::map<std::pair<int, int>, Pair> pairs;  // (role, index of its input / output) -> pair
@@ -304,11 +305,13 @@ UserbufferPricing price_userbuffers(const ir::Graph& g, const std::vector<Userbu
     cost_model::GemmShape chunk = u.shape;
     chunk.m = std::max<std::int64_t>(1, (chunk.m + splits - 1) / splits);  // m: the tokens
     const Seconds chunked = cost_model.gemm(chunk).time * (u.time_scale * static_cast<double>(splits));
-    Pair& p = pairs[{static_cast<int>(*role), index}];
-    if (p.gemm.value() == 0 && (*role == R::kQkvDgrad || *role == R::kFc1Dgrad)) {
+    const auto [it, first] = pairs.try_emplace({static_cast<int>(*role), index});
+    Pair& p = it->second;
+    if (first && (*role == R::kQkvDgrad || *role == R::kFc1Dgrad)) {
       out.regathered.push_back(linear.inputs[0]);
     }
     p.role = *role;
+    p.splits = splits;
     p.backward = !forward;
     p.collective = collective;
     p.bytes = bytes;
@@ -322,8 +325,12 @@ UserbufferPricing price_userbuffers(const ir::Graph& g, const std::vector<Userbu
     in.comm = tp_time(p.collective, p.bytes);
     in.reduce_scatter = p.collective == Collective::kReduceScatter;
     in.tp = tp;
-    in.splits = tp_overlap_splits(setting, tp);
+    in.splits = p.splits;
     in.sms = sms;
+    if (setting.method == TpOverlapMethod::kRingExchange && in.reduce_scatter) {
+      // The summing kernel reads the tp partials of this rank's share and writes the share.
+      in.final_reduce = cost_model.memory_bound(Bytes(p.bytes + p.bytes / tp));
+    }
     const TpOverlapResult r = overlap_with_userbuffers(setting, in);
     (p.backward ? out.backward_comm : out.forward_comm) += in.comm;
     (p.backward ? out.backward_exposed : out.forward_exposed) += r.exposed;
@@ -910,7 +917,6 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   std::vector<std::vector<UserbufferGemm>> userbuffer_gemms(num_layers);
   std::vector<std::set<ir::OpId>> column_inputs(num_layers);
   std::vector<std::vector<std::int64_t>> row_outputs(num_layers);
-  std::vector<std::int64_t> column_input_bytes(num_layers, 0);
   for (std::size_t i = 0; i < g.size(); ++i) {
     const Op& op = g.op(static_cast<ir::OpId>(i));
     if (op.is_source()) continue;
@@ -998,9 +1004,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       const bool whole_experts = num_experts > 0 && is_expert_op(op) && etp == 1;
       if (tp > 1 && op.phase == Phase::kForward && !whole_experts) {
         if (contracts_sharded(op)) row_outputs[l].push_back(op.out.bytes());
-        if (is_column_parallel(op) && column_inputs[l].insert(op.inputs[0]).second) {
-          column_input_bytes[l] = g.op(op.inputs[0]).out.bytes();
-        }
+        if (is_column_parallel(op)) column_inputs[l].insert(op.inputs[0]);
       }
     } else if (op.kind == OpKind::kConv2d) {
       cost_model::ConvShape c;
@@ -1084,14 +1088,13 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     Seconds bwd{0};
     const int rows = static_cast<int>(row_outputs[l].size());
     const int cols = static_cast<int>(column_inputs[l].size());
+    std::vector<std::int64_t> col_bytes;  // each column-parallel input's, in graph order
+    for (const ir::OpId input : column_inputs[l]) col_bytes.push_back(g.op(input).out.bytes());
     if (!plan.sequence_parallel) {
       c.forward_all_reduce = rows;
       c.backward_all_reduce = cols;
       for (std::int64_t b : row_outputs[l]) fwd += tp_time(cost_model::Collective::kAllReduce, b);
-      if (cols > 0) {
-        bwd = tp_time(cost_model::Collective::kAllReduce, column_input_bytes[l]) *
-              static_cast<double>(cols);
-      }
+      for (std::int64_t b : col_bytes) bwd += tp_time(cost_model::Collective::kAllReduce, b);
     } else {
       c.forward_reduce_scatter = rows;
       c.backward_all_gather = rows;
@@ -1101,14 +1104,12 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
         fwd += tp_time(cost_model::Collective::kReduceScatter, b);
         bwd += tp_time(cost_model::Collective::kAllGather, b);
       }
-      if (cols > 0) {
-        fwd += tp_time(cost_model::Collective::kAllGather, column_input_bytes[l]) *
-               static_cast<double>(cols);
-        bwd += tp_time(cost_model::Collective::kReduceScatter, column_input_bytes[l]) *
-               static_cast<double>(cols);
+      for (std::int64_t b : col_bytes) {
+        fwd += tp_time(cost_model::Collective::kAllGather, b);
+        bwd += tp_time(cost_model::Collective::kReduceScatter, b);
       }
     }
-    c.bytes_each = Bytes(rows > 0 ? row_outputs[l].front() : column_input_bytes[l]);
+    c.bytes_each = Bytes(rows > 0 ? row_outputs[l].front() : cols > 0 ? col_bytes.front() : 0);
     // The same collectives one by one, in Megatron's order: each column-parallel linear's
     // input (SP: all-gathered) then each row-parallel output (all-reduced, SP: reduce-
     // scattered); the backward mirrors it.
@@ -1118,7 +1119,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       std::vector<sim::BlockingCollective> fwd_calls, bwd_calls;
       for (int i = 0; i < std::max(rows, cols); ++i) {
         if (i < cols && plan.sequence_parallel) {
-          fwd_calls.push_back(tp_call(Collective::kAllGather, column_input_bytes[l], where));
+          fwd_calls.push_back(tp_call(Collective::kAllGather, col_bytes[static_cast<std::size_t>(i)], where));
         }
         if (i < rows) {
           const std::int64_t b = row_outputs[l][static_cast<std::size_t>(i)];
@@ -1135,7 +1136,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
         if (i < cols) {
           bwd_calls.push_back(tp_call(plan.sequence_parallel ? Collective::kReduceScatter
                                                              : Collective::kAllReduce,
-                                      column_input_bytes[l], where));
+                                      col_bytes[static_cast<std::size_t>(i)], where));
         }
       }
       L.costs.forward_collectives = std::move(fwd_calls);
@@ -1156,11 +1157,17 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
         L.costs.backward_collectives.push_back(
             tp_call(cost_model::Collective::kAllGather, g.op(input).out.bytes(), L.costs.name));
       }
-      // Collectives no userbuffers GEMM is paired with (a MoE block's expert side).
-      const Seconds fwd_blocking =
-          moe_block ? std::max(Seconds{0}, fwd - ub.forward_comm) : Seconds{0};
-      const Seconds bwd_blocking =
-          moe_block ? std::max(Seconds{0}, bwd - (ub.backward_comm - ub.regather_comm)) : Seconds{0};
+      // Collectives no userbuffers GEMM is paired with: a MoE block's expert side; none in a
+      // dense block, whose every collective has its GEMM (the sums differ by rounding only).
+      Seconds fwd_blocking = fwd - ub.forward_comm;
+      Seconds bwd_blocking = bwd - (ub.backward_comm - ub.regather_comm);
+      for (Seconds* unpaired : {&fwd_blocking, &bwd_blocking}) {
+        ALPASIM_CHECK(unpaired->value() >= -1e-9 * (fwd + bwd).value())
+            << L.costs.name << ": userbuffers paired more communication than the layer has";
+        ALPASIM_CHECK(moe_block || std::abs(unpaired->value()) <= 1e-9 * (fwd + bwd).value())
+            << L.costs.name << ": a collective of a dense block has no GEMM beside it";
+        *unpaired = moe_block ? std::max(Seconds{0}, *unpaired) : Seconds{0};
+      }
       fwd = ub.forward_comm + fwd_blocking;
       bwd = ub.backward_comm + bwd_blocking;
       const Seconds fwd_exposed = ub.forward_exposed + fwd_blocking;

@@ -64,8 +64,8 @@ int tp_overlap_splits(const TpOverlapGemm& setting, std::int64_t tp) {
   switch (setting.method) {
     case TpOverlapMethod::kBulk: return 1;
     case TpOverlapMethod::kPipeline: return setting.num_splits > 0 ? setting.num_splits : 4;
-    case TpOverlapMethod::kRingExchange: {
-      const int n = setting.num_splits > 0 ? setting.num_splits : static_cast<int>(tp);
+    case TpOverlapMethod::kRingExchange: {  // one chunk per rank (TE ignores num_splits)
+      const int n = static_cast<int>(tp);
       return setting.aggregate ? std::max(1, n / 2) : n;
     }
   }
@@ -77,6 +77,8 @@ TpOverlapResult overlap_with_userbuffers(const TpOverlapGemm& setting, const TpO
   ALPASIM_CHECK(in.sms >= 1 && setting.num_sm >= 0 && setting.num_sm < in.sms)
       << "num_sm " << setting.num_sm << " of " << in.sms << " SMs";
   ALPASIM_CHECK(in.splits >= 1 && in.tp >= 2) << "splits " << in.splits << ", tp " << in.tp;
+  ALPASIM_CHECK(setting.method != TpOverlapMethod::kPipeline || in.reduce_scatter)
+      << "a pipelined all-gather (Transformer Engine has none)";
   using core::Seconds;
   const double sms = static_cast<double>(in.sms);
   const double comm_sms = static_cast<double>(setting.num_sm);
@@ -85,17 +87,30 @@ TpOverlapResult overlap_with_userbuffers(const TpOverlapGemm& setting, const TpO
   if (uses_sms && setting.set_sm_margin) gemm = gemm * (sms / (sms - comm_sms));
   const double n = static_cast<double>(in.splits);
   const Seconds g = gemm / n;
+  const double ranks = static_cast<double>(in.tp);
   Seconds exposed{0};
   if (setting.method == TpOverlapMethod::kBulk) {
     exposed = std::max(Seconds{0}, in.comm - gemm);
-  } else if (!in.reduce_scatter) {
-    if (in.splits == 1) {
-      exposed = in.comm;
+  } else if (setting.method == TpOverlapMethod::kRingExchange && !in.reduce_scatter) {
+    // tp - 1 transfers of one chunk each, c1 apiece. Not aggregated: the local chunk's GEMM
+    // runs while the first arrives, each later GEMM while the next arrives. Aggregated: one
+    // chunk is swapped with the neighbour first (the GEMMs wait for it), then tp/2 GEMMs of
+    // two chunks run behind tp/2 - 1 transfers of two chunks.
+    const Seconds c1 = in.comm / (ranks - 1.0);
+    if (setting.aggregate) {
+      exposed = c1 + std::max(Seconds{0}, c1 * 2.0 - g) * (n - 1.0);
     } else {
-      const Seconds c = in.comm / (n - 1.0);
-      exposed = std::max(Seconds{0}, c - g) * (n - 1.0);
+      exposed = std::max(Seconds{0}, c1 - g) * (n - 1.0);
     }
+  } else if (setting.method == TpOverlapMethod::kRingExchange) {
+    // Reduce-scatter: each GEMM chunk's partial goes straight to the rank that owns it behind
+    // the next chunk's GEMM (the last chunk is the local one, never sent); then a kernel sums
+    // the tp partials (in.final_reduce).
+    const Seconds c1 = in.comm / (ranks - 1.0);
+    exposed = std::max(Seconds{0}, c1 - g) * (n - 1.0) + in.final_reduce;
   } else {
+    // Pipeline (reduce-scatter): each chunk's scatter behind the next chunk's GEMM, the last
+    // one after every GEMM.
     const Seconds c = in.comm / n;
     exposed = c + std::max(Seconds{0}, c - g) * (n - 1.0);
   }
@@ -117,9 +132,28 @@ core::Status validate_tp_overlap_config(const TpOverlapConfig& config, int sms, 
       return core::invalid_argument(at + "/num_splits: expected >= 0 (0: the default), got " +
                                     std::to_string(s.num_splits));
     }
-    if (s.method == TpOverlapMethod::kRingExchange && s.num_splits > 0 && s.num_splits != tp) {
-      return core::invalid_argument(at + "/num_splits: ring exchange runs one chunk per tp rank (" +
-                                    std::to_string(tp) + "), got " + std::to_string(s.num_splits));
+    if (s.method == TpOverlapMethod::kRingExchange && s.aggregate && tp % 2 != 0) {
+      return core::invalid_argument(at + "/aggregate: pairs chunks, so it needs an even tp, got tp " +
+                                    std::to_string(tp));
+    }
+    // The methods Transformer Engine runs for each role: bulk beside the backward's
+    // dgrad/wgrad of the column-parallel linears; ring exchange for the all-gathers that
+    // feed a GEMM; ring exchange or pipeline for the reduce-scatters that drain one.
+    using R = TpOverlapGemmRole;
+    const auto role = static_cast<R>(i);
+    const bool bulk_role = role == R::kQkvDgrad || role == R::kQkvWgrad || role == R::kFc1Dgrad ||
+                           role == R::kFc1Wgrad;
+    const bool scatter_role = role == R::kProjFprop || role == R::kFc2Fprop;
+    const bool allowed = bulk_role ? s.method == TpOverlapMethod::kBulk
+                         : scatter_role ? s.method != TpOverlapMethod::kBulk
+                                        : s.method == TpOverlapMethod::kRingExchange;
+    if (!allowed) {
+      return core::invalid_argument(at + "/method: expected " +
+                                    (bulk_role      ? std::string("\"bulk\"")
+                                     : scatter_role ? std::string("\"ring_exchange\" or \"pipeline\"")
+                                                    : std::string("\"ring_exchange\"")) +
+                                    " (what Transformer Engine runs for " + kRoleNames[i] + "), got \"" +
+                                    tp_overlap_method_name(s.method) + "\"");
     }
   }
   return core::Status();

@@ -14,9 +14,10 @@ namespace alpasim::sim::lowering {
 /// beside it (Megatron-LM --tp-comm-overlap, with sequence parallelism). Spellings are TE's
 /// (`ub_cfgs` of `initialize_ub`, Megatron's --tp-comm-overlap-cfg YAML).
 enum class TpOverlapMethod : std::int8_t {
-  /// The GEMM runs in `num_splits` chunks along the tokens while copy engines pass the
-  /// chunks around the tp ring (all-gather: the local chunk first; reduce-scatter: the
-  /// partial sums). No SM is taken from the GEMM.
+  /// The GEMM runs in one chunk of the tokens per tp rank (two with `aggregate`) while copy
+  /// engines move the chunks (all-gather: around the ring, the local chunk first;
+  /// reduce-scatter: each partial straight to its owner, then a kernel sums them). No SM is
+  /// taken from the GEMM.
   kRingExchange,
   /// The GEMM runs in `num_splits` chunks; each chunk's reduce-scatter runs on `num_sm` SMs
   /// behind the next chunk; the last one is exposed.
@@ -39,8 +40,8 @@ struct TpOverlapGemm {
   /// The GEMM is launched on the SMs the communication leaves (TE's math_sm_count); false:
   /// it is launched on all of them and shares them with the communication while it runs.
   bool set_sm_margin = true;
-  /// GEMM chunks (ring exchange, pipeline); 0 = TE's default: tp for ring exchange, 4 for
-  /// pipeline.
+  /// GEMM chunks of a pipeline; 0 = TE's default, 4. Ring exchange always runs one per tp
+  /// rank (TE ignores the key there).
   int num_splits = 0;
   /// Ring exchange: two chunks per GEMM (half as many, twice as large).
   bool aggregate = false;
@@ -95,24 +96,31 @@ struct TpOverlapInput {
   std::int64_t tp = 1;
   int splits = 1;                 ///< tp_overlap_splits
   int sms = 1;                    ///< the GPU's SMs
+  /// Ring-exchange reduce-scatter: the kernel that sums the tp partials at the end.
+  core::Seconds final_reduce{0};
 };
 struct TpOverlapResult {
   core::Seconds gemm{0};     ///< the GEMMs' time beside the communication
   core::Seconds exposed{0};  ///< communication not hidden
 };
-/// Closed forms (docs/scenario.md "tp_comm_overlap_cfg"). With c = comm / steps and g the
-/// GEMM time per chunk: ring exchange all-gather computes the local chunk while the next
-/// arrives, exposed (n - 1)·max(0, c - g) with c = comm / (n - 1) (all of comm when n = 1);
-/// reduce-scatter (ring exchange or pipeline) sends each chunk's partial behind the next
-/// chunk, exposed c + (n - 1)·max(0, c - g) with c = comm / n; bulk exposes max(0, comm -
-/// gemm). SMs: with set_sm_margin the GEMM runs on sms - num_sm SMs (time x sms / (sms -
-/// num_sm)); without, it loses num_sm / sms of its rate while the communication runs
-/// (+ overlapped · num_sm / sms). Ring exchange uses copy engines: no SM cost.
-/// Precondition (CHECK): 0 <= num_sm < sms, splits >= 1, tp >= 2.
+/// Closed forms (docs/scenario.md "tp_comm_overlap_cfg"), after Transformer Engine's
+/// comm_gemm_overlap: n GEMM chunks of g each, c1 = comm / (tp - 1) one chunk's transfer.
+/// Ring-exchange all-gather: the local chunk's GEMM runs while the first chunk arrives,
+/// exposed (n - 1)·max(0, c1 - g); aggregated (n = tp/2), one chunk swapped first:
+/// c1 + (n - 1)·max(0, 2·c1 - g). Ring-exchange reduce-scatter: each partial sent behind the
+/// next chunk, the last chunk local: (n - 1)·max(0, c1 - g) + the summing kernel. Pipeline
+/// reduce-scatter: c = comm / n per chunk, the last after every GEMM: c + (n - 1)·max(0, c -
+/// g). Bulk: max(0, comm - gemm). SMs: with set_sm_margin the GEMM runs on sms - num_sm SMs
+/// (time x sms / (sms - num_sm)); without, it loses num_sm / sms of its rate while the
+/// communication runs (+ overlapped · num_sm / sms). Ring exchange uses copy engines: no SM
+/// cost. Precondition (CHECK): 0 <= num_sm < sms, splits >= 1, tp >= 2, no pipelined
+/// all-gather (validate_tp_overlap_config refuses the methods TE does not run for a role).
 TpOverlapResult overlap_with_userbuffers(const TpOverlapGemm& setting, const TpOverlapInput& in);
 
 /// Errors naming `path` (e.g. "/search/megatron/tp_comm_overlap_cfg/proj_fprop/num_sm")
-/// when a setting cannot run on a GPU of `sms` SMs or a tp-way group.
+/// when a setting cannot run on a GPU of `sms` SMs, or names a method Transformer Engine does
+/// not run for its role (bulk: QKV/fc1 dgrad and wgrad; ring exchange: QKV/fc1 fprop and
+/// proj/fc2 dgrad; ring exchange or pipeline: proj/fc2 fprop).
 core::Status validate_tp_overlap_config(const TpOverlapConfig& config, int sms, std::int64_t tp,
                                         std::string_view path);
 

@@ -83,26 +83,40 @@ TEST_CASE("tp_comm_overlap: userbuffers pair each collective with its own GEMM, 
     CHECK(b.tp_comm_hidden_forward_s.value() > 0);
     CHECK(b.tp_comm_hidden_backward_s.value() > 0);
     // The GEMMs pay for the overlap: chunks of fewer tokens (ring exchange: tp of them;
-    // pipeline: 4) and 16 of the 108 SMs given to the communication (pipeline, bulk). No
-    // GEMM runs slower than 108/92 of its time in chunks, so neither phase does either.
+    // pipeline: 4) and 16 of the 108 SMs given to the communication (pipeline, bulk).
     CHECK(b.gemm_forward_s.value() > a.gemm_forward_s.value());
     CHECK(b.gemm_backward_s.value() > a.gemm_backward_s.value());
     CHECK(b.memory_bound_forward_s.value() == a.memory_bound_forward_s.value());
   }
-  // With a config that gives no SM away and does not chunk (bulk everywhere, num_sm 0), the
-  // GEMMs cost what they cost without overlap and each collective hides behind its own.
-  plan.tp_comm_overlap_cfg = TpOverlapConfig{};
-  for (auto& g : plan.tp_comm_overlap_cfg.gemm) g = {TpOverlapMethod::kBulk, 0, false, 0, false};
-  auto free = lower_megatron_plan(model, bf16(4), plan, cm);
-  REQUIRE(free.ok());
-  const auto& a = off->layers[1];
-  const auto& f = free->layers[1];
-  CHECK(f.gemm_forward_s.value() == doctest::Approx(a.gemm_forward_s.value()).epsilon(1e-12));
-  CHECK(f.gemm_backward_s.value() == doctest::Approx(a.gemm_backward_s.value()).epsilon(1e-12));
-  CHECK(f.costs.forward_tp_comm_s.value() < a.costs.forward_tp_comm_s.value());
-  CHECK(iteration_s(*free) < iteration_s(*off));
-  // Userbuffers run only where the plan asks: the same config without the flag is inert.
+  // Each role's setting moves only its own GEMMs: more SMs for proj's and fc2's scatters
+  // slow the forward alone; bulk without SMs speeds the backward alone.
+  auto with = [&](auto&& change) {
+    MegatronPlan p = plan;
+    change(p.tp_comm_overlap_cfg);
+    auto r = lower_megatron_plan(model, bf16(4), p, cm);
+    REQUIRE_MESSAGE(r.ok(), r.status().message());
+    return std::move(r).value().layers[1];
+  };
+  const auto& te = on->layers[1];
+  const auto more_sms = with([](TpOverlapConfig& c) {
+    c[TpOverlapGemmRole::kProjFprop].num_sm = 32;
+    c[TpOverlapGemmRole::kFc2Fprop].num_sm = 32;
+  });
+  CHECK(more_sms.gemm_forward_s.value() > te.gemm_forward_s.value());
+  CHECK(more_sms.gemm_backward_s.value() == te.gemm_backward_s.value());
+  CHECK(more_sms.costs.backward_tp_comm_s.value() == te.costs.backward_tp_comm_s.value());
+  const auto free_bulk = with([](TpOverlapConfig& c) {
+    for (auto r : {TpOverlapGemmRole::kQkvDgrad, TpOverlapGemmRole::kQkvWgrad, TpOverlapGemmRole::kFc1Dgrad,
+                   TpOverlapGemmRole::kFc1Wgrad}) {
+      c[r].num_sm = 0;
+    }
+  });
+  CHECK(free_bulk.gemm_backward_s.value() < te.gemm_backward_s.value());
+  CHECK(free_bulk.gemm_forward_s.value() == te.gemm_forward_s.value());
+  CHECK(free_bulk.costs.forward_tp_comm_s.value() == te.costs.forward_tp_comm_s.value());
+  // Userbuffers run only where the plan asks: a config without the flag is inert.
   plan.tp_comm_overlap = false;
+  plan.tp_comm_overlap_cfg[TpOverlapGemmRole::kProjFprop].num_sm = 32;
   auto inert = lower_megatron_plan(model, bf16(4), plan, cm);
   REQUIRE(inert.ok());
   CHECK(iteration_s(*inert) == iteration_s(*off));
@@ -121,12 +135,12 @@ TEST_CASE("tp_comm_overlap_cfg: settings a GPU cannot run are errors naming the 
         "/search/megatron/tp_comm_overlap_cfg/proj_fprop/num_sm: expected 0 .. 107 (the GPU has 108 "
         "SMs), got 108");
   plan.tp_comm_overlap_cfg = TpOverlapConfig{};
-  plan.tp_comm_overlap_cfg[TpOverlapGemmRole::kQkvFprop].num_splits = 4;
+  plan.tp_comm_overlap_cfg[TpOverlapGemmRole::kProjDgrad].method = TpOverlapMethod::kBulk;
   r = lower_megatron_plan(gpt(2, 2048), bf16(4), plan, cm);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message() ==
-        "/search/megatron/tp_comm_overlap_cfg/qkv_fprop/num_splits: ring exchange runs one chunk per "
-        "tp rank (8), got 4");
+        "/search/megatron/tp_comm_overlap_cfg/proj_dgrad/method: expected \"ring_exchange\" (what "
+        "Transformer Engine runs for proj_dgrad), got \"bulk\"");
 }
 
 TEST_CASE("overlap_grad_reduce: Megatron-Core's buckets sync during the last backward") {

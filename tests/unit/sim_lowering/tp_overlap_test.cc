@@ -4,6 +4,8 @@
 
 #include "sim/lowering/tp_overlap.h"
 
+#include <algorithm>
+
 namespace alpasim::sim::lowering {
 namespace {
 
@@ -20,6 +22,41 @@ TpOverlapInput input(double gemm_chunked_s, double comm_s, bool reduce_scatter, 
   return in;
 }
 
+// The same schedules as event timelines, independent of the closed forms: each GEMM chunk
+// starts when the previous chunk is done and its input has arrived; each transfer starts when
+// its data exists and the previous transfer is done. Returns the time past the GEMMs' own.
+enum class Schedule { kRingGather, kRingGatherAggregated, kRingScatter, kPipelineScatter };
+double timeline_exposed(Schedule schedule, int tp, double gemm_per_rank_chunk, double chunk_transfer,
+                        double final_reduce = 0) {
+  const double g = gemm_per_rank_chunk, c = chunk_transfer;
+  double gemm_end = 0, link_end = 0;
+  switch (schedule) {
+    case Schedule::kRingGather:  // chunk k arrives at k·c (chunk 0 is local)
+      for (int k = 0; k < tp; ++k) gemm_end = std::max(gemm_end, k * c) + g;
+      return gemm_end - tp * g;
+    case Schedule::kRingGatherAggregated:  // one chunk swapped first, then pairs
+      link_end = c;
+      for (int j = 0; j < tp / 2; ++j) {
+        gemm_end = std::max(gemm_end, link_end) + 2 * g;
+        if (j + 1 < tp / 2) link_end += 2 * c;
+      }
+      return gemm_end - tp * g;
+    case Schedule::kRingScatter:  // partial k leaves after GEMM k; the last chunk is local
+      for (int k = 0; k < tp; ++k) {
+        gemm_end += g;
+        if (k + 1 < tp) link_end = std::max(link_end, gemm_end) + c;
+      }
+      return std::max(gemm_end, link_end) + final_reduce - tp * g;
+    case Schedule::kPipelineScatter:  // tp = chunks here; chunk k's scatter after GEMM k
+      for (int k = 0; k < tp; ++k) {
+        gemm_end += g;
+        link_end = std::max(link_end, gemm_end) + c;
+      }
+      return link_end - tp * g;
+  }
+  return 0;
+}
+
 TEST_CASE("userbuffers ring exchange: the local chunk first, each step's transfer beyond its GEMM exposed") {
   const TpOverlapGemm ring{TpOverlapMethod::kRingExchange, 1, false, 0, false};
   // 8 chunks of 1 s; 7 transfers of 2 s: 7 x (2 - 1) exposed; copy engines take no SM.
@@ -29,13 +66,48 @@ TEST_CASE("userbuffers ring exchange: the local chunk first, each step's transfe
   // Transfers shorter than the chunks: all hidden.
   r = overlap_with_userbuffers(ring, input(8, 3.5, false, 8, 132));
   CHECK(r.exposed.value() == 0.0);
-  // One chunk: nothing to overlap with.
-  r = overlap_with_userbuffers(ring, input(8, 3.5, false, 1, 132));
-  CHECK(r.exposed.value() == doctest::Approx(3.5));
-  // Reduce-scatter by ring exchange: each chunk's partial leaves behind the next chunk, the
-  // last one after all GEMMs: 14/8 + 7 x max(0, 14/8 - 1).
-  r = overlap_with_userbuffers(ring, input(8, 14, true, 8, 132));
-  CHECK(r.exposed.value() == doctest::Approx(1.75 + 7 * 0.75));
+  // Aggregated: one 2 s chunk swapped first, then 4 GEMMs of 2 s behind 3 transfers of 4 s.
+  const TpOverlapGemm aggregated{TpOverlapMethod::kRingExchange, 1, false, 0, true};
+  r = overlap_with_userbuffers(aggregated, input(8, 14, false, 4, 132));
+  CHECK(r.exposed.value() == doctest::Approx(2.0 + 3.0 * 2.0));
+  // Reduce-scatter: partials straight to their owners behind the next chunk, then the sum.
+  TpOverlapInput scatter = input(8, 14, true, 8, 132);
+  scatter.final_reduce = Seconds(0.5);
+  r = overlap_with_userbuffers(ring, scatter);
+  CHECK(r.exposed.value() == doctest::Approx(7.0 + 0.5));
+}
+
+TEST_CASE("userbuffers closed forms agree with event timelines of the same schedules") {
+  const TpOverlapGemm ring{TpOverlapMethod::kRingExchange, 1, false, 0, false};
+  const TpOverlapGemm aggregated{TpOverlapMethod::kRingExchange, 1, false, 0, true};
+  const TpOverlapGemm pipeline{TpOverlapMethod::kPipeline, 0, true, 0, false};
+  for (int tp : {2, 4, 8}) {
+    for (double g : {0.25, 1.0, 3.0}) {
+      for (double c : {0.1, 1.0, 2.5}) {
+        CAPTURE(tp);
+        CAPTURE(g);
+        CAPTURE(c);
+        const double comm = c * (tp - 1);  // tp - 1 chunk transfers
+        TpOverlapInput in = input(g * tp, comm, false, tp, 132);
+        in.tp = tp;
+        CHECK(overlap_with_userbuffers(ring, in).exposed.value() ==
+              doctest::Approx(timeline_exposed(Schedule::kRingGather, tp, g, c)));
+        in.splits = tp_overlap_splits(aggregated, tp);
+        CHECK(overlap_with_userbuffers(aggregated, in).exposed.value() ==
+              doctest::Approx(timeline_exposed(Schedule::kRingGatherAggregated, tp, g, c)));
+        in.splits = tp;
+        in.reduce_scatter = true;
+        in.final_reduce = Seconds(0.3);
+        CHECK(overlap_with_userbuffers(ring, in).exposed.value() ==
+              doctest::Approx(timeline_exposed(Schedule::kRingScatter, tp, g, c, 0.3)));
+        // Pipeline: tp chunks standing for num_splits, each scatter c, comm = c·chunks.
+        in.comm = Seconds(c * tp);
+        in.final_reduce = Seconds(0);
+        CHECK(overlap_with_userbuffers(pipeline, in).exposed.value() ==
+              doctest::Approx(timeline_exposed(Schedule::kPipelineScatter, tp, g, c)));
+      }
+    }
+  }
 }
 
 TEST_CASE("userbuffers pipeline: the GEMM on the SMs the reduce-scatter leaves, the last chunk's scatter exposed") {
@@ -92,6 +164,20 @@ TEST_CASE("userbuffers defaults are Transformer Engine's and names round-trip") 
   CHECK(parse_tp_overlap_method("pipeline") == TpOverlapMethod::kPipeline);
   CHECK(parse_tp_overlap_method("ring") == std::nullopt);
   CHECK(validate_tp_overlap_config(te, 132, 8, "/x").ok());
+  // The methods Transformer Engine does not run for a role are errors naming it.
+  TpOverlapConfig wrong = te;
+  wrong[R::kQkvFprop].method = TpOverlapMethod::kPipeline;
+  CHECK(validate_tp_overlap_config(wrong, 132, 8, "/x").message() ==
+        "/x/qkv_fprop/method: expected \"ring_exchange\" (what Transformer Engine runs for qkv_fprop), "
+        "got \"pipeline\"");
+  wrong = te;
+  wrong[R::kFc2Fprop].method = TpOverlapMethod::kBulk;
+  CHECK(validate_tp_overlap_config(wrong, 132, 8, "/x").message() ==
+        "/x/fc2_fprop/method: expected \"ring_exchange\" or \"pipeline\" (what Transformer Engine runs "
+        "for fc2_fprop), got \"bulk\"");
+  wrong = te;
+  wrong[R::kQkvWgrad].method = TpOverlapMethod::kRingExchange;
+  CHECK_FALSE(validate_tp_overlap_config(wrong, 132, 8, "/x").ok());
 }
 
 }  // namespace
