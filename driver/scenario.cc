@@ -97,11 +97,10 @@ Result<sim::lowering::TpOverlapConfig> parse_tp_overlap_config(const JsonValue& 
       g.num_splits = static_cast<int>(n);
     }
     ALPASIM_ASSIGN_OR_RETURN(g.aggregate, e.get_bool_or("aggregate", g.aggregate));
-    // Accepted so that NeMo's and Megatron's configurations read as written; they change
-    // kernel scheduling (cga_size) or the gathered bytes (fp8_buf: gathered in fp8), which
-    // the model does not price differently.
+    ALPASIM_ASSIGN_OR_RETURN(g.fp8_buf, e.get_bool_or("fp8_buf", g.fp8_buf));
+    // Accepted so that NeMo's and Megatron's configurations read as written; it changes
+    // kernel scheduling, which the model does not price.
     if (auto cga = e.optional("cga_size")) ALPASIM_RETURN_IF_ERROR(cga->as_int(1, 16, "1 .. 16").status());
-    if (auto buf = e.optional("fp8_buf")) ALPASIM_RETURN_IF_ERROR(buf->as_bool().status());
     if (auto atomic = e.optional("atomic_gemm")) {
       ALPASIM_ASSIGN_OR_RETURN(bool on, atomic->as_bool());
       if (on) return atomic->error("atomic GEMM overlap is not modelled; expected false");
@@ -122,7 +121,8 @@ Json tp_overlap_config_json(const sim::lowering::TpOverlapConfig& config) {
     Json e = {{"method", tp_overlap_method_name(g.method)},
               {"num_sm", g.num_sm},
               {"set_sm_margin", g.set_sm_margin},
-              {"aggregate", g.aggregate}};
+              {"aggregate", g.aggregate},
+              {"fp8_buf", g.fp8_buf}};
     if (g.num_splits > 0) e["num_splits"] = g.num_splits;
     j[tp_overlap_gemm_role_name(role)] = e;
   }

@@ -223,6 +223,9 @@ struct UserbufferPricing {
   /// and those gathers' time (in backward_comm).
   std::vector<ir::OpId> regathered;
   Seconds regather_comm{0};
+  /// The paired collectives as the layer's blocking total counts them (the activation
+  /// dtype's bytes, without the re-gathers): what pairing removes from that total.
+  Seconds forward_paired_as_counted{0}, backward_paired_as_counted{0};
 };
 
 // Scales each traced collective so that the calls sum to `shown` of their `total`.
@@ -236,12 +239,15 @@ void scale_calls(std::vector<sim::BlockingCollective>& calls, Seconds total, Sec
 // proj, the second fc2 (later ones, if a block has any, take fc1's and fc2's settings).
 // Each collective is paired with the GEMMs of its role (tp_overlap.h). attention_only: only
 // QKV and proj are userbuffers layers (a MoE block, whose expert-side collectives are the
-// token dispatcher's, blocking).
+// token dispatcher's, blocking). A role with fp8_buf moves quantized_bytes per element of
+// its activation_bytes-per-element tensor (fp8 1, MXFP8 1 + 1/32; 0 when the run has no
+// fp8 buffers).
 template <class TpTime>
 UserbufferPricing price_userbuffers(const ir::Graph& g, const std::vector<UserbufferGemm>& gemms,
                                     const std::set<ir::OpId>& column_inputs, const MegatronPlan& plan,
                                     std::int64_t tp, int sms, const cost_model::CostModel& cost_model,
-                                    TpTime tp_time, bool attention_only) {
+                                    TpTime tp_time, bool attention_only, std::int64_t activation_bytes,
+                                    double quantized_bytes) {
   using R = TpOverlapGemmRole;
   using cost_model::Collective;
   std::map<ir::OpId, int> row_index;  // forward row-parallel dot -> 0 (proj), 1 (fc2), ...
@@ -263,6 +269,7 @@ UserbufferPricing price_userbuffers(const ir::Graph& g, const std::vector<Userbu
     Collective collective = Collective::kAllGather;
     std::int64_t bytes = 0;
     int splits = 1;
+    std::int64_t counted_bytes = 0;  ///< in the activation dtype, as the blocking total has it
     Seconds gemm{0}, gemm_chunked{0};
   };
   std::map<std::pair<int, int>, Pair> pairs;  // (role, index of its input / output) -> pair
@@ -312,6 +319,12 @@ UserbufferPricing price_userbuffers(const ir::Graph& g, const std::vector<Userbu
     }
     p.role = *role;
     p.splits = splits;
+    p.counted_bytes = bytes;
+    // An fp8 buffer carries the quantized tensor (quantized_bytes per element; 0: none).
+    if (setting.fp8_buf && quantized_bytes > 0) {
+      bytes = static_cast<std::int64_t>(
+          std::ceil(static_cast<double>(bytes / activation_bytes) * quantized_bytes));
+    }
     p.backward = !forward;
     p.collective = collective;
     p.bytes = bytes;
@@ -335,7 +348,12 @@ UserbufferPricing price_userbuffers(const ir::Graph& g, const std::vector<Userbu
     (p.backward ? out.backward_comm : out.forward_comm) += in.comm;
     (p.backward ? out.backward_exposed : out.forward_exposed) += r.exposed;
     (p.backward ? out.backward_gemm_delta : out.forward_gemm_delta) += r.gemm - p.gemm;
-    if (p.role == R::kQkvDgrad || p.role == R::kFc1Dgrad) out.regather_comm += in.comm;
+    if (p.role == R::kQkvDgrad || p.role == R::kFc1Dgrad) {
+      out.regather_comm += in.comm;
+    } else {
+      (p.backward ? out.backward_paired_as_counted : out.forward_paired_as_counted) +=
+          tp_time(p.collective, p.counted_bytes);
+    }
   }
   return out;
 }
@@ -914,6 +932,11 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
   // Transformer Engine's userbuffers (tp_comm_overlap) pair each tensor-parallel
   // collective of a transformer block with its own GEMM: the block's linears as priced.
   const bool userbuffers = plan.tp_comm_overlap && tp > 1;
+  // Bytes per element of an fp8 userbuffer: per-tensor fp8 and MXFP8 (its E8M0 scale per 32)
+  // as Transformer Engine quantizes them; NVFP4 runs' buffers are left in the activation
+  // dtype (not modelled).
+  const double userbuffer_quantized_bytes =
+      training.block_scaled == BlockScaled::kMxfp8 ? 1.0 + 1.0 / 32 : fp8 ? 1.0 : 0.0;
   std::vector<std::vector<UserbufferGemm>> userbuffer_gemms(num_layers);
   std::vector<std::set<ir::OpId>> column_inputs(num_layers);
   std::vector<std::vector<std::int64_t>> row_outputs(num_layers);
@@ -1151,7 +1174,8 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       const bool moe_block = L.kind != "transformer";
       const UserbufferPricing ub =
           price_userbuffers(g, userbuffer_gemms[l], column_inputs[l], plan, tp,
-                            cluster.gpu.streaming_multiprocessors, cost_model, tp_time, moe_block);
+                            cluster.gpu.streaming_multiprocessors, cost_model, tp_time, moe_block,
+                            dtype_bytes, userbuffer_quantized_bytes);
       c.backward_all_gather += static_cast<int>(ub.regathered.size());
       for (const ir::OpId input : ub.regathered) {
         L.costs.backward_collectives.push_back(
@@ -1159,8 +1183,8 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       }
       // Collectives no userbuffers GEMM is paired with: a MoE block's expert side; none in a
       // dense block, whose every collective has its GEMM (the sums differ by rounding only).
-      Seconds fwd_blocking = fwd - ub.forward_comm;
-      Seconds bwd_blocking = bwd - (ub.backward_comm - ub.regather_comm);
+      Seconds fwd_blocking = fwd - ub.forward_paired_as_counted;
+      Seconds bwd_blocking = bwd - ub.backward_paired_as_counted;
       for (Seconds* unpaired : {&fwd_blocking, &bwd_blocking}) {
         ALPASIM_CHECK(unpaired->value() >= -1e-9 * (fwd + bwd).value())
             << L.costs.name << ": userbuffers paired more communication than the layer has";

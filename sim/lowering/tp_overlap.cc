@@ -57,6 +57,10 @@ std::array<TpOverlapGemm, kNumTpOverlapGemmRoles> TpOverlapConfig::transformer_e
   for (R r : {R::kQkvFprop, R::kFc1Fprop, R::kProjDgrad, R::kFc2Dgrad}) d[static_cast<std::size_t>(r)] = ring;
   for (R r : {R::kProjFprop, R::kFc2Fprop}) d[static_cast<std::size_t>(r)] = pipeline;
   for (R r : {R::kQkvDgrad, R::kQkvWgrad, R::kFc1Dgrad, R::kFc1Wgrad}) d[static_cast<std::size_t>(r)] = bulk;
+  // "AllGather buffers use fp8 when using fp8 recipe" (TE's layers_all_gather_overlap).
+  for (R r : {R::kQkvFprop, R::kQkvDgrad, R::kProjDgrad, R::kFc1Fprop, R::kFc1Dgrad, R::kFc2Dgrad}) {
+    d[static_cast<std::size_t>(r)].fp8_buf = true;
+  }
   return d;
 }
 

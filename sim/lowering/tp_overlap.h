@@ -45,6 +45,10 @@ struct TpOverlapGemm {
   int num_splits = 0;
   /// Ring exchange: two chunks per GEMM (half as many, twice as large).
   bool aggregate = false;
+  /// The communication buffer holds the quantized tensor in an fp8 run (per-tensor fp8 or
+  /// MXFP8): 1 byte per element (+ MXFP8's scales) instead of the activation dtype's. TE's
+  /// default: on for the all-gathers (QKV/fc1 fprop and dgrad, proj/fc2 dgrad).
+  bool fp8_buf = false;
   bool operator==(const TpOverlapGemm&) const = default;
 };
 
@@ -74,7 +78,8 @@ std::optional<TpOverlapGemmRole> parse_tp_overlap_gemm_role(std::string_view nam
 /// One setting per role. The default is Transformer Engine's when Megatron passes no
 /// configuration (`initialize_ub`'s get_default_config): ring exchange for QKV/fc1 fprop and
 /// proj/fc2 dgrad (copy engines, tp chunks); pipeline for proj/fc2 fprop (16 SMs, 4 chunks,
-/// the GEMM on the other SMs); bulk for QKV/fc1 dgrad and wgrad (16 SMs, with the margin).
+/// the GEMM on the other SMs); bulk for QKV/fc1 dgrad and wgrad (16 SMs, with the margin);
+/// fp8 buffers for the all-gathers (TE's layers_all_gather_overlap).
 struct TpOverlapConfig {
   std::array<TpOverlapGemm, kNumTpOverlapGemmRoles> gemm = transformer_engine_default();
   static std::array<TpOverlapGemm, kNumTpOverlapGemmRoles> transformer_engine_default();

@@ -127,6 +127,7 @@ TEST_CASE("tp_comm_overlap_cfg reads Megatron's --tp-comm-overlap-cfg keys over 
   CHECK_FALSE(cfg[TpOverlapGemmRole::kQkvWgrad].set_sm_margin);
   CHECK(cfg[TpOverlapGemmRole::kFc2Fprop].num_sm == 8);
   CHECK(cfg[TpOverlapGemmRole::kFc2Fprop].num_splits == 4);
+  CHECK(cfg[TpOverlapGemmRole::kFc2Fprop].fp8_buf);
   // Roles not given keep Transformer Engine's defaults.
   CHECK(cfg[TpOverlapGemmRole::kProjFprop] == sim::lowering::TpOverlapConfig{}[TpOverlapGemmRole::kProjFprop]);
   auto again = parse_scenario(scenario_to_json(*s).dump(), "again.json", ".");

@@ -122,6 +122,38 @@ TEST_CASE("tp_comm_overlap: userbuffers pair each collective with its own GEMM, 
   CHECK(iteration_s(*inert) == iteration_s(*off));
 }
 
+TEST_CASE("tp_comm_overlap in an fp8 run: the all-gathers carry fp8, as TE's default buffers do") {
+  const auto h100 = preset_cost_model("dgx-h100", 1);
+  MegatronPlan plan;
+  plan.tp = 8;
+  plan.sequence_parallel = true;
+  plan.tp_comm_overlap = true;
+  const auto model = gpt(2, 2048);
+  const TrainingSetup fp8 = testing::training_setup(4, core::DType::kFp8);
+  auto quantized = lower_megatron_plan(model, fp8, plan, h100);
+  for (auto& g : plan.tp_comm_overlap_cfg.gemm) g.fp8_buf = false;
+  auto wide = lower_megatron_plan(model, fp8, plan, h100);
+  REQUIRE(quantized.ok());
+  REQUIRE(wide.ok());
+  const auto& q = quantized->layers[1];
+  const auto& w = wide->layers[1];
+  // The forward's two gathers (QKV's and fc1's input) move 1 byte per element instead of 2;
+  // its two scatters do not change.
+  const double gather_bf16 = regather_s(h100, 1 * 1024 * 2048 * 2, 8);
+  const double gather_fp8 = regather_s(h100, 1 * 1024 * 2048, 8);
+  const double fwd_q = q.costs.forward_tp_comm_s.value() + q.tp_comm_hidden_forward_s.value();
+  const double fwd_w = w.costs.forward_tp_comm_s.value() + w.tp_comm_hidden_forward_s.value();
+  CHECK(fwd_w - fwd_q == doctest::Approx(2 * (gather_bf16 - gather_fp8)).epsilon(1e-9));
+  CHECK(q.gemm_forward_s.value() == w.gemm_forward_s.value());
+  // A bf16 run has no fp8 buffer: the setting changes nothing there.
+  auto bf16_wide = lower_megatron_plan(model, bf16(4), plan, h100);
+  plan.tp_comm_overlap_cfg = TpOverlapConfig{};
+  auto bf16_te = lower_megatron_plan(model, bf16(4), plan, h100);
+  REQUIRE(bf16_wide.ok());
+  REQUIRE(bf16_te.ok());
+  CHECK(iteration_s(*bf16_wide) == iteration_s(*bf16_te));
+}
+
 TEST_CASE("tp_comm_overlap_cfg: settings a GPU cannot run are errors naming the key") {
   const auto cm = dgx(1);
   MegatronPlan plan;

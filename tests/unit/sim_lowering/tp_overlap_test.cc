@@ -154,6 +154,11 @@ TEST_CASE("userbuffers defaults are Transformer Engine's and names round-trip") 
     CHECK(te[r].set_sm_margin);
     CHECK(tp_overlap_splits(te[r], 8) == 1);
   }
+  // fp8 buffers for the all-gathers only ("AllGather buffers use fp8 when using fp8 recipe").
+  for (R r : {R::kQkvFprop, R::kQkvDgrad, R::kProjDgrad, R::kFc1Fprop, R::kFc1Dgrad, R::kFc2Dgrad}) {
+    CHECK(te[r].fp8_buf);
+  }
+  for (R r : {R::kProjFprop, R::kFc2Fprop, R::kQkvWgrad, R::kFc1Wgrad}) CHECK_FALSE(te[r].fp8_buf);
   // Aggregated ring exchange: half as many chunks.
   CHECK(tp_overlap_splits({TpOverlapMethod::kRingExchange, 1, false, 0, true}, 8) == 4);
   for (int i = 0; i < kNumTpOverlapGemmRoles; ++i) {
