@@ -219,17 +219,18 @@ struct UserbufferPricing {
   Seconds forward_comm{0}, backward_comm{0};        ///< the collectives alone
   Seconds forward_exposed{0}, backward_exposed{0};  ///< not hidden by their GEMMs
   Seconds forward_gemm_delta{0}, backward_gemm_delta{0};  ///< chunking and SMs given away
-  /// The column-parallel inputs the backward re-gathers (beside their input-gradient GEMMs),
-  /// and those gathers' time (in backward_comm).
+  /// The column-parallel inputs the backward re-gathers (beside their input-gradient GEMMs).
   std::vector<ir::OpId> regathered;
-  Seconds regather_comm{0};
   /// The paired collectives as the layer's blocking total counts them (the activation
   /// dtype's bytes, without the re-gathers): what pairing removes from that total.
   Seconds forward_paired_as_counted{0}, backward_paired_as_counted{0};
 };
 
-// Scales each traced collective so that the calls sum to `shown` of their `total`.
-void scale_calls(std::vector<sim::BlockingCollective>& calls, Seconds total, Seconds shown) {
+// Scales the traced collectives so that they sum to `shown` (their own sum may differ from
+// the priced total: an fp8 userbuffer moves fewer bytes than the call shows).
+void scale_calls(std::vector<sim::BlockingCollective>& calls, Seconds shown) {
+  Seconds total{0};
+  for (const auto& call : calls) total += call.time;
   if (total.value() <= 0) return;
   for (auto& call : calls) call.time = call.time * (shown / total);
 }
@@ -239,15 +240,13 @@ void scale_calls(std::vector<sim::BlockingCollective>& calls, Seconds total, Sec
 // proj, the second fc2 (later ones, if a block has any, take fc1's and fc2's settings).
 // Each collective is paired with the GEMMs of its role (tp_overlap.h). attention_only: only
 // QKV and proj are userbuffers layers (a MoE block, whose expert-side collectives are the
-// token dispatcher's, blocking). A role with fp8_buf moves quantized_bytes per element of
-// its activation_bytes-per-element tensor (fp8 1, MXFP8 1 + 1/32; 0 when the run has no
-// fp8 buffers).
+// token dispatcher's, blocking). An fp8 buffer moves quantized_bytes per element (fp8 1,
+// MXFP8 1 + 1/32; 0 when the run has no fp8 buffers).
 template <class TpTime>
 UserbufferPricing price_userbuffers(const ir::Graph& g, const std::vector<UserbufferGemm>& gemms,
                                     const std::set<ir::OpId>& column_inputs, const MegatronPlan& plan,
                                     std::int64_t tp, int sms, const cost_model::CostModel& cost_model,
-                                    TpTime tp_time, bool attention_only, std::int64_t activation_bytes,
-                                    double quantized_bytes) {
+                                    TpTime tp_time, bool attention_only, double quantized_bytes) {
   using R = TpOverlapGemmRole;
   using cost_model::Collective;
   std::map<ir::OpId, int> row_index;  // forward row-parallel dot -> 0 (proj), 1 (fc2), ...
@@ -282,11 +281,12 @@ UserbufferPricing price_userbuffers(const ir::Graph& g, const std::vector<Userbu
     std::optional<R> role;
     int index = 0;
     Collective collective = Collective::kAllGather;
-    std::int64_t bytes = 0;
+    std::int64_t bytes = 0, elements = 0;
     if (is_column_parallel(linear)) {
       index = column_index(linear);
       const bool qkv = index == 0;
       bytes = g.op(linear.inputs[0]).out.bytes();
+      elements = g.op(linear.inputs[0]).out.num_elements();
       if (forward) {
         role = qkv ? R::kQkvFprop : R::kFc1Fprop;
       } else if (op.grad_role == ir::GradRole::kInputGrad) {
@@ -299,6 +299,7 @@ UserbufferPricing price_userbuffers(const ir::Graph& g, const std::vector<Userbu
       index = it->second;
       const bool proj = index == 0;
       bytes = linear.out.bytes();
+      elements = linear.out.num_elements();
       if (forward) {
         role = proj ? R::kProjFprop : R::kFc2Fprop;
         collective = Collective::kReduceScatter;
@@ -320,10 +321,13 @@ UserbufferPricing price_userbuffers(const ir::Graph& g, const std::vector<Userbu
     p.role = *role;
     p.splits = splits;
     p.counted_bytes = bytes;
-    // An fp8 buffer carries the quantized tensor (quantized_bytes per element; 0: none).
-    if (setting.fp8_buf && quantized_bytes > 0) {
-      bytes = static_cast<std::int64_t>(
-          std::ceil(static_cast<double>(bytes / activation_bytes) * quantized_bytes));
+    // Transformer Engine's buffer precision in an fp8 run: every all-gather buffer holds the
+    // quantized tensor, and a pipelined reduce-scatter's when its fp8_buf says so; the
+    // others the activation dtype (quantized_bytes per element; 0: no fp8 buffers).
+    const bool fp8_buffer = collective == Collective::kAllGather ||
+                            (setting.fp8_buf && setting.method == TpOverlapMethod::kPipeline);
+    if (fp8_buffer && quantized_bytes > 0) {
+      bytes = static_cast<std::int64_t>(std::ceil(static_cast<double>(elements) * quantized_bytes));
     }
     p.backward = !forward;
     p.collective = collective;
@@ -348,9 +352,8 @@ UserbufferPricing price_userbuffers(const ir::Graph& g, const std::vector<Userbu
     (p.backward ? out.backward_comm : out.forward_comm) += in.comm;
     (p.backward ? out.backward_exposed : out.forward_exposed) += r.exposed;
     (p.backward ? out.backward_gemm_delta : out.forward_gemm_delta) += r.gemm - p.gemm;
-    if (p.role == R::kQkvDgrad || p.role == R::kFc1Dgrad) {
-      out.regather_comm += in.comm;
-    } else {
+    // The re-gathers are not in the blocking totals (the pairing adds them).
+    if (p.role != R::kQkvDgrad && p.role != R::kFc1Dgrad) {
       (p.backward ? out.backward_paired_as_counted : out.forward_paired_as_counted) +=
           tp_time(p.collective, p.counted_bytes);
     }
@@ -1175,7 +1178,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       const UserbufferPricing ub =
           price_userbuffers(g, userbuffer_gemms[l], column_inputs[l], plan, tp,
                             cluster.gpu.streaming_multiprocessors, cost_model, tp_time, moe_block,
-                            dtype_bytes, userbuffer_quantized_bytes);
+                            userbuffer_quantized_bytes);
       c.backward_all_gather += static_cast<int>(ub.regathered.size());
       for (const ir::OpId input : ub.regathered) {
         L.costs.backward_collectives.push_back(
@@ -1203,8 +1206,8 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       }
       L.tp_comm_hidden_forward_s = fwd - fwd_exposed;
       L.tp_comm_hidden_backward_s = bwd - bwd_exposed;
-      scale_calls(L.costs.forward_collectives, fwd, fwd_exposed);
-      scale_calls(L.costs.backward_collectives, bwd, bwd_exposed);
+      scale_calls(L.costs.forward_collectives, fwd_exposed);
+      scale_calls(L.costs.backward_collectives, bwd_exposed);
       fwd = fwd_exposed;
       bwd = bwd_exposed;
     }

@@ -45,9 +45,11 @@ struct TpOverlapGemm {
   int num_splits = 0;
   /// Ring exchange: two chunks per GEMM (half as many, twice as large).
   bool aggregate = false;
-  /// The communication buffer holds the quantized tensor in an fp8 run (per-tensor fp8 or
-  /// MXFP8): 1 byte per element (+ MXFP8's scales) instead of the activation dtype's. TE's
-  /// default: on for the all-gathers (QKV/fc1 fprop and dgrad, proj/fc2 dgrad).
+  /// In an fp8 run (per-tensor fp8 or MXFP8) the buffer holds the quantized tensor: 1 byte
+  /// per element (+ MXFP8's scales) instead of the activation dtype's. As in Transformer
+  /// Engine (`initialize_ub`): every all-gather's buffer is fp8 whatever this says (its
+  /// default marks them), a pipelined reduce-scatter's when this is set; the bulk scatters
+  /// ignore it.
   bool fp8_buf = false;
   bool operator==(const TpOverlapGemm&) const = default;
 };

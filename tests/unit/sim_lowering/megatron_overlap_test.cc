@@ -122,36 +122,69 @@ TEST_CASE("tp_comm_overlap: userbuffers pair each collective with its own GEMM, 
   CHECK(iteration_s(*inert) == iteration_s(*off));
 }
 
-TEST_CASE("tp_comm_overlap in an fp8 run: the all-gathers carry fp8, as TE's default buffers do") {
-  const auto h100 = preset_cost_model("dgx-h100", 1);
+// One tensor-parallel collective of `bytes` over GPUs 0..tp-1.
+double collective_s(const cost_model::CostModel& cm, cost_model::Collective c, std::int64_t bytes,
+                    std::int64_t tp) {
+  std::vector<std::int64_t> ranks;
+  for (std::int64_t r = 0; r < tp; ++r) ranks.push_back(r);
+  auto group = cm.group(ranks);
+  REQUIRE(group.ok());
+  return cm.collective(c, core::Bytes(bytes), *group).time.value();
+}
+
+TEST_CASE("tp_comm_overlap in fp8 runs: all-gathers carry the quantized tensor, pipelined scatters when fp8_buf says so") {
+  using cost_model::Collective;
   MegatronPlan plan;
   plan.tp = 8;
   plan.sequence_parallel = true;
   plan.tp_comm_overlap = true;
   const auto model = gpt(2, 2048);
+  const std::int64_t n = 1 * 1024 * 2048;  // elements of a block's activation (b·s·h)
+  auto totals = [](const LoweredPlan& lowered) {
+    const auto& b = lowered.layers[1];
+    return std::pair{b.costs.forward_tp_comm_s.value() + b.tp_comm_hidden_forward_s.value(),
+                     b.costs.backward_tp_comm_s.value() + b.tp_comm_hidden_backward_s.value()};
+  };
+  const auto h100 = preset_cost_model("dgx-h100", 1);
   const TrainingSetup fp8 = testing::training_setup(4, core::DType::kFp8);
-  auto quantized = lower_megatron_plan(model, fp8, plan, h100);
-  for (auto& g : plan.tp_comm_overlap_cfg.gemm) g.fp8_buf = false;
-  auto wide = lower_megatron_plan(model, fp8, plan, h100);
-  REQUIRE(quantized.ok());
-  REQUIRE(wide.ok());
-  const auto& q = quantized->layers[1];
-  const auto& w = wide->layers[1];
-  // The forward's two gathers (QKV's and fc1's input) move 1 byte per element instead of 2;
-  // its two scatters do not change.
-  const double gather_bf16 = regather_s(h100, 1 * 1024 * 2048 * 2, 8);
-  const double gather_fp8 = regather_s(h100, 1 * 1024 * 2048, 8);
-  const double fwd_q = q.costs.forward_tp_comm_s.value() + q.tp_comm_hidden_forward_s.value();
-  const double fwd_w = w.costs.forward_tp_comm_s.value() + w.tp_comm_hidden_forward_s.value();
-  CHECK(fwd_w - fwd_q == doctest::Approx(2 * (gather_bf16 - gather_fp8)).epsilon(1e-9));
-  CHECK(q.gemm_forward_s.value() == w.gemm_forward_s.value());
-  // A bf16 run has no fp8 buffer: the setting changes nothing there.
-  auto bf16_wide = lower_megatron_plan(model, bf16(4), plan, h100);
+  auto te = lower_megatron_plan(model, fp8, plan, h100);
+  REQUIRE(te.ok());
+  const auto [fwd, bwd] = totals(*te);
+  // Forward: QKV's and fc1's inputs gathered in fp8, proj's and fc2's outputs scattered in
+  // bf16 (TE's default fp8_buf is off for them). Backward: proj's and fc2's output gradients
+  // and the two re-gathers in fp8, the two input-gradient scatters in bf16.
+  const double ag8 = collective_s(h100, Collective::kAllGather, n, 8);
+  const double rs16 = collective_s(h100, Collective::kReduceScatter, 2 * n, 8);
+  CHECK(fwd == doctest::Approx(2 * ag8 + 2 * rs16).epsilon(1e-9));
+  CHECK(bwd == doctest::Approx(4 * ag8 + 2 * rs16).epsilon(1e-9));
+  // fp8_buf on the pipelined scatters (as NeMo's recipes set it): their partials in fp8 too;
+  // on the weight-gradient scatters (bulk) Transformer Engine ignores it, and so does this.
+  for (auto r : {TpOverlapGemmRole::kProjFprop, TpOverlapGemmRole::kFc2Fprop, TpOverlapGemmRole::kQkvWgrad,
+                 TpOverlapGemmRole::kFc1Wgrad}) {
+    plan.tp_comm_overlap_cfg[r].fp8_buf = true;
+  }
+  auto scatter8 = lower_megatron_plan(model, fp8, plan, h100);
+  REQUIRE(scatter8.ok());
+  const double rs8 = collective_s(h100, Collective::kReduceScatter, n, 8);
+  CHECK(totals(*scatter8).first == doctest::Approx(2 * ag8 + 2 * rs8).epsilon(1e-9));
+  CHECK(totals(*scatter8).second == doctest::Approx(bwd).epsilon(1e-12));
+  // A bf16 run has no fp8 buffer: the same settings change nothing there.
+  auto bf16_set = lower_megatron_plan(model, bf16(4), plan, h100);
   plan.tp_comm_overlap_cfg = TpOverlapConfig{};
   auto bf16_te = lower_megatron_plan(model, bf16(4), plan, h100);
-  REQUIRE(bf16_wide.ok());
+  REQUIRE(bf16_set.ok());
   REQUIRE(bf16_te.ok());
-  CHECK(iteration_s(*bf16_wide) == iteration_s(*bf16_te));
+  CHECK(iteration_s(*bf16_set) == iteration_s(*bf16_te));
+  // MXFP8 on a B200: 1 byte per element plus an E8M0 scale per 32.
+  const auto b200 = preset_cost_model("dgx-b200", 1);
+  TrainingSetup mx = testing::training_setup(4, core::DType::kBf16);
+  mx.block_scaled = BlockScaled::kMxfp8;
+  auto mxfp8 = lower_megatron_plan(model, mx, plan, b200);
+  REQUIRE_MESSAGE(mxfp8.ok(), mxfp8.status().message());
+  CHECK(totals(*mxfp8).first ==
+        doctest::Approx(2 * collective_s(b200, Collective::kAllGather, n + n / 32, 8) +
+                        2 * collective_s(b200, Collective::kReduceScatter, 2 * n, 8))
+            .epsilon(1e-9));
 }
 
 TEST_CASE("tp_comm_overlap_cfg: settings a GPU cannot run are errors naming the key") {

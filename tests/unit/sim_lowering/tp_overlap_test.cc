@@ -154,7 +154,8 @@ TEST_CASE("userbuffers defaults are Transformer Engine's and names round-trip") 
     CHECK(te[r].set_sm_margin);
     CHECK(tp_overlap_splits(te[r], 8) == 1);
   }
-  // fp8 buffers for the all-gathers only ("AllGather buffers use fp8 when using fp8 recipe").
+  // fp8 buffers: TE's default marks the all-gathers ("AllGather buffers use fp8 when using
+  // fp8 recipe"), not the scatters.
   for (R r : {R::kQkvFprop, R::kQkvDgrad, R::kProjDgrad, R::kFc1Fprop, R::kFc1Dgrad, R::kFc2Dgrad}) {
     CHECK(te[r].fp8_buf);
   }
