@@ -39,14 +39,14 @@ double iteration_s(const LoweredPlan& lowered) {
   return sim->report.iteration_time.value();
 }
 
-// The all-gather of each column-parallel input that the backward repeats for the weight
-// gradient (userbuffers' bulk overlap beside the input-gradient GEMM), per block.
-double regather_s(const cost_model::CostModel& cm, std::int64_t bytes, std::int64_t tp) {
+// One tensor-parallel collective of `bytes` over GPUs 0..tp-1.
+double collective_s(const cost_model::CostModel& cm, cost_model::Collective c, std::int64_t bytes,
+                    std::int64_t tp) {
   std::vector<std::int64_t> ranks;
   for (std::int64_t r = 0; r < tp; ++r) ranks.push_back(r);
   auto group = cm.group(ranks);
   REQUIRE(group.ok());
-  return cm.collective(cost_model::Collective::kAllGather, core::Bytes(bytes), *group).time.value();
+  return cm.collective(c, core::Bytes(bytes), *group).time.value();
 }
 
 TEST_CASE("tp_comm_overlap: userbuffers pair each collective with its own GEMM, embedding and head stay blocking") {
@@ -61,7 +61,7 @@ TEST_CASE("tp_comm_overlap: userbuffers pair each collective with its own GEMM, 
   REQUIRE(off.ok());
   REQUIRE(on.ok());
   // Two column-parallel inputs per block (QKV's and fc1's), b·s·h bf16 each.
-  const double regather = 2 * regather_s(cm, 1 * 1024 * 2048 * 2, 8);
+  const double regather = 2 * collective_s(cm, cost_model::Collective::kAllGather, 1 * 1024 * 2048 * 2, 8);
   for (std::size_t l = 0; l < off->layers.size(); ++l) {
     CAPTURE(l);
     const auto& a = off->layers[l];
@@ -120,16 +120,6 @@ TEST_CASE("tp_comm_overlap: userbuffers pair each collective with its own GEMM, 
   auto inert = lower_megatron_plan(model, bf16(4), plan, cm);
   REQUIRE(inert.ok());
   CHECK(iteration_s(*inert) == iteration_s(*off));
-}
-
-// One tensor-parallel collective of `bytes` over GPUs 0..tp-1.
-double collective_s(const cost_model::CostModel& cm, cost_model::Collective c, std::int64_t bytes,
-                    std::int64_t tp) {
-  std::vector<std::int64_t> ranks;
-  for (std::int64_t r = 0; r < tp; ++r) ranks.push_back(r);
-  auto group = cm.group(ranks);
-  REQUIRE(group.ok());
-  return cm.collective(c, core::Bytes(bytes), *group).time.value();
 }
 
 TEST_CASE("tp_comm_overlap in fp8 runs: all-gathers carry the quantized tensor, pipelined scatters when fp8_buf says so") {
