@@ -1168,6 +1168,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       L.costs.forward_collectives = std::move(fwd_calls);
       L.costs.backward_collectives = std::move(bwd_calls);
     }
+    Seconds recomputed_gemm_delta{0};  // userbuffers' GEMM cost, paid again by a recompute
     if (userbuffers && !userbuffer_gemms[l].empty()) {
       // A transformer block: each collective beside its own GEMM (tp_overlap.h), the
       // backward's re-gather of each column-parallel input (for its weight gradient) too.
@@ -1201,9 +1202,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       const Seconds bwd_exposed = ub.backward_exposed + bwd_blocking;
       L.gemm_forward_s += ub.forward_gemm_delta;
       L.gemm_backward_s += ub.backward_gemm_delta;
-      if (plan.recompute == ir::RecomputePolicy::kFull && L.recompute_s.value() > 0) {
-        L.recompute_s += ub.forward_gemm_delta;  // the recomputed forward runs the same way
-      }
+      recomputed_gemm_delta = ub.forward_gemm_delta;  // the recomputed forward runs the same way
       L.tp_comm_hidden_forward_s = fwd - fwd_exposed;
       L.tp_comm_hidden_backward_s = bwd - bwd_exposed;
       scale_calls(L.costs.forward_collectives, fwd_exposed);
@@ -1214,9 +1213,9 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
     L.costs.forward_tp_comm_s = fwd;
     L.costs.backward_tp_comm_s = bwd;
     // Full recomputation re-runs the forward, its collectives included (selective
-    // recomputes only the attention core, which has none).
+    // recomputes only the attention core, which has none), its GEMMs beside userbuffers too.
     if (plan.recompute == ir::RecomputePolicy::kFull && L.recompute_s.value() > 0) {
-      L.recompute_s += fwd;
+      L.recompute_s += fwd + recomputed_gemm_delta;
     }
   }
 
