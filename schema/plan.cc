@@ -306,7 +306,10 @@ std::string MegatronShape::to_string() const {
          " cp=" + std::to_string(cp) + " ep=" + std::to_string(ep) +
          (etp != 0 ? " etp=" + std::to_string(etp) : std::string()) + " mbs=" + std::to_string(mbs) +
          " vp=" + std::to_string(vp) + " recompute=" + std::string(recompute_name(recompute)) +
-         (sequence_parallel ? " sequence_parallel" : "");
+         (sequence_parallel ? " sequence_parallel" : "") +
+         (distributed_optimizer ? " distributed_optimizer" : "") +
+         (overlap_grad_reduce ? " overlap_grad_reduce" : "") +
+         (overlap_param_gather ? " overlap_param_gather" : "") + (tp_comm_overlap ? " tp_comm_overlap" : "");
 }
 
 core::Json MegatronShape::to_json() const {
@@ -314,6 +317,10 @@ core::Json MegatronShape::to_json() const {
                {"mbs", mbs}, {"vp", vp}, {"recompute", std::string(recompute_name(recompute))}};
   if (etp != 0) j["etp"] = etp;  // else tp, Megatron-Core's default
   if (sequence_parallel) j["sequence_parallel"] = true;
+  if (distributed_optimizer) j["distributed_optimizer"] = true;
+  if (overlap_grad_reduce) j["overlap_grad_reduce"] = true;
+  if (overlap_param_gather) j["overlap_param_gather"] = true;
+  if (tp_comm_overlap) j["tp_comm_overlap"] = true;
   return j;
 }
 

@@ -96,10 +96,23 @@ struct MegatronShape {
   std::int64_t mbs = 1;  ///< sequences per microbatch per data-parallel replica
   std::int64_t vp = 1;   ///< virtual pipeline stages (model chunks) per GPU
   Recompute recompute = Recompute::kNone;
+  /// Megatron-LM's runtime flags, each written only when set: --use-distributed-optimizer,
+  /// --overlap-grad-reduce, --overlap-param-gather, --tp-comm-overlap. A plan file has no
+  /// words for the overlaps (docs/plan.md); a shape with any of them set is a point the
+  /// Megatron lowering priced.
+  bool distributed_optimizer = false;
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
+  bool tp_comm_overlap = false;
   /// "tp=8 pp=8 dp=16 cp=1 ep=1 mbs=1 vp=2 recompute=none" ("ep=8 etp=1" when etp is set,
-  /// " sequence_parallel" at the end when set).
+  /// then " sequence_parallel", " distributed_optimizer", " overlap_grad_reduce",
+  /// " overlap_param_gather", " tp_comm_overlap" for each flag set).
   std::string to_string() const;
+  /// The same, as JSON with search.megatron's spellings for the flags (true when set,
+  /// absent otherwise).
   core::Json to_json() const;
+  /// True when a flag a plan file cannot say is set (the overlaps).
+  bool has_runtime_overlaps() const { return overlap_grad_reduce || overlap_param_gather || tp_comm_overlap; }
 };
 
 /// The plan as a 3D grid, or nullopt when it is not one: every physical stage (stages /

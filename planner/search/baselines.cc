@@ -554,25 +554,62 @@ constexpr std::size_t kContextExplored = 16;
 // At most this many grid points get expert-parallel variants (a cap on the work, not
 // reached by the goldens: GShard MoE 27B on 32 GPUs has 320 points).
 constexpr std::size_t kExpertExplored = 1024;
+// The answer and this many points of least bound get the runtime flags' variants (each
+// multiplies the lowerings of a point by up to three).
+constexpr std::size_t kRuntimeFlagsExplored = kContextExplored;
+
+// Megatron-LM runtime settings tried on a point: Megatron-Core's defaults (only
+// overlap_p2p_comm on), then what NeMo's and Megatron-Bridge's recipes run at scale (the
+// distributed optimizer with overlap_grad_reduce and overlap_param_gather, sequence
+// parallelism with tp > 1), then those with tp_comm_overlap (Transformer Engine's
+// userbuffers, tp > 1). A flag is set only where it does something: the optimizer and
+// gradient flags with data-parallel replicas (dp·cp > 1), the tensor-parallel ones with
+// tp > 1.
+struct RuntimeFlags {
+  bool distributed_optimizer = false;
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
+  bool sequence_parallel = false;
+  bool tp_comm_overlap = false;
+};
+
+std::vector<RuntimeFlags> runtime_flag_variants(const schema::MegatronShape& shape, bool explore) {
+  std::vector<RuntimeFlags> out(1);  // Megatron-Core's defaults
+  if (!explore) return out;
+  const bool replicas = shape.dp * shape.cp > 1;
+  RuntimeFlags recipe;
+  recipe.distributed_optimizer = recipe.overlap_grad_reduce = recipe.overlap_param_gather = replicas;
+  recipe.sequence_parallel = shape.tp > 1;
+  if (replicas || shape.tp > 1) out.push_back(recipe);
+  if (shape.tp > 1) {
+    recipe.tp_comm_overlap = true;
+    out.push_back(recipe);
+  }
+  return out;
+}
 
 // Megatron-Core's context parallelism (cp: each sequence split over cp GPUs, ring
-// attention) and expert parallelism (ep: experts split over ep GPUs, all-to-all dispatch),
-// around the grid: for the grid's answer and then every grid point in increasing lower
-// bound, every ep, and for the answer and the kContextExplored first points every cp
+// attention), expert parallelism (ep: experts split over ep GPUs, all-to-all dispatch) and
+// runtime flags (RuntimeFlags: the distributed optimizer, sequence parallelism and the
+// overlaps), around the grid: for the grid's answer and then every grid point in increasing
+// lower bound, every ep, and for the answer and the kContextExplored first points every cp
 // (a power of two dividing dp, 2·cp dividing the sequence; dp becomes dp / cp, so
 // the GPU count stays) and ep (a power of two dividing the experts, with expert tensor
 // parallelism etp at Megatron-Core's default, tp, or 1; ep·etp dividing tp·cp·dp, Megatron-
-// Core's folding), cp = ep = 1 included, each priced by
-// sim/lowering (the Megatron lowering a fixed plan gets, with Megatron-Core's default
-// overlaps: overlap_p2p_comm; no distributed optimizer, so overlap_param_gather does not
-// apply, and sequence parallelism only where a MoE model with tp > 1 needs it; the
-// overlaps are not searched). Points the lowering
-// refuses (learned positions or a window with cp, experts that do not divide) are skipped.
+// Core's folding), cp = ep = 1 included, and on the kRuntimeFlagsExplored first every
+// runtime_flag_variants setting (mode megatron only), each priced by sim/lowering (the Megatron lowering a
+// fixed plan gets, overlap_p2p_comm on as Megatron-Core's default; a MoE model with tp > 1
+// always with sequence parallelism, which Megatron-Core needs there). Points the lowering
+// refuses (learned positions or a window with cp, experts that do not divide,
+// tp_comm_overlap on a GPU without userbuffers) are skipped. Variants are tried defaults
+// first and a later one replaces the best only when strictly better, so a flag appears in
+// the answer only where it shortens the step or makes the point fit.
 // The fastest fitting point under that one price is returned (priced so: by_evaluator
-// false) when it has cp or ep > 1, or when the grid's answer has an analytic price (a MoE
-// model); otherwise nullopt, the lowering never having found the extra parallelism faster
-// (run_megatron also keeps an answer the evaluator priced when its own price is lower). Past the search's deadline: nullopt, with s.interrupted set. Not exhaustive: cp
-// on kContextExplored points, ep on kExpertExplored.
+// false) when it has cp or ep > 1 or a flag set, or when the grid's answer has an analytic
+// price (a MoE model); otherwise nullopt, the lowering never having found the extra
+// parallelism or flags faster (run_megatron also keeps an answer the evaluator priced when
+// its own price is lower). Past the search's deadline: nullopt, with s.interrupted set. Not
+// exhaustive: cp and the flags on kContextExplored points, ep on kExpertExplored.
 core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
     Searcher& s, std::vector<schema::MegatronShape> bases, const Evaluated& grid_answer) {
   const SearchInput& in = s.input();
@@ -580,7 +617,13 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
   if (transformer == nullptr) return std::optional<Evaluated>();
   const std::int64_t experts = transformer->num_experts;
   const bool context_parallel_possible = !transformer->learned_positions;
-  if (experts <= 1 && !context_parallel_possible) return std::optional<Evaluated>();
+  // The runtime flags only where the answer is a Megatron-LM configuration (mode megatron).
+  // As the alpa mode's baseline the row stays a plan under the runtime every other row and
+  // the searched plan are priced with (plan files have no words for the overlaps), so the
+  // comparison is of plans, and the table's evaluator-priced grid answer can still be the
+  // alpa mode's answer.
+  const bool flags_wanted = in.mode == "megatron";
+  if (experts <= 1 && !context_parallel_possible && !flags_wanted) return std::optional<Evaluated>();
   if (const auto answer_shape = schema::megatron_shape(grid_answer.plan)) {
     bases.insert(bases.begin(), *answer_shape);
   }
@@ -608,7 +651,8 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
     }
     const schema::MegatronShape& base = bases[b];
     const bool try_context = context_parallel_possible && b <= kContextExplored;
-    if (!try_context && experts <= 1) break;  // nothing left to vary
+    const bool try_flags = flags_wanted && b <= kRuntimeFlagsExplored;
+    if (!try_context && !try_flags && experts <= 1) break;  // nothing left to vary
     for (std::int64_t cp = 1; cp <= base.dp; cp *= 2) {
       if (base.dp % cp != 0 || (cp > 1 && (!try_context || transformer->seq_len % (2 * cp) != 0))) continue;
       // cp takes its GPUs from dp, and the microbatches per replica grow by cp: not when the
@@ -620,58 +664,71 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
       for (const auto& [ep, etp] : expert_layouts) {
         if (etp == 1 && base.tp == 1) continue;  // the same as etp = tp
         if (ep > 1 && (base.tp * base.dp) % (ep * (etp == 0 ? base.tp : etp)) != 0) continue;
-        schema::MegatronShape shape = base;
-        shape.dp = base.dp / cp;
-        shape.cp = cp;
-        shape.ep = ep;
-        shape.etp = etp;
-        if (!seen.insert(shape.to_string()).second) continue;
-        sim::lowering::MegatronPlan mp;
-        mp.tp = shape.tp;
-        mp.pp = shape.pp;
-        mp.dp = shape.dp;
-        mp.cp = cp;
-        mp.ep = ep;
-        mp.etp = etp;
-        mp.microbatch_size = shape.mbs;
-        mp.interleave = shape.vp;
-        mp.recompute = to_ir(shape.recompute);
-        mp.overlap_p2p_comm = true;  // Megatron-Core's default (a scenario's search.megatron's)
-        // Megatron-Core refuses to train a MoE layer with tensor parallelism but without
-        // sequence parallelism (MoELayer: "performance may degrade"): such points run with it.
-        mp.sequence_parallel = experts > 1 && shape.tp > 1;
-        shape.sequence_parallel = mp.sequence_parallel;
-        auto lowered = sim::lowering::lower_megatron_plan(in.model, training, mp, s.cost());
-        if (!lowered.ok()) continue;  // a point Megatron cannot run or the lowering does not model
-        // The search's memory limit (the GPU's usable memory, or the one asked for).
-        for (sim::MeshSpec& m : lowered->problem.meshes) {
-          m.memory_limit = core::bytes(static_cast<std::int64_t>(s.memory_limit()));
-        }
-        if (in.options.prune_grid && best.ok && best.prediction.fits) {
-          // Exact skips, as the grid's: it cannot fit, or its simulated time is at least its
-          // bound (pipeline_bound.h) and that cannot beat the best so far.
-          auto unfit = cannot_fit(lowered->problem);
-          auto bound = pipeline_lower_bound(lowered->problem);
-          if ((unfit.ok() && unfit.value()) ||
-              (bound.ok() && sim::to_seconds(bound.value()).value() > best.prediction.iteration_time_s)) {
-            continue;
+        schema::MegatronShape layout = base;
+        layout.dp = base.dp / cp;
+        layout.cp = cp;
+        layout.ep = ep;
+        layout.etp = etp;
+        for (const RuntimeFlags& flags : runtime_flag_variants(layout, try_flags)) {
+          schema::MegatronShape shape = layout;
+          // Megatron-Core refuses to train a MoE layer with tensor parallelism but without
+          // sequence parallelism (MoELayer: "performance may degrade"): such points run with it.
+          shape.sequence_parallel = flags.sequence_parallel || (experts > 1 && shape.tp > 1);
+          shape.distributed_optimizer = flags.distributed_optimizer;
+          shape.overlap_grad_reduce = flags.overlap_grad_reduce;
+          shape.overlap_param_gather = flags.overlap_param_gather;
+          shape.tp_comm_overlap = flags.tp_comm_overlap;
+          if (!seen.insert(shape.to_string()).second) continue;
+          sim::lowering::MegatronPlan mp;
+          mp.tp = shape.tp;
+          mp.pp = shape.pp;
+          mp.dp = shape.dp;
+          mp.cp = cp;
+          mp.ep = ep;
+          mp.etp = etp;
+          mp.microbatch_size = shape.mbs;
+          mp.interleave = shape.vp;
+          mp.recompute = to_ir(shape.recompute);
+          mp.overlap_p2p_comm = true;  // Megatron-Core's default (a scenario's search.megatron's)
+          mp.sequence_parallel = shape.sequence_parallel;
+          mp.zero_stage = shape.distributed_optimizer ? 1 : 0;
+          mp.overlap_grad_reduce = shape.overlap_grad_reduce;
+          mp.overlap_param_gather = shape.overlap_param_gather;
+          mp.tp_comm_overlap = shape.tp_comm_overlap;
+          auto lowered = sim::lowering::lower_megatron_plan(in.model, training, mp, s.cost());
+          if (!lowered.ok()) continue;  // a point Megatron cannot run or the lowering does not model
+          // The search's memory limit (the GPU's usable memory, or the one asked for).
+          for (sim::MeshSpec& m : lowered->problem.meshes) {
+            m.memory_limit = core::bytes(static_cast<std::int64_t>(s.memory_limit()));
           }
+          if (in.options.prune_grid && best.ok && best.prediction.fits) {
+            // Exact skips, as the grid's: it cannot fit, or its simulated time is at least its
+            // bound (pipeline_bound.h) and that cannot beat the best so far.
+            auto unfit = cannot_fit(lowered->problem);
+            auto bound = pipeline_lower_bound(lowered->problem);
+            if ((unfit.ok() && unfit.value()) ||
+                (bound.ok() && sim::to_seconds(bound.value()).value() > best.prediction.iteration_time_s)) {
+              continue;
+            }
+          }
+          schema::Plan plan = sim::lowering::megatron_plan_stages(in.model, training, mp, in.cluster,
+                                                                  lowered->layers_per_chunk);
+          plan.generator = s.base_plan().generator;
+          auto e = s.run_problem(std::move(lowered->problem), plan);
+          if (!e.ok()) continue;
+          e->megatron_shape = shape;
+          if (better(s, e.value(), best)) best = std::move(e).value();
         }
-        schema::Plan plan =
-            sim::lowering::megatron_plan_stages(in.model, training, mp, in.cluster, lowered->layers_per_chunk);
-        plan.generator = s.base_plan().generator;
-        auto e = s.run_problem(std::move(lowered->problem), plan);
-        if (!e.ok()) continue;
-        e->megatron_shape = shape;
-        if (better(s, e.value(), best)) best = std::move(e).value();
       }
     }
   }
   if (!best.ok || !best.prediction.fits) return std::optional<Evaluated>();
-  // Without cp and ep the grid's answer stands when the evaluator priced it; an analytic
-  // grid price (a MoE model, whose layers a plan file cannot write) is validated by nothing,
-  // and the lowering's best answers instead, whatever its cp and ep.
-  if (best.megatron_shape->cp == 1 && best.megatron_shape->ep == 1 && grid_answer.by_evaluator) {
+  // Without cp, ep and runtime flags the grid's answer stands when the evaluator priced it;
+  // an analytic grid price (a MoE model, whose layers a plan file cannot write) is validated
+  // by nothing, and the lowering's best answers instead, whatever its cp, ep and flags.
+  const schema::MegatronShape& found = *best.megatron_shape;
+  if (found.cp == 1 && found.ep == 1 && !found.distributed_optimizer && !found.sequence_parallel &&
+      !found.has_runtime_overlaps() && grid_answer.by_evaluator) {
     return std::optional<Evaluated>();
   }
   return std::optional<Evaluated>(std::move(best));

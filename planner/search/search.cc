@@ -235,7 +235,7 @@ core::Result<SearchResult> search(const SearchInput& input) {
     result.megatron_shape = best.megatron_shape;
     result.plan_file_unavailable =
         "a plan file cannot say this Megatron point (" + best.megatron_shape->to_string() +
-        ": context or expert parallelism, or a MoE model's layers): the answer is that point, priced "
+        ": context or expert parallelism, the overlaps, or a MoE model's layers): the answer is that point, priced "
         "by the Megatron lowering; a scenario with "
         "\"search\": {\"mode\": \"fixed\", \"megatron\": {...}} evaluates it";
   }

@@ -39,6 +39,10 @@ MegatronPlanConfig megatron_config_of(const core::Json& shape) {
   m.interleave = shape["vp"].get<std::int64_t>();
   m.recompute = schema::parse_recompute(shape["recompute"].get<std::string>());
   m.sequence_parallel = shape.contains("sequence_parallel");
+  m.zero_stage = shape.contains("distributed_optimizer") ? 1 : 0;
+  m.overlap_grad_reduce = shape.contains("overlap_grad_reduce");
+  m.overlap_param_gather = shape.contains("overlap_param_gather");
+  m.tp_comm_overlap = shape.contains("tp_comm_overlap");
   return m;
 }
 
@@ -93,12 +97,13 @@ TEST_CASE("mode megatron tries expert parallelism on a MoE model, priced as the 
   CHECK(grid.value().prediction.iteration_time_s > explored_s);
 }
 
-// A rotary 8-block, 4,096-wide model at 32,768 tokens on one DGX H100: the grid's points
-// without context parallelism hold a whole sequence's activations per GPU.
+// A rotary 8-block, 4,096-wide model at 65,536 tokens on one DGX H100: the grid's points
+// without context parallelism hold a whole sequence's activations per GPU, which no runtime
+// flag shrinks (at 32,768 tokens the distributed optimizer makes room for them: dp 8 cp 1).
 TEST_CASE("mode megatron tries context parallelism on a long-sequence rotary model") {
   const char* text = R"({"schema_version": 1,
-    "model": {"builtin": "llama", "name": "8 blocks at 32k", "num_layers": 8, "hidden_size": 4096,
-              "num_heads": 32, "num_kv_heads": 8, "ffn_hidden_size": 14336, "seq_len": 32768,
+    "model": {"builtin": "llama", "name": "8 blocks at 64k", "num_layers": 8, "hidden_size": 4096,
+              "num_heads": 32, "num_kv_heads": 8, "ffn_hidden_size": 14336, "seq_len": 65536,
               "vocab_size": 128256, "fused_attention": true},
     "cluster": {"preset": "dgx-h100", "nodes": 1},
     "training": {"global_batch_size": 16, "dtype": "bf16", "optimizer": "adam", "microbatches": "auto"},
@@ -113,6 +118,63 @@ TEST_CASE("mode megatron tries context parallelism on a long-sequence rotary mod
   CHECK_FALSE(explored.plan.has_value());
   // As the fixed Megatron plan it names: the same time.
   CHECK(fixed_plan_time_s(s, shape) == explored.json["prediction"]["iteration_time_s"].get<double>());
+}
+
+// A Megatron model on H100 with 4,096 (two nodes) or 8,192 tokens (one node, 24 blocks of
+// 8,192, tp > 1 needed to fit), mode megatron: the answer names the runtime flags
+// (RuntimeFlags in planner/search/baselines.cc) that shorten its step, is priced as the fixed
+// plan with those flags, and each flag it names is needed (the fixed plan without it is slower).
+std::string megatron_llama(std::int64_t layers, std::int64_t hidden, std::int64_t heads, std::int64_t ffn,
+                           std::int64_t seq_len, std::int64_t nodes, std::int64_t batch) {
+  return R"({"schema_version": 1,
+    "model": {"builtin": "llama", "name": "flags", "num_layers": )" + std::to_string(layers) +
+         R"(, "hidden_size": )" + std::to_string(hidden) + R"(, "num_heads": )" + std::to_string(heads) +
+         R"(, "num_kv_heads": 8, "ffn_hidden_size": )" + std::to_string(ffn) + R"(, "seq_len": )" +
+         std::to_string(seq_len) + R"(, "vocab_size": 128256, "fused_attention": true},
+    "cluster": {"preset": "dgx-h100", "nodes": )" + std::to_string(nodes) + R"(},
+    "training": {"global_batch_size": )" + std::to_string(batch) +
+         R"(, "dtype": "bf16", "optimizer": "adam", "microbatches": "auto"},
+    "search": {"mode": "megatron", "baselines": false}})";
+}
+
+TEST_CASE("mode megatron turns on the runtime flags that shorten the step, priced as the fixed Megatron plan it names") {
+  SUBCASE("data parallelism over two nodes: the distributed optimizer and the gradient overlaps") {
+    Scenario s = parse_scenario(megatron_llama(8, 4096, 32, 14336, 4096, 2, 64), "dp.json", ".").value();
+    RunReport explored = run_untimed(s);
+    const core::Json& shape = explored.json["plan_megatron"];
+    REQUIRE(shape.is_object());
+    CHECK(shape.contains("distributed_optimizer"));
+    CHECK(shape.contains("overlap_grad_reduce"));
+    CHECK(explored.text.find("overlap_grad_reduce") != std::string::npos);
+    // A plan file cannot say the overlaps: none is written, and the summary says why.
+    CHECK_FALSE(explored.plan.has_value());
+    CHECK(explored.json.contains("plan_file_unavailable"));
+    const double explored_s = explored.json["prediction"]["iteration_time_s"].get<double>();
+    CHECK(fixed_plan_time_s(s, shape) == explored_s);
+    core::Json plain = shape;
+    for (const char* flag : {"distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather"}) plain.erase(flag);
+    CHECK(fixed_plan_time_s(s, plain) > explored_s);
+    // Exposed gradient communication is what the overlaps hide.
+    Scenario fixed = s;
+    fixed.search.mode = "fixed";
+    fixed.search.megatron = megatron_config_of(plain);
+    const double exposed_plain_s = run_untimed(fixed).json["prediction"]["communication_exposed_s"].get<double>();
+    CHECK(explored.json["prediction"]["communication_exposed_s"].get<double>() < exposed_plain_s);
+  }
+  SUBCASE("tensor parallelism on one node: sequence parallelism and tp_comm_overlap") {
+    Scenario s = parse_scenario(megatron_llama(24, 8192, 64, 28672, 8192, 1, 16), "tp.json", ".").value();
+    RunReport explored = run_untimed(s);
+    const core::Json& shape = explored.json["plan_megatron"];
+    REQUIRE(shape.is_object());
+    CHECK(shape["tp"].get<std::int64_t>() > 1);
+    CHECK(shape.contains("sequence_parallel"));
+    CHECK(shape.contains("tp_comm_overlap"));
+    const double explored_s = explored.json["prediction"]["iteration_time_s"].get<double>();
+    CHECK(fixed_plan_time_s(s, shape) == explored_s);
+    core::Json blocking = shape;
+    blocking.erase("tp_comm_overlap");
+    CHECK(fixed_plan_time_s(s, blocking) > explored_s);
+  }
 }
 
 // 3 experts: no power of two > 1 divides them, so no expert parallelism to try; the grid's

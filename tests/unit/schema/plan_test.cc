@@ -112,6 +112,20 @@ TEST_CASE("a 3D grid plan reads in Megatron-LM's terms, other plans do not") {
   chunks.stages.push_back(plan.stages[0]);
   chunks.stages.push_back(plan.stages[1]);
   CHECK(megatron_shape(chunks)->to_string() == "tp=2 pp=2 dp=2 cp=1 ep=1 mbs=2 vp=2 recompute=full");
+  // Megatron-LM's runtime flags, in search.megatron's spellings, each only when set.
+  MegatronShape flags = *shape;
+  flags.sequence_parallel = flags.distributed_optimizer = flags.overlap_grad_reduce = true;
+  flags.tp_comm_overlap = true;
+  CHECK(flags.to_string() ==
+        "tp=2 pp=2 dp=2 cp=1 ep=1 mbs=2 vp=1 recompute=none sequence_parallel distributed_optimizer "
+        "overlap_grad_reduce tp_comm_overlap");
+  CHECK(flags.has_runtime_overlaps());
+  CHECK(flags.to_json() == core::Json{{"tp", 2}, {"pp", 2}, {"dp", 2}, {"cp", 1}, {"ep", 1}, {"mbs", 2},
+                                      {"vp", 1}, {"recompute", "none"}, {"sequence_parallel", true},
+                                      {"distributed_optimizer", true}, {"overlap_grad_reduce", true},
+                                      {"tp_comm_overlap", true}});
+  flags.overlap_grad_reduce = flags.tp_comm_overlap = false;
+  CHECK_FALSE(flags.has_runtime_overlaps());  // the optimizer and sequence parallelism are not overlaps
   // A microbatch of 4 does not split over 8 rows; GPipe is not Megatron's schedule; a model
   // axis wider than the submesh's node share is not a tensor-parallel group.
   Plan rows = plan;
