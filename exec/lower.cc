@@ -363,7 +363,8 @@ class Lowerer {
     buf.shape = local;
     buf.elements = 1;
     for (std::int64_t x : local) buf.elements *= x;
-    buf.bytes = ge > 0 ? f.out.bytes() / ge * buf.elements : 0;
+    const bool on_chip = ir::kept_on_chip_by_flash_attention(prog_.graphs[static_cast<std::size_t>(full_graph_)], f);
+    buf.bytes = ge > 0 && !on_chip ? f.out.bytes() / ge * buf.elements : 0;
     buf.partial = l.partial != 0;
     blayout_[b] = l;
   }
@@ -721,7 +722,9 @@ class Lowerer {
     b.role = role;
     b.shape = o.out.shape;
     b.elements = o.out.num_elements();
-    b.bytes = o.out.bytes();
+    // Memory accounting only: a flash kernel's s x s tiles stay on chip (0 bytes), though
+    // this executor, running the kernel unfused, stores their elements.
+    b.bytes = ir::kept_on_chip_by_flash_attention(prog_.graph_of_stage(stage), o) ? 0 : o.out.bytes();
     prog_.buffers.push_back(b);
     out_->push_back(make_instruction(InstrKind::kAllocate, task, t, stage, mb, b.id));
     return b.id;

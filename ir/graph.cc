@@ -457,6 +457,11 @@ bool runs_in_flash_attention(const Graph& g, const Op& op) {
   return fused_attention_op(g, forward_origin(g, op)) != nullptr;
 }
 
+bool kept_on_chip_by_flash_attention(const Graph& g, const Op& op) {
+  const Op* fused = fused_attention_op(g, forward_origin(g, op));
+  return fused != nullptr && op.out.shape == fused->out.shape;
+}
+
 std::int64_t memory_traffic_bytes(const Graph& g, const Op& op) {
   if (!op.is_einsum() && runs_in_flash_attention(g, op)) return 0;
   return op.bytes_read + op.bytes_written;

@@ -136,6 +136,13 @@ std::string dot_spec_string(const DotSpec& spec);
 /// softmax gradient, dQ, dK). Their s x s tensors stay on chip.
 bool runs_in_flash_attention(const Graph& g, const Op& op);
 
+/// True for a tensor a flash-attention kernel keeps on chip: the s x s output of an op that
+/// runs_in_flash_attention (the scores, probabilities and their dropout, forward or
+/// recomputed; dP and the softmax gradient). It takes no device memory: every memory
+/// account (the evaluator's liveness walks, the executor's buffers) counts it as 0 bytes,
+/// though the CPU and CUDA executors, which run the kernel unfused, still store it.
+bool kept_on_chip_by_flash_attention(const Graph& g, const Op& op);
+
 /// HBM bytes a memory-bound op moves (Op::bytes_read + bytes_written), except 0 for a
 /// non-GEMM op inside a flash-attention kernel (its softmax, dropout and softmax gradient
 /// run on chip between the kernel's GEMMs: no traffic and no kernel of their own). Every

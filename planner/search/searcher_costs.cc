@@ -503,7 +503,8 @@ LayerCost Searcher::to_layer_cost(const Point& p, int rep, const LogicalMesh& me
       for (ir::OpId u : p.graph.consumers(op.id)) {
         read_by_backward |= p.graph.op(u).phase == ir::Phase::kBackward;
       }
-      if (read_by_backward) c.work_b += op.out.bytes() / shards;
+      // A flash kernel's recomputed s x s tiles stay on chip.
+      if (read_by_backward && !ir::kept_on_chip_by_flash_attention(p.graph, op)) c.work_b += op.out.bytes() / shards;
     }
   }
   c.bwd_s += accumulation_s;

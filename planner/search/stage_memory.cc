@@ -189,7 +189,11 @@ core::Result<StageMemory> stage_memory(const StageMemoryInput& in) {
   for (std::size_t i = 0; i < n; ++i) {
     if (last[i] >= 0) frees[static_cast<std::size_t>(last[i])].push_back(static_cast<OpId>(i));
   }
-  auto bytes = [&](OpId t) { return g.op(t).out.bytes(); };
+  // A flash kernel's s x s tiles never reach device memory (the executor's buffers say 0
+  // bytes for them too).
+  auto bytes = [&](OpId t) {
+    return ir::kept_on_chip_by_flash_attention(g, g.op(t)) ? std::int64_t{0} : g.op(t).out.bytes();
+  };
   // Forward: received inputs first, then each op's output, frees after it.
   std::int64_t level = 0;
   for (OpId x : remote_fwd) level += bytes(x);
@@ -336,7 +340,7 @@ core::Result<std::optional<StageMemory>> ShardedPlanMemory::stage(int stage) con
   int task_scope = 0;  // 0 at init, 1 in the forward, 2 in the backward
   auto new_buffer = [&](OpId t, const BlockLayout& l, bool per_iteration) {
     const int b = static_cast<int>(bufs.size());
-    bufs.push_back({blocks.block_bytes(t, l, s), per_iteration});
+    bufs.push_back({ir::kept_on_chip_by_flash_attention(g, g.op(t)) ? 0 : blocks.block_bytes(t, l, s), per_iteration});
     held.push_back(l);
     code.push_back({b, {b}});
     return b;
