@@ -387,6 +387,32 @@ struct ModernRow {
   std::string precision;  ///< the row's: "bf16", "fp8", "mxfp8" or "nvfp4"
 };
 
+// NeMo's GPT-3 rows leave columns blank (added 2026-11-27, stop 39, before any of these
+// rows had a result; validation/data/modern/README.md, "GPT-3 architectures"): the 5B and
+// 20B models as NeMo-Framework-Launcher's training configs give them (24 layers x 4,096
+// wide, 32 heads; 44 x 6,144, 48 heads; FFN 4h, 2,048 tokens), and every GPT-3 row's
+// vocabulary: the GPT-2 BPE tokenizer those configs name (50,257 tokens), padded as Megatron
+// pads it (make_vocab_size_divisible_by 128, times tp). A column the row gives is kept.
+void fill_gpt3_architecture(std::map<std::string, std::string>* row) {
+  std::map<std::string, std::string>& r = *row;
+  if (r.at("model").rfind("GPT-3", 0) != 0) return;
+  auto fill = [&](const char* key, std::int64_t value) {
+    if (r.at(key).empty()) r[key] = std::to_string(value);
+  };
+  if (r.at("model").rfind("GPT-3 5B", 0) == 0) {
+    fill("layers", 24);
+    fill("hidden", 4096);
+    fill("heads", 32);
+  } else if (r.at("model").rfind("GPT-3 20B", 0) == 0) {
+    fill("layers", 44);
+    fill("hidden", 6144);
+    fill("heads", 48);
+  }
+  if (r.at("tp").empty()) return;
+  const std::int64_t multiple = 128 * std::stoll(r.at("tp"));
+  fill("vocab", (50257 + multiple - 1) / multiple * multiple);
+}
+
 // The rows of `gpu_type` ("H100", "B200") evaluated on `preset`.
 // `moe`: the mixture-of-experts rows instead of the dense ones. Mixtral, Qwen3 MoE and
 // GPT-OSS rows are expressible (builtin "mixtral": every layer MoE, the row's experts, top-k and expert
@@ -403,7 +429,9 @@ std::vector<ModernRow> nemo_rows(const std::string& gpu_type, const std::string&
   auto number = [](const std::string& s, std::int64_t fallback) {
     return s.empty() ? fallback : std::stoll(s);
   };
-  for (const auto& row : all) {
+  for (const auto& published : all) {
+    std::map<std::string, std::string> row = published;
+    fill_gpt3_architecture(&row);
     if (row.at("gpu_type") != gpu_type || row.at("moe_experts").empty() != !moe ||
         row.at("task") != "pretrain" || !(row.at("fsdp").empty() || row.at("fsdp") == "0") ||
         row.at("step_time_s").empty()) {
