@@ -458,8 +458,20 @@ bool runs_in_flash_attention(const Graph& g, const Op& op) {
 }
 
 bool kept_on_chip_by_flash_attention(const Graph& g, const Op& op) {
-  const Op* fused = fused_attention_op(g, forward_origin(g, op));
-  return fused != nullptr && op.out.shape == fused->out.shape;
+  const Op& origin = forward_origin(g, op);
+  if (fused_attention_op(g, origin) == nullptr) return false;
+  // By role, not by shape (the context's [b, s, k, g, d] equals the scores' [b, k, g, s, t]
+  // when s = k = g = d): every non-GEMM op of the kernel (softmax, dropout, their gradients,
+  // MLA's score sum) works on scores; a forward or recomputed GEMM is on chip when it is a
+  // scores GEMM (not the context); a backward GEMM when it is the gradient of a fused operand
+  // (dP, of the probabilities; not dV, dQ or dK).
+  if (!op.is_einsum()) return true;
+  if (op.phase != Phase::kBackward) return origin.fused_attention;
+  const std::string operand_specs[2] = {origin.dot.lhs, origin.dot.rhs};
+  for (std::size_t i = 0; i < 2 && i < origin.inputs.size(); ++i) {
+    if (op.dot.out == operand_specs[i] && g.op(origin.inputs[i]).fused_attention) return true;
+  }
+  return false;
 }
 
 std::int64_t memory_traffic_bytes(const Graph& g, const Op& op) {

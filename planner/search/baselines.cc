@@ -286,8 +286,19 @@ core::Result<Evaluated> run_megatron_grid(Searcher& s, const GridFilter& f, std:
                 lc.param_b = params * wb;
                 lc.grad_b = params * wb;
                 lc.opt_b = state;
-                lc.opt_s = ct.optimizer.value();
-                if (f.zero >= 1) { lc.opt_b = state / dp; lc.opt_s /= static_cast<double>(dp); }
+                // The update as the evaluator prices it (searcher_costs.cc): one memory-bound
+                // pass over the layer's update bytes and the mixed-precision step's (a
+                // multi-tensor kernel), not one kernel per weight; split over the replicas
+                // with ZeRO, whole on each without.
+                const core::DType storage = in.dtype == core::DType::kFp8 ? core::DType::kBf16 : in.dtype;
+                double update_bytes = s.layer_optimizer_bytes(*pt)[static_cast<std::size_t>(l)] / static_cast<double>(tp) +
+                                      static_cast<double>(params * ir::mixed_precision_step_bytes_per_parameter(storage));
+                if (f.zero >= 1) {
+                  lc.opt_b = state / dp;
+                  update_bytes /= static_cast<double>(dp);
+                }
+                lc.opt_bytes = update_bytes;
+                lc.opt_s = update_bytes > 0 ? s.cost().memory_bound(core::bytes(static_cast<std::int64_t>(update_bytes))).value() : 0.0;
                 if (f.zero >= 2) lc.grad_b = lc.grad_b / dp;
                 if (f.zero >= 3 && dp > 1 && dp_group) {
                   lc.param_b = lc.param_b / dp;
@@ -558,13 +569,15 @@ constexpr std::size_t kExpertExplored = 1024;
 // multiplies the lowerings of a point by up to three).
 constexpr std::size_t kRuntimeFlagsExplored = kContextExplored;
 
-// Megatron-LM runtime settings tried on a point: Megatron-Core's defaults (only
-// overlap_p2p_comm on), then what NeMo's and Megatron-Bridge's recipes run at scale (the
-// distributed optimizer with overlap_grad_reduce and overlap_param_gather, sequence
-// parallelism with tp > 1), then those with tp_comm_overlap (Transformer Engine's
-// userbuffers, tp > 1). A flag is set only where it does something: the optimizer and
-// gradient flags with data-parallel replicas (dp·cp > 1), the tensor-parallel ones with
-// tp > 1.
+// Megatron-LM runtime settings tried on a point, each a bundle of flags: Megatron-Core's
+// defaults (only overlap_p2p_comm on); with data-parallel replicas (dp·cp > 1) what NeMo's
+// and Megatron-Bridge's recipes run at scale (the distributed optimizer with
+// overlap_grad_reduce and overlap_param_gather, and sequence parallelism with tp > 1); and
+// with tp > 1 that (or, without replicas, sequence parallelism alone) plus tp_comm_overlap
+// (Transformer Engine's userbuffers). Every setting but the defaults has an overlap, so a
+// flagged answer is one a plan file cannot say (sequence parallelism or the distributed
+// optimizer alone it could: never tried alone). Flags within a bundle are not tried one by
+// one: a bundle is kept when it is faster as a whole.
 struct RuntimeFlags {
   bool distributed_optimizer = false;
   bool overlap_grad_reduce = false;
@@ -580,7 +593,7 @@ std::vector<RuntimeFlags> runtime_flag_variants(const schema::MegatronShape& sha
   RuntimeFlags recipe;
   recipe.distributed_optimizer = recipe.overlap_grad_reduce = recipe.overlap_param_gather = replicas;
   recipe.sequence_parallel = shape.tp > 1;
-  if (replicas || shape.tp > 1) out.push_back(recipe);
+  if (replicas) out.push_back(recipe);
   if (shape.tp > 1) {
     recipe.tp_comm_overlap = true;
     out.push_back(recipe);
@@ -597,13 +610,13 @@ std::vector<RuntimeFlags> runtime_flag_variants(const schema::MegatronShape& sha
 // the GPU count stays) and ep (a power of two dividing the experts, with expert tensor
 // parallelism etp at Megatron-Core's default, tp, or 1; ep·etp dividing tp·cp·dp, Megatron-
 // Core's folding), cp = ep = 1 included, and on the kRuntimeFlagsExplored first every
-// runtime_flag_variants setting (mode megatron only), each priced by sim/lowering (the Megatron lowering a
+// runtime_flag_variants setting (not as the alpa mode's baseline), each priced by sim/lowering (the Megatron lowering a
 // fixed plan gets, overlap_p2p_comm on as Megatron-Core's default; a MoE model with tp > 1
 // always with sequence parallelism, which Megatron-Core needs there). Points the lowering
 // refuses (learned positions or a window with cp, experts that do not divide,
-// tp_comm_overlap on a GPU without userbuffers) are skipped. Variants are tried defaults
-// first and a later one replaces the best only when strictly better, so a flag appears in
-// the answer only where it shortens the step or makes the point fit.
+// tp_comm_overlap on a GPU whose SM count is unknown) are skipped. Variants are tried
+// defaults first and a later one replaces the best only when strictly better, so a bundle
+// of flags appears in the answer only where it shortens the step or makes the point fit.
 // The fastest fitting point under that one price is returned (priced so: by_evaluator
 // false) when it has cp or ep > 1 or a flag set, or when the grid's answer has an analytic
 // price (a MoE model); otherwise nullopt, the lowering never having found the extra
@@ -617,12 +630,12 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
   if (transformer == nullptr) return std::optional<Evaluated>();
   const std::int64_t experts = transformer->num_experts;
   const bool context_parallel_possible = !transformer->learned_positions;
-  // The runtime flags only where the answer is a Megatron-LM configuration (mode megatron).
-  // As the alpa mode's baseline the row stays a plan under the runtime every other row and
-  // the searched plan are priced with (plan files have no words for the overlaps), so the
-  // comparison is of plans, and the table's evaluator-priced grid answer can still be the
-  // alpa mode's answer.
-  const bool flags_wanted = in.mode == "megatron";
+  // The runtime flags wherever mode megatron's own answer is wanted (mode megatron, and a
+  // no-fit search asking what mode megatron would answer); not as the alpa mode's baseline:
+  // that row stays a plan under the runtime every other row and the searched plan are
+  // priced with (plan files have no words for the overlaps), so the comparison is of plans,
+  // and the table's evaluator-priced grid answer can still be the alpa mode's answer.
+  const bool flags_wanted = in.mode != "alpa";
   if (experts <= 1 && !context_parallel_possible && !flags_wanted) return std::optional<Evaluated>();
   if (const auto answer_shape = schema::megatron_shape(grid_answer.plan)) {
     bases.insert(bases.begin(), *answer_shape);

@@ -123,7 +123,8 @@ TEST_CASE("mode megatron tries context parallelism on a long-sequence rotary mod
 // A Megatron model on H100 with 4,096 (two nodes) or 8,192 tokens (one node, 24 blocks of
 // 8,192, tp > 1 needed to fit), mode megatron: the answer names the runtime flags
 // (RuntimeFlags in planner/search/baselines.cc) that shorten its step, is priced as the fixed
-// plan with those flags, and each flag it names is needed (the fixed plan without it is slower).
+// plan with those flags, and is slower without them (the bundle as a whole; the flags inside
+// it are not tried one by one).
 std::string megatron_llama(std::int64_t layers, std::int64_t hidden, std::int64_t heads, std::int64_t ffn,
                            std::int64_t seq_len, std::int64_t nodes, std::int64_t batch) {
   return R"({"schema_version": 1,

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 
 #include "core/json_reader.h"
 #include "core/text.h"
@@ -137,6 +138,47 @@ TEST_CASE("fused (Flash) attention stores no s x s tensor and recomputes QK^T in
   // The flag travels with the graph's JSON form (graph_json) and the model config's.
   ModelConfig m{"m", c};
   CHECK(model_config_to_json(m).at("fused_attention") == true);
+}
+
+// Which tensors of a flash kernel stay on chip (no device memory), by role: a llama block
+// with s = k = g = d = 2, where the context's [b, s, k, g, d] has the scores' [b, k, g, s, t]
+// shape, so a test by shape would call the context and dQ on chip too.
+TEST_CASE("a flash kernel keeps its s x s tensors on chip, not the context or dQ, dK, dV, whatever their shapes") {
+  TransformerConfig c;
+  c.builtin = "llama";
+  c.num_layers = 1;
+  c.hidden_size = 8;  // 4 heads of 2
+  c.num_heads = 4;
+  c.num_kv_heads = 2;  // 2 query heads per key/value head
+  c.ffn_hidden_size = 16;
+  c.seq_len = 2;
+  c.vocab_size = 10;
+  set_architecture_defaults(c);
+  c.fused_attention = true;
+  const Graph g = train(c, RecomputePolicy::kNone);
+  std::map<std::string, const Op*> by_name;
+  for (const Op& op : g.ops()) by_name[op.name] = &op;
+  auto op = [&](const std::string& name) -> const Op& {
+    const auto it = by_name.find(name);
+    REQUIRE_MESSAGE(it != by_name.end(), name);
+    return *it->second;
+  };
+  REQUIRE(op("block0/attn/context").out.shape == op("block0/attn/scores").out.shape);
+  for (const char* on_chip : {"block0/attn/scores", "block0/attn/softmax", "block0/attn/scores/recompute",
+                              "block0/attn/softmax/recompute", "block0/attn/context/grad_lhs",
+                              "block0/attn/softmax/grad_in"}) {
+    CAPTURE(on_chip);
+    CHECK(kept_on_chip_by_flash_attention(g, op(on_chip)));
+  }
+  for (const char* in_memory : {"block0/attn/context", "block0/attn/context/grad_rhs", "block0/attn/scores/grad_lhs",
+                                "block0/attn/scores/grad_rhs", "block0/attn/q", "block0/attn/out"}) {
+    CAPTURE(in_memory);
+    CHECK_FALSE(kept_on_chip_by_flash_attention(g, op(in_memory)));
+  }
+  // Without a flash kernel nothing stays on chip.
+  c.fused_attention = false;
+  const Graph unfused = train(c, RecomputePolicy::kNone);
+  for (const Op& o : unfused.ops()) CHECK_FALSE(kept_on_chip_by_flash_attention(unfused, o));
 }
 
 TEST_CASE("a fused SwiGLU stores the gate and up projections, not the SiLU, and recomputes it") {
