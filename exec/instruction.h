@@ -93,6 +93,10 @@ struct Buffer {
   std::vector<std::int64_t> shape;  ///< local (per-device) shape
   std::int64_t elements = 0;        ///< fp32 elements the CPU backend stores
   std::int64_t bytes = 0;           ///< bytes at the plan's dtype (memory accounting)
+  /// Bytes of one element at the plan's dtype: what a transfer of it moves. Not bytes /
+  /// elements: a flash kernel's on-chip tile has 0 bytes of memory (ir::kept_on_chip_by_
+  /// flash_attention) but elements a transfer would still carry.
+  std::int64_t element_bytes = 0;
   /// True for a copy received from another stage; false for the instance its producer
   /// (or, for parameters, its owning stage) writes.
   bool received = false;

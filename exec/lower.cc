@@ -364,7 +364,8 @@ class Lowerer {
     buf.elements = 1;
     for (std::int64_t x : local) buf.elements *= x;
     const bool on_chip = ir::kept_on_chip_by_flash_attention(prog_.graphs[static_cast<std::size_t>(full_graph_)], f);
-    buf.bytes = ge > 0 && !on_chip ? f.out.bytes() / ge * buf.elements : 0;
+    buf.element_bytes = ge > 0 ? f.out.bytes() / ge : 0;
+    buf.bytes = on_chip ? 0 : buf.element_bytes * buf.elements;
     buf.partial = l.partial != 0;
     blayout_[b] = l;
   }
@@ -568,6 +569,7 @@ class Lowerer {
       sb.elements = local * (adam ? 2 : 1);
       sb.bytes = local * ir::optimizer_state_bytes_per_parameter(adam ? ir::OptimizerKind::kAdam : ir::OptimizerKind::kSgd,
                                                                  g.meta.dtype);
+      sb.element_bytes = sb.elements > 0 ? sb.bytes / sb.elements : 0;
       in.inputs = {pb, gb, state};
       out_->push_back(in);
       if (zero) {
@@ -724,6 +726,7 @@ class Lowerer {
     b.elements = o.out.num_elements();
     // Memory accounting only: a flash kernel's s x s tiles stay on chip (0 bytes), though
     // this executor, running the kernel unfused, stores their elements.
+    b.element_bytes = b.elements > 0 ? o.out.bytes() / b.elements : 0;
     b.bytes = ir::kept_on_chip_by_flash_attention(prog_.graph_of_stage(stage), o) ? 0 : o.out.bytes();
     prog_.buffers.push_back(b);
     out_->push_back(make_instruction(InstrKind::kAllocate, task, t, stage, mb, b.id));
@@ -843,6 +846,7 @@ class Lowerer {
                  ir::optimizer_state_bytes_per_parameter(
                      o.function == "adam" ? ir::OptimizerKind::kAdam : ir::OptimizerKind::kSgd,
                      g.meta.dtype);
+      sb.element_bytes = sb.elements > 0 ? sb.bytes / sb.elements : 0;
       in.inputs.push_back(state);
       out_->push_back(in);
       return;

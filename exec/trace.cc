@@ -94,8 +94,7 @@ std::string measured_trace_json(const Program& p, const ExecutionResult& r, cons
     if (in.stage >= 0) args += ",\"virtual_stage\":" + std::to_string(in.stage);
     if (in.kind == InstrKind::kSend || in.kind == InstrKind::kRecv) {
       const Buffer& b = p.buffers[static_cast<std::size_t>(in.buffer)];
-      const std::int64_t per = b.elements > 0 ? b.bytes / b.elements : 0;
-      args += ",\"bytes\":" + std::to_string(in.count_elements * per);
+      args += ",\"bytes\":" + std::to_string(in.count_elements * b.element_bytes);
     }
     line("{\"name\":\"" + escape(name) + "\",\"cat\":\"" + category(in) + "\",\"ph\":\"X\",\"pid\":" +
          std::to_string(d + 1) + ",\"tid\":" + std::to_string(d * 3 + static_cast<std::size_t>(track_of(in.kind)) + 1) +

@@ -118,7 +118,7 @@ core::Result<ProgramStats> verify_program(const Program& p) {
               return core::internal_error(where(p, d, i) + ": range outside the buffer");
             }
             chan[{dev, in.peer}].push_back({in.tag, in.count_elements});
-            stats.sent_bytes[d] += b.elements > 0 ? in.count_elements * (b.bytes / b.elements) : 0;
+            stats.sent_bytes[d] += in.count_elements * b.element_bytes;
             break;
           }
           case InstrKind::kRecv: {

@@ -527,7 +527,9 @@ FlashDotRole flash_dot_role(const Graph& g, const Op& op) {
   share.in_backward_kernel =
       op.phase == Phase::kRecompute ? scores_dot || !forward_rerun : op.phase != Phase::kForward;
   // The scores (the first of MLA's two dots) and dP; not the rope part, nor dQ and dK.
-  const bool queries_by_keys = op.out.shape == fused->out.shape;
+  // By role, as kept_on_chip_by_flash_attention decides (a shape test would mistake the
+  // context for scores when s = k = g = d).
+  const bool queries_by_keys = kept_on_chip_by_flash_attention(g, op);
   share.score_shaped = queries_by_keys && (!scores_dot || first_scores);
   share.writes_output = !queries_by_keys && !(scores_dot && op.phase != Phase::kBackward);
   share.starts_kernel = first_scores && op.phase != Phase::kBackward;

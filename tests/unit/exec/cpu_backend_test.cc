@@ -227,6 +227,7 @@ TEST_CASE("a receive without its send times out with the device and instruction,
   b.device = 1;
   b.elements = 2;
   b.bytes = 8;
+  b.element_bytes = 4;
   p.buffers.push_back(b);
   Instruction alloc;
   alloc.kind = InstrKind::kAllocate;

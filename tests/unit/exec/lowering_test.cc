@@ -213,6 +213,7 @@ Program two_device_program() {
     b.device = d;
     b.elements = 4;
     b.bytes = 16;
+    b.element_bytes = 4;
     p.buffers.push_back(b);
   }
   return p;
@@ -226,6 +227,24 @@ Instruction make(InstrKind k, BufferId b, std::int32_t peer = -1, std::int64_t t
   in.tag = tag;
   in.count_elements = peer >= 0 ? 4 : 0;
   return in;
+}
+
+// A buffer that takes no device memory (a flash kernel's on-chip tile: Buffer::bytes 0) still
+// moves its elements when sent: the sent bytes come from Buffer::element_bytes, not from
+// bytes / elements (which read 0 for it).
+TEST_CASE("verify_program counts a send by its elements' bytes, not by the buffer's memory") {
+  Program p = two_device_program();
+  for (Buffer& b : p.buffers) {
+    b.bytes = 0;
+    b.element_bytes = 2;
+  }
+  p.code[0] = {make(InstrKind::kAllocate, 0), make(InstrKind::kSend, 0, 1, 0), make(InstrKind::kFree, 0)};
+  p.code[1] = {make(InstrKind::kAllocate, 1), make(InstrKind::kRecv, 1, 0, 0), make(InstrKind::kFree, 1)};
+  auto r = verify_program(p);
+  REQUIRE_MESSAGE(r.ok(), r.status().message());
+  CHECK(r.value().sent_bytes[0] == 4 * 2);  // 4 elements of 2 bytes
+  CHECK(r.value().sent_bytes[1] == 0);
+  CHECK(r.value().peak_bytes[0] == 0);  // and no device memory
 }
 
 TEST_CASE("verify_program finds a deadlock, out-of-order receives and leaks") {
