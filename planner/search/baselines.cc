@@ -610,9 +610,10 @@ std::vector<RuntimeFlags> runtime_flag_variants(const schema::MegatronShape& sha
 // the GPU count stays) and ep (a power of two dividing the experts, with expert tensor
 // parallelism etp at Megatron-Core's default, tp, or 1; ep·etp dividing tp·cp·dp, Megatron-
 // Core's folding), cp = ep = 1 included, and on the kRuntimeFlagsExplored first every
-// runtime_flag_variants setting (not as the alpa mode's baseline), each priced by sim/lowering (the Megatron lowering a
-// fixed plan gets, overlap_p2p_comm on as Megatron-Core's default; a MoE model with tp > 1
-// always with sequence parallelism, which Megatron-Core needs there). Points the lowering
+// runtime_flag_variants setting (not as the alpa mode's baseline), each priced by
+// sim/lowering (the Megatron lowering a fixed plan gets, overlap_p2p_comm on as
+// Megatron-Core's default; a MoE model with tp > 1 always with sequence parallelism, which
+// Megatron-Core needs there). Points the lowering
 // refuses (learned positions or a window with cp, experts that do not divide,
 // tp_comm_overlap on a GPU whose SM count is unknown) are skipped. Variants are tried
 // defaults first and a later one replaces the best only when strictly better, so a bundle
