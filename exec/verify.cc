@@ -117,6 +117,10 @@ core::Result<ProgramStats> verify_program(const Program& p) {
             if (in.offset_elements < 0 || in.offset_elements + in.count_elements > b.elements) {
               return core::internal_error(where(p, d, i) + ": range outside the buffer");
             }
+            if (b.elements > 0 && b.element_bytes <= 0) {
+              return core::internal_error(where(p, d, i) + ": buffer b" + std::to_string(in.buffer) +
+                                          " has no element size");
+            }
             chan[{dev, in.peer}].push_back({in.tag, in.count_elements});
             stats.sent_bytes[d] += in.count_elements * b.element_bytes;
             break;

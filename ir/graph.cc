@@ -465,6 +465,12 @@ bool kept_on_chip_by_flash_attention(const Graph& g, const Op& op) {
   // MLA's score sum) works on scores; a forward or recomputed GEMM is on chip when it is a
   // scores GEMM (not the context); a backward GEMM when it is the gradient of a fused operand
   // (dP, of the probabilities; not dV, dQ or dK).
+  if (op.kind == OpKind::kElementwise && op.phase == Phase::kBackward && op.function == "add" &&
+      op.name.size() >= 9 && op.name.compare(op.name.size() - 9, 9, "/grad_sum") == 0) {
+    // A sum of two partial gradients of one tensor (ir/autodiff.cc, accumulate): on chip
+    // exactly when that tensor's gradient is.
+    return kept_on_chip_by_flash_attention(g, g.op(op.inputs[0]));
+  }
   if (!op.is_einsum()) return true;
   if (op.phase != Phase::kBackward) return origin.fused_attention;
   const std::string operand_specs[2] = {origin.dot.lhs, origin.dot.rhs};

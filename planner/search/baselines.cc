@@ -632,11 +632,12 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
   const std::int64_t experts = transformer->num_experts;
   const bool context_parallel_possible = !transformer->learned_positions;
   // The runtime flags wherever mode megatron's own answer is wanted (mode megatron, and a
-  // no-fit search asking what mode megatron would answer); not as the alpa mode's baseline:
-  // that row stays a plan under the runtime every other row and the searched plan are
-  // priced with (plan files have no words for the overlaps), so the comparison is of plans,
-  // and the table's evaluator-priced grid answer can still be the alpa mode's answer.
-  const bool flags_wanted = in.mode != "alpa";
+  // no-fit search of any mode asking what mode megatron would answer); not as a row of the
+  // alpa mode's table (Searcher::baseline_row): that row stays a plan under the runtime every
+  // other row and the searched plan are priced with (plan files have no words for the
+  // overlaps), so the comparison is of plans, and the table's evaluator-priced grid answer
+  // can still be the alpa mode's answer.
+  const bool flags_wanted = !s.baseline_row;
   if (experts <= 1 && !context_parallel_possible && !flags_wanted) return std::optional<Evaluated>();
   if (const auto answer_shape = schema::megatron_shape(grid_answer.plan)) {
     bases.insert(bases.begin(), *answer_shape);

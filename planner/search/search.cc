@@ -296,7 +296,9 @@ core::Result<SearchResult> search(const SearchInput& input) {
       // A baseline that runs into the time limit stops there and is reported as cut, not
       // with the best of its partial search.
       s.deadline = Searcher::deadline_after(start, input.options.time_limit_s);
+      s.baseline_row = true;
       auto e = run_mode(s, m, bs, start, &d);
+      s.baseline_row = false;
       s.deadline.reset();
       if (s.interrupted) {
         s.interrupted = false;

@@ -214,6 +214,10 @@ class Searcher {
   void set_unlimited_memory() { memory_limit_ = std::numeric_limits<std::int64_t>::max() / 4; }
   /// Rank plans by peak memory instead of time (the "what would it need" pass).
   bool minimize_memory = false;
+  /// Set while a mode runs as a row of the alpa mode's comparison table: the Megatron row
+  /// then leaves Megatron-LM's runtime flags out (baselines.cc, explore_context_and_expert_
+  /// parallelism), so the table compares plans under one runtime.
+  bool baseline_row = false;
   /// Megatron-grid statistics: grid points simulated / skipped by their lower bound.
   int grid_simulated = 0;
   int grid_pruned = 0;

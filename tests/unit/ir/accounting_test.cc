@@ -164,6 +164,11 @@ TEST_CASE("a flash kernel keeps its s x s tensors on chip, not the context or dQ
     return *it->second;
   };
   REQUIRE(op("block0/attn/context").out.shape == op("block0/attn/scores").out.shape);
+  // The pricing reads the same roles: the context writes the kernel's output, the scores
+  // are score-shaped.
+  CHECK(flash_dot_role(g, op("block0/attn/context")).share.writes_output);
+  CHECK_FALSE(flash_dot_role(g, op("block0/attn/context")).share.score_shaped);
+  CHECK(flash_dot_role(g, op("block0/attn/scores")).share.score_shaped);
   for (const char* on_chip : {"block0/attn/scores", "block0/attn/softmax", "block0/attn/scores/recompute",
                               "block0/attn/softmax/recompute", "block0/attn/context/grad_lhs",
                               "block0/attn/softmax/grad_in"}) {
