@@ -466,7 +466,7 @@ bool kept_on_chip_by_flash_attention(const Graph& g, const Op& op) {
   // scores GEMM (not the context); a backward GEMM when it is the gradient of a fused operand
   // (dP, of the probabilities; not dV, dQ or dK).
   if (op.kind == OpKind::kElementwise && op.phase == Phase::kBackward && op.function == "add" &&
-      op.name.size() >= 9 && op.name.compare(op.name.size() - 9, 9, "/grad_sum") == 0) {
+      op.name.ends_with("/grad_sum")) {
     // A sum of two partial gradients of one tensor (ir/autodiff.cc, accumulate): on chip
     // exactly when that tensor's gradient is.
     return kept_on_chip_by_flash_attention(g, g.op(op.inputs[0]));
