@@ -209,6 +209,14 @@ class Differentiator {
                      ? ew(o, x, "grad_logits", "softmax_cross_entropy_grad",
                           {dy, fwd_tensor(o, x), fwd_tensor(o, o.inputs[1])}, 5, shape)
                      : ew(o, x, "grad_in", "broadcast", {dy}, 1, shape);
+        if (o.function == "softmax_cross_entropy") {
+          const TensorType& logits = fwd_.op(x).out;
+          const LogitTraffic t = cross_entropy_logit_traffic(o.loss_kernel, logits.element_bytes(),
+                                                             logits.num_elements(), Phase::kBackward);
+          Op& grad = g_.mutable_op(d);
+          grad.bytes_read = t.read + g_.op(dy).out.bytes() + fwd_.op(o.inputs[1]).out.bytes();
+          grad.bytes_written = t.written;
+        }
         accumulate(x, d, o);
         break;
       }

@@ -19,7 +19,6 @@ constexpr std::int64_t kSiluFlops = 4;     // x·sigmoid(x)
 constexpr std::int64_t kReluFlops = 1;
 constexpr std::int64_t kRotaryFlops = 3;   // x·cos + rotate(x)·sin
 constexpr std::int64_t kDropoutMaskFlops = 1;  // one RNG draw compared with p
-constexpr std::int64_t kCrossEntropyFlops = 5; // softmax (max, sub, exp, sum) + log-pick
 
 using Shape = std::vector<std::int64_t>;
 
@@ -60,12 +59,8 @@ struct Builder {
   }
 };
 
-OpId loss_head(Builder& b, OpId logits, OpId labels) {
-  const Shape& ls = b.g.op(logits).out.shape;
-  Shape per_sample(ls.begin(), ls.end() - 1);
-  OpId ce = b.g.add_reduce(b.n("cross_entropy"), "softmax_cross_entropy", {logits, labels},
-                           per_sample, kCrossEntropyFlops, b.layer);
-  b.g.mutable_op(ce).no_grad_inputs = 1u << 1;
+OpId loss_head(Builder& b, OpId logits, OpId labels, LossKernel kernel) {
+  OpId ce = b.g.add_softmax_cross_entropy(b.n("cross_entropy"), logits, labels, kernel, b.layer);
   OpId loss = b.g.add_reduce(b.n("loss"), "mean", {ce}, {1}, 1, b.layer);
   b.g.meta.loss = loss;
   return loss;
@@ -289,7 +284,7 @@ Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
                     ? b.dot("logits", "bsh,vh->bsv", lnf, wte)
                     : b.dot("logits", "bsh,hv->bsv", lnf, b.param("lm_head_weight", {H, V}));
   OpId labels = g.add_input("head/labels", {B, S}, true, b.layer);
-  loss_head(b, logits, labels);
+  loss_head(b, logits, labels, c.loss_kernel);
   return g;
 }
 
@@ -347,7 +342,10 @@ Graph build_wide_resnet(const WideResNetConfig& c, const BuildOptions& options,
   OpId logits = b.dot("dense", "nc,ck->nk", pooled, b.param("dense_kernel", {channels, c.num_classes}),
                       b.param("dense_bias", {c.num_classes}));
   OpId labels = g.add_input("head/labels", {N}, true, b.layer);
-  loss_head(b, logits, labels);
+  // A classifier's loss over its classes (1,000 in the Alpa paper's runs, against a
+  // language model's vocabulary of 50,000 or more per position): one fused kernel, as XLA
+  // runs it; its cost is negligible either way.
+  loss_head(b, logits, labels, LossKernel::kTeFused);
   return g;
 }
 
@@ -363,6 +361,7 @@ core::Result<Graph> build_forward_graph(const ModelConfig& config, const BuildOp
     ALPASIM_ASSIGN_OR_RETURN(TransformerConfig t, read_hf_config(f.path, f.path_as_written, f.seq_len));
     t.fused_attention = f.fused_attention;
     t.fused_swiglu = f.fused_swiglu;
+    t.loss_kernel = f.loss_kernel;
     // The same size limits as a builtin model (core/limits.h), for this microbatch.
     if (std::string problem = model_size_problem(ModelConfig{config.name, t}, options.microbatch_size);
         !problem.empty()) {

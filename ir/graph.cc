@@ -80,6 +80,15 @@ std::string_view norm_type_name(NormType type) {
   return "?";
 }
 
+std::string_view loss_kernel_name(LossKernel kernel) {
+  switch (kernel) {
+    case LossKernel::kUnfused: return "unfused";
+    case LossKernel::kNativeFused: return "native";
+    case LossKernel::kTeFused: return "te";
+  }
+  return "?";
+}
+
 std::int64_t TensorType::num_elements() const { return product(shape); }
 
 std::optional<DotSpec> parse_dot_spec(std::string_view text) {
@@ -273,6 +282,64 @@ OpId Graph::add_reduce(std::string name, std::string function, std::vector<OpId>
   o.inputs = std::move(inputs);
   o.bytes_written = o.out.bytes();
   return add(std::move(o));
+}
+
+OpId Graph::add_softmax_cross_entropy(std::string name, OpId logits, OpId labels, LossKernel kernel,
+                                      std::int32_t layer) {
+  const std::vector<std::int64_t>& shape = op(logits).out.shape;
+  ALPASIM_CHECK(!shape.empty()) << name << ": logits without a vocabulary axis";
+  std::vector<std::int64_t> per_position(shape.begin(), shape.end() - 1);
+  if (per_position.empty()) per_position = {1};
+  // softmax (max, subtract, exp, sum) and the label's log-probability
+  constexpr std::int64_t kCrossEntropyFlopsPerLogit = 5;
+  const OpId ce = add_reduce(std::move(name), "softmax_cross_entropy", {logits, labels}, std::move(per_position),
+                             kCrossEntropyFlopsPerLogit, layer);
+  mutable_op(ce).no_grad_inputs = 1u << 1;
+  set_loss_kernel(ce, kernel);
+  return ce;
+}
+
+LogitTraffic cross_entropy_logit_traffic(LossKernel kernel, std::int64_t logit_bytes, std::int64_t logits,
+                                         Phase phase) {
+  ALPASIM_CHECK(phase == Phase::kForward || phase == Phase::kBackward) << "a loss runs forward or backward";
+  const bool forward = phase == Phase::kForward;
+  const std::int64_t fp32 = core::dtype_bytes(core::DType::kFp32);
+  // Megatron starts with logits.float(), a copy unless they are fp32 already; autograd
+  // casts the gradient back.
+  const bool copied = logit_bytes < fp32;
+  std::int64_t read = 0, written = 0;  // per logit
+  if (kernel == LossKernel::kTeFused) {
+    // forward: an online-softmax pass, then a pass writing the gradient over the logits;
+    // backward: that gradient scaled in place
+    read = (forward ? 2 : 1) * logit_bytes;
+    written = logit_bytes;
+  } else if (!forward) {
+    // unfused and native alike: the saved softmax scaled in place (the label's entry
+    // corrected first, per position), then cast back to the logits' type
+    read = (copied ? 2 : 1) * fp32;
+    written = copied ? fp32 + logit_bytes : fp32;
+  } else if (kernel == LossKernel::kUnfused) {
+    // the copy; max, subtract, exp, sum and divide each read it, and subtract, exp and
+    // divide write it in place (megatron/core/tensor_parallel/cross_entropy.py)
+    read = (copied ? logit_bytes : 0) + 5 * fp32;
+    written = (copied ? fp32 : 0) + 3 * fp32;
+  } else {
+    // jit-fused: the max read with the copy, subtract with exp, then sum, then divide
+    // (megatron/core/fusions/fused_cross_entropy.py)
+    read = logit_bytes + 3 * fp32;
+    written = (copied ? fp32 : 0) + 2 * fp32;
+  }
+  return {read * logits, written * logits};
+}
+
+void Graph::set_loss_kernel(OpId cross_entropy, LossKernel kernel) {
+  Op& o = mutable_op(cross_entropy);
+  ALPASIM_CHECK(o.function == "softmax_cross_entropy" && o.inputs.size() == 2) << o.name << ": not a cross entropy";
+  const TensorType& in = op(o.inputs[0]).out;
+  const LogitTraffic t = cross_entropy_logit_traffic(kernel, in.element_bytes(), in.num_elements(), Phase::kForward);
+  o.loss_kernel = kernel;
+  o.bytes_read = t.read + op(o.inputs[1]).out.bytes();  // and the labels
+  o.bytes_written = t.written + o.out.bytes();          // and the per-position loss
 }
 
 OpId Graph::add_softmax(std::string name, OpId x, std::int32_t layer) {

@@ -86,6 +86,13 @@ class Graph {
                   std::vector<std::int64_t> out_shape, std::int64_t flops_per_element,
                   std::int32_t layer, std::optional<core::DType> out_dtype = std::nullopt);
   OpId add_softmax(std::string name, OpId x, std::int32_t layer);
+  /// The per-position loss [...] of `logits` [..., V] against index `labels` [...], a
+  /// "softmax_cross_entropy" reduce run as `kernel` says (set_loss_kernel). Returns it.
+  OpId add_softmax_cross_entropy(std::string name, OpId logits, OpId labels, LossKernel kernel,
+                                 std::int32_t layer);
+  /// Sets a softmax_cross_entropy reduce's kernel and the bytes it moves by it
+  /// (cross_entropy_logit_traffic, plus the labels read and the loss written).
+  void set_loss_kernel(OpId cross_entropy, LossKernel kernel);
   /// Normalization of x over its last axis (channels for batch-norm) with scale `gamma`
   /// and optional shift `beta` (kNoOp for RMSNorm).
   OpId add_norm(std::string name, NormType type, OpId x, OpId gamma, OpId beta,
@@ -142,6 +149,20 @@ bool runs_in_flash_attention(const Graph& g, const Op& op);
 /// account (the evaluator's liveness walks, the executor's buffers) counts it as 0 bytes,
 /// though the CPU and CUDA executors, which run the kernel unfused, still store it.
 bool kept_on_chip_by_flash_attention(const Graph& g, const Op& op);
+
+/// Bytes a softmax cross entropy moves over its logits (not its labels or loss).
+struct LogitTraffic {
+  std::int64_t read = 0;
+  std::int64_t written = 0;
+};
+
+/// What `kernel` reads and writes over `logits` values of `logit_bytes` each in its forward
+/// or its backward (the gradient w.r.t. the logits). Per bf16 logit, forward + backward:
+/// unfused 38 + 14, native 26 + 14, te 6 + 4 (docs/scenario.md "Loss kernel"). The unfused
+/// and native kernels keep the fp32 softmax for the backward, 4 bytes per logit where the
+/// graph keeps the logits (2 with bf16): that memory is not counted.
+LogitTraffic cross_entropy_logit_traffic(LossKernel kernel, std::int64_t logit_bytes, std::int64_t logits,
+                                         Phase phase);
 
 /// HBM bytes a memory-bound op moves (Op::bytes_read + bytes_written), except 0 for a
 /// non-GEMM op inside a flash-attention kernel (its softmax, dropout and softmax gradient

@@ -5,6 +5,7 @@
 
 #include "core/limits.h"
 #include "core/text.h"
+#include "ir/model_config.h"
 
 namespace alpasim::ir {
 namespace {
@@ -174,6 +175,12 @@ class Reader {
       ALPASIM_ASSIGN_OR_RETURN(JsonValue sv, obj.required("shape", "an array of positive integers"));
       ALPASIM_ASSIGN_OR_RETURN(Shape out, read_shape(sv));
       id = g_.add_reduce(name, fn, in, out, fpe, layer);
+      if (fn == "softmax_cross_entropy") {
+        // As written by graph_to_json: logits (fp32 when the kernel copies them) and labels.
+        ALPASIM_RETURN_IF_ERROR(need_inputs(2, 2));
+        ALPASIM_ASSIGN_OR_RETURN(LossKernel kernel, parse_loss_kernel(obj));
+        g_.set_loss_kernel(id, kernel);
+      }
     } else if (kind == "softmax") {
       ALPASIM_RETURN_IF_ERROR(need_inputs(1, 1));
       id = g_.add_softmax(name, in[0], layer);
@@ -226,9 +233,8 @@ class Reader {
         return in_v[1].error("expected index labels of shape " + shape_string(per) + ", got " +
                              shape_string(shape_of(1)));
       }
-      if (per.empty()) per = {1};
-      OpId ce = g_.add_reduce(name + "/per_sample", "softmax_cross_entropy", in, per, 5, layer);
-      g_.mutable_op(ce).no_grad_inputs = 1u << 1;
+      ALPASIM_ASSIGN_OR_RETURN(LossKernel kernel, parse_loss_kernel(obj));
+      OpId ce = g_.add_softmax_cross_entropy(name + "/per_sample", in[0], in[1], kernel, layer);
       id = g_.add_reduce(name, "mean", {ce}, {1}, 1, layer);
       g_.meta.loss = id;
     }
@@ -400,6 +406,7 @@ Json graph_to_json(const Graph& g) {
         const std::int64_t n0 = std::max<std::int64_t>(1, g.op(o.inputs[0]).out.num_elements());
         e["flops_per_element"] = o.flops / n0;
         e["shape"] = o.out.shape;
+        if (o.function == "softmax_cross_entropy") write_loss_kernel(o.loss_kernel, e);
         break;
       }
       case OpKind::kSoftmax: e["op"] = "softmax"; break;

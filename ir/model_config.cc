@@ -110,6 +110,7 @@ Result<TransformerConfig> parse_transformer(JsonObject& obj, const std::string& 
   set_architecture_defaults(c);
   ALPASIM_ASSIGN_OR_RETURN(c.fused_attention, obj.get_bool_or("fused_attention", true));
   ALPASIM_ASSIGN_OR_RETURN(c.fused_swiglu, obj.get_bool_or("fused_swiglu", true));
+  ALPASIM_ASSIGN_OR_RETURN(c.loss_kernel, parse_loss_kernel(obj));
   ALPASIM_ASSIGN_OR_RETURN(c.sliding_window, obj.get_count_or("sliding_window", L::kMaxSeqLen, 0));
   ALPASIM_ASSIGN_OR_RETURN(c.sliding_window_pattern,
                            obj.get_count_or("sliding_window_pattern", L::kMaxLayers, 0));
@@ -149,6 +150,28 @@ std::string default_name(const ModelConfig& config) {
 }
 
 }  // namespace
+
+// Megatron-Core's cross_entropy_loss_fusion and cross_entropy_fusion_impl, with its
+// defaults (unfused; "native" once fused). The impl is read only with the fusion, as
+// Megatron-Core reads it; written without it, it is refused rather than silently unused.
+Result<LossKernel> parse_loss_kernel(JsonObject& obj) {
+  ALPASIM_ASSIGN_OR_RETURN(bool fusion, obj.get_bool_or("cross_entropy_loss_fusion", false));
+  static const std::vector<std::string> kImpls = {"native", "te"};
+  if (!fusion) {
+    if (auto impl = obj.optional("cross_entropy_fusion_impl")) {
+      return impl->error("expected only with \"cross_entropy_loss_fusion\": true (Megatron-Core reads the "
+                         "implementation only for the fused loss)");
+    }
+    return LossKernel::kUnfused;
+  }
+  ALPASIM_ASSIGN_OR_RETURN(std::string impl, obj.get_enum_or("cross_entropy_fusion_impl", kImpls, "native"));
+  return impl == "te" ? LossKernel::kTeFused : LossKernel::kNativeFused;
+}
+
+void write_loss_kernel(LossKernel kernel, core::Json& j) {
+  j["cross_entropy_loss_fusion"] = kernel != LossKernel::kUnfused;
+  if (kernel != LossKernel::kUnfused) j["cross_entropy_fusion_impl"] = std::string(loss_kernel_name(kernel));
+}
 
 ModelConfig gpt_model_config(std::string name, std::int64_t layers, std::int64_t hidden,
                              std::int64_t heads, std::int64_t seq_len, std::int64_t vocab) {
@@ -250,6 +273,7 @@ Result<ModelConfig> parse_model_config(const core::JsonValue& value,
     if (f.format == "hf_config") {
       ALPASIM_ASSIGN_OR_RETURN(f.fused_attention, obj.get_bool_or("fused_attention", true));
       ALPASIM_ASSIGN_OR_RETURN(f.fused_swiglu, obj.get_bool_or("fused_swiglu", true));
+      ALPASIM_ASSIGN_OR_RETURN(f.loss_kernel, parse_loss_kernel(obj));
       if (obj.has("seq_len")) {
         ALPASIM_ASSIGN_OR_RETURN(f.seq_len, obj.get_count("seq_len", L::kMaxSeqLen));
       }
@@ -298,6 +322,7 @@ core::Json model_config_to_json(const ModelConfig& config) {
     j["ffn_hidden_size"] = t->ffn_hidden_size;
     j["fused_attention"] = t->fused_attention;
     j["fused_swiglu"] = t->fused_swiglu;
+    write_loss_kernel(t->loss_kernel, j);
     if (t->sliding_window > 0) {
       j["sliding_window"] = t->sliding_window;
       if (t->sliding_window_pattern > 0) j["sliding_window_pattern"] = t->sliding_window_pattern;
@@ -325,6 +350,7 @@ core::Json model_config_to_json(const ModelConfig& config) {
     j["format"] = f.format;
     if (f.format == "hf_config") j["fused_attention"] = f.fused_attention;
     if (f.format == "hf_config") j["fused_swiglu"] = f.fused_swiglu;
+    if (f.format == "hf_config") write_loss_kernel(f.loss_kernel, j);
     if (f.format == "hf_config" && f.seq_len > 0) j["seq_len"] = f.seq_len;
   }
   return j;

@@ -8,6 +8,7 @@
 
 #include "core/json_reader.h"
 #include "core/status.h"
+#include "ir/op.h"
 
 namespace alpasim::ir {
 
@@ -89,6 +90,11 @@ struct TransformerConfig {
   /// "fused_swiglu" defaults to true (Megatron-Core's bias_swiglu_fusion); a config built in
   /// code defaults to false. Written by model_config_to_json.
   bool fused_swiglu = false;
+  /// How the language-model loss runs (Op::loss_kernel): the scenario keys
+  /// "cross_entropy_loss_fusion" (default false) and "cross_entropy_fusion_impl" ("native"
+  /// or "te", default "native"; read only with the fusion), Megatron-Core's flags and
+  /// defaults. Written by model_config_to_json.
+  LossKernel loss_kernel = LossKernel::kUnfused;
   /// Sliding-window attention: each query sees its `sliding_window` latest keys (itself
   /// included; Hugging Face's `sliding_window`); 0 = full causal attention. Scenario key
   /// "sliding_window", Hugging Face configs' `sliding_window` (mistral, mixtral; qwen2 with
@@ -106,6 +112,13 @@ struct TransformerConfig {
     return sliding_window;
   }
 };
+
+/// The loss kernel an object's "cross_entropy_loss_fusion" (bool, default false) and
+/// "cross_entropy_fusion_impl" ("native" or "te", default "native"; an error without the
+/// fusion) name: Megatron-Core's flags and defaults. Used by the model keys and graph JSON.
+core::Result<LossKernel> parse_loss_kernel(core::JsonObject& obj);
+/// Writes those keys for `kernel` into `j` (the impl only when fused).
+void write_loss_kernel(LossKernel kernel, core::Json& j);
 
 /// Sets the architecture details of `config` from config.builtin: "gpt"/"moe": tied
 /// embeddings, biases everywhere, learned positions, dropout (Megatron GPT, GShard);
@@ -132,6 +145,8 @@ struct ModelFileConfig {
   /// "hf_config" only: TransformerConfig::fused_swiglu (the scenario key "fused_swiglu",
   /// default true).
   bool fused_swiglu = true;
+  /// "hf_config" only: TransformerConfig::loss_kernel (the same scenario keys).
+  LossKernel loss_kernel = LossKernel::kUnfused;
   /// "hf_config" only: tokens per sequence (the model key "seq_len", or the scenario's
   /// training.seq_len); 0 = the config's max_position_embeddings (n_positions), the
   /// longest context the model supports, which is rarely the training length.

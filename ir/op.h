@@ -43,6 +43,21 @@ enum class Phase {
 
 enum class NormType { kLayerNorm, kRmsNorm, kBatchNorm };
 
+/// How a softmax cross-entropy loss over a vocabulary runs (Megatron-Core's
+/// cross_entropy_loss_fusion and cross_entropy_fusion_impl): the passes it makes over the
+/// logits and what it keeps for the backward. Graph::add_softmax_cross_entropy builds it,
+/// Graph::set_loss_kernel prices it (bytes per logit in docs/scenario.md "Loss kernel").
+enum class LossKernel : std::uint8_t {
+  kUnfused,      ///< Megatron-Core's default: an fp32 copy, then max, subtract, exp, sum and
+                 ///< divide as separate kernels; keeps the fp32 softmax (also PyTorch's
+                 ///< F.cross_entropy on .float() logits, by its passes)
+  kNativeFused,  ///< cross_entropy_loss_fusion, impl "native": the same steps jit-fused into
+                 ///< fewer passes (the max with the fp32 copy); keeps the fp32 softmax
+  kTeFused,      ///< impl "te": Transformer Engine's kernel reads the 16-bit logits twice and
+                 ///< writes their gradient in place; keeps nothing more
+};
+std::string_view loss_kernel_name(LossKernel kernel);
+
 /// Which derivative an operator computes; kNone for forward ops.
 enum class GradRole {
   kNone,
@@ -148,6 +163,9 @@ struct Op {
   /// derive_training_graph recomputes this op under every recomputation policy and nothing
   /// stores its output.
   bool fused_swiglu = false;
+  /// The softmax_cross_entropy reduce: how its kernel runs (Graph::set_loss_kernel sets its
+  /// bytes from it). Unread on other ops.
+  LossKernel loss_kernel = LossKernel::kUnfused;
 
   DotSpec dot;      ///< kDot, kMoeDispatch, kMoeCombine
   /// kDot, kMoeDispatch, kMoeCombine: the loop dims of `dot`; kConv2d: conv.gemm_dims().

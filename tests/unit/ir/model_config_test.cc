@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include "ir/accounting.h"
+#include "ir/autodiff.h"
 #include "ir/builders.h"
+#include "ir/graph_json.h"
 
 namespace alpasim::ir {
 namespace {
@@ -55,6 +57,64 @@ TEST_CASE("model configs round-trip") {
     ModelConfig again = parse_model_config(core::JsonValue::root(doc), ".").value();
     CHECK(model_config_to_json(again) == model_config_to_json(m));
   }
+}
+
+// The loss's bytes per logit as Megatron-Core's and Transformer Engine's kernels move them
+// (docs/scenario.md "Loss kernel"), in the graph and after a graph-file round trip.
+TEST_CASE("the loss kernel keys set the cross entropy's bytes per logit, forward and backward") {
+  const std::string base = R"({"builtin": "llama", "num_layers": 1, "hidden_size": 64, "num_heads": 4,
+      "seq_len": 16, "vocab_size": 1000, "ffn_hidden_size": 96)";
+  struct Case {
+    std::string keys;
+    LossKernel kernel;
+    core::DType dtype;
+    std::int64_t forward_per_logit, backward_per_logit;
+  };
+  const Case cases[] = {
+      {"", LossKernel::kUnfused, core::DType::kBf16, 38, 14},
+      {R"(, "cross_entropy_loss_fusion": true)", LossKernel::kNativeFused, core::DType::kBf16, 26, 14},
+      {R"(, "cross_entropy_loss_fusion": true, "cross_entropy_fusion_impl": "te")", LossKernel::kTeFused,
+       core::DType::kBf16, 6, 4},
+      // fp32 logits: no copy, no cast back
+      {"", LossKernel::kUnfused, core::DType::kFp32, 32, 8},
+      {R"(, "cross_entropy_loss_fusion": true)", LossKernel::kNativeFused, core::DType::kFp32, 24, 8},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.keys);
+    const ModelConfig m = parse_text(base + c.keys + "}").value();
+    CHECK(std::get<TransformerConfig>(m.spec).loss_kernel == c.kernel);
+    BuildOptions options;
+    options.microbatch_size = 2;
+    options.dtype = c.dtype;
+    const Graph forward = build_forward_graph(m, options).value();
+    const auto again = parse_graph_json(core::JsonValue(graph_to_json(forward), "g.json", ""), options);
+    REQUIRE(again.ok());
+    for (const Graph* f : {&forward, &again.value()}) {
+      const Graph g = derive_training_graph(*f, {});
+      const Op* ce = nullptr;
+      const Op* grad = nullptr;
+      for (const Op& o : g.ops()) {
+        if (o.function == "softmax_cross_entropy") ce = &o;
+        if (o.function == "softmax_cross_entropy_grad") grad = &o;
+      }
+      REQUIRE(ce != nullptr);
+      REQUIRE(grad != nullptr);
+      CHECK(ce->loss_kernel == c.kernel);
+      const std::int64_t logits = 2 * 16 * 1000;
+      const std::int64_t positions = 2 * 16;
+      // + the labels read (4-byte ids) and the per-position loss written
+      CHECK(ce->bytes_read + ce->bytes_written ==
+            c.forward_per_logit * logits + 4 * positions + positions * core::dtype_bytes(c.dtype));
+      // + dy and the labels read
+      CHECK(grad->bytes_read + grad->bytes_written ==
+            c.backward_per_logit * logits + positions * core::dtype_bytes(c.dtype) + 4 * positions);
+    }
+  }
+  // The implementation is Megatron-Core's only with the fusion: alone it is an error.
+  auto bad = parse_text(base + R"(, "cross_entropy_fusion_impl": "te"})");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("/cross_entropy_fusion_impl") != std::string::npos);
+  CHECK(bad.status().message().find("cross_entropy_loss_fusion") != std::string::npos);
 }
 
 TEST_CASE("a sliding window reaches the layers its pattern names") {
