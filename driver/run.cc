@@ -38,6 +38,7 @@ std::string describe_model(const ir::ModelConfig& m) {
       if (t->sliding_window_pattern > 0) s << " (every " << t->sliding_window_pattern << ". layer full)";
     }
     s << (t->fused_attention ? ", fused attention" : ", unfused attention");
+    s << ", " << ir::loss_kernel_name(t->loss_kernel) << " loss kernel";
   } else if (const auto* w = std::get_if<ir::WideResNetConfig>(&m.spec)) {
     s << "wide_resnet: " << w->num_layers << " layers, base channels " << w->base_channels
       << ", width factor " << w->width_factor << ", image " << w->image_size << "x"
@@ -45,7 +46,10 @@ std::string describe_model(const ir::ModelConfig& m) {
   } else {
     const auto& f = std::get<ir::ModelFileConfig>(m.spec);
     s << f.format << " file " << f.path_as_written;
-    if (f.format == "hf_config") s << (f.fused_attention ? ", fused attention" : ", unfused attention");
+    if (f.format == "hf_config") {
+      s << (f.fused_attention ? ", fused attention" : ", unfused attention");
+      s << ", " << ir::loss_kernel_name(f.loss_kernel) << " loss kernel";
+    }
   }
   return s.str();
 }

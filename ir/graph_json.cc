@@ -176,7 +176,7 @@ class Reader {
       ALPASIM_ASSIGN_OR_RETURN(Shape out, read_shape(sv));
       id = g_.add_reduce(name, fn, in, out, fpe, layer);
       if (fn == "softmax_cross_entropy") {
-        // As written by graph_to_json: logits (fp32 when the kernel copies them) and labels.
+        // As written by graph_to_json: the logits and the labels.
         ALPASIM_RETURN_IF_ERROR(need_inputs(2, 2));
         ALPASIM_ASSIGN_OR_RETURN(LossKernel kernel, parse_loss_kernel(obj));
         g_.set_loss_kernel(id, kernel);

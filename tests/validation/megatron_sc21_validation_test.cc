@@ -519,12 +519,20 @@ std::vector<ModernRow> nemo_rows(const std::string& gpu_type, const std::string&
     // Megatron-Core's bias_swiglu_fusion (on by default; added 2026-11-26, sixth stop, with
     // these rows in view: before, the SiLU's output was stored as well).
     t.fused_swiglu = true;
-    // The loss (added 2026-11-27, stop 40, with these tables in view): NeMo's performance
-    // scripts (scripts/performance/helpers.py, set_perf_optimization_configs) and
-    // Megatron-Bridge's performance recipes set cross_entropy_fusion_impl "te", with NeMo's
-    // and Bridge's GPT configs' cross_entropy_loss_fusion true; Megatron-LM's example
-    // scripts keep Megatron-Core's default, the unfused loss.
-    if (row.at("source_family").rfind("nemo_", 0) == 0) t.loss_kernel = ir::LossKernel::kTeFused;
+    // The loss (added 2026-11-27, stop 40, with these tables in view): NeMo's and
+    // Megatron-Bridge's GPT configs set cross_entropy_loss_fusion; NeMo's performance
+    // scripts (scripts/performance/helpers.py, set_perf_optimization_configs) and Bridge's
+    // performance recipes set cross_entropy_fusion_impl "te", an option of Megatron-Core
+    // releases from spring 2025: containers before 25.04 are taken to run the fused
+    // "native" kernel, later ones TE's (not verified per container: Megatron-Core 0.18,
+    // June 2026, refuses TE's in Megatron-LM's training arguments and warns in its config).
+    // Megatron-LM's example scripts keep Megatron-Core's default, the unfused loss.
+    if (row.at("source_family").rfind("nemo_", 0) == 0) {
+      const std::string& version = row.at("framework_version");  // "NeMo container 25.04.rc2"
+      const auto at = version.find("container ");
+      const std::string yymm = at == std::string::npos ? "" : version.substr(at + 10, 5);
+      t.loss_kernel = yymm.size() == 5 && yymm < "25.04" ? ir::LossKernel::kNativeFused : ir::LossKernel::kTeFused;
+    }
     ir::ModelConfig model;
     model.spec = t;
     MegatronPlan plan;

@@ -68,21 +68,32 @@ TEST_CASE("the loss kernel keys set the cross entropy's bytes per logit, forward
     std::string keys;
     LossKernel kernel;
     core::DType dtype;
-    std::int64_t forward_per_logit, backward_per_logit;
+    // bytes per logit: forward read, written; backward read, written
+    std::int64_t forward_read, forward_written, backward_read, backward_written;
   };
+  const std::string native = R"(, "cross_entropy_loss_fusion": true)";
+  const std::string te = R"(, "cross_entropy_loss_fusion": true, "cross_entropy_fusion_impl": "te")";
   const Case cases[] = {
-      {"", LossKernel::kUnfused, core::DType::kBf16, 38, 14},
-      {R"(, "cross_entropy_loss_fusion": true)", LossKernel::kNativeFused, core::DType::kBf16, 26, 14},
-      {R"(, "cross_entropy_loss_fusion": true, "cross_entropy_fusion_impl": "te")", LossKernel::kTeFused,
-       core::DType::kBf16, 6, 4},
+      // copy r2 w4, max r4, subtract/exp/divide r4 w4 each, sum r4 | scale r4 w4, cast r4 w2
+      {"", LossKernel::kUnfused, core::DType::kBf16, 22, 16, 8, 6},
+      // copy+max r2 w4, subtract+exp r4 w4, sum r4, divide r4 w4 | as unfused
+      {native, LossKernel::kNativeFused, core::DType::kBf16, 14, 12, 8, 6},
+      // two reads, the gradient written in place | scaled in place
+      {te, LossKernel::kTeFused, core::DType::kBf16, 4, 2, 2, 2},
       // fp32 logits: no copy, no cast back
-      {"", LossKernel::kUnfused, core::DType::kFp32, 32, 8},
-      {R"(, "cross_entropy_loss_fusion": true)", LossKernel::kNativeFused, core::DType::kFp32, 24, 8},
+      {"", LossKernel::kUnfused, core::DType::kFp32, 20, 12, 4, 4},
+      {native, LossKernel::kNativeFused, core::DType::kFp32, 16, 8, 4, 4},
+      {te, LossKernel::kTeFused, core::DType::kFp32, 8, 4, 4, 4},
   };
   for (const Case& c : cases) {
     CAPTURE(c.keys);
+    CAPTURE(core::dtype_name(c.dtype));
     const ModelConfig m = parse_text(base + c.keys + "}").value();
     CHECK(std::get<TransformerConfig>(m.spec).loss_kernel == c.kernel);
+    // The keys survive a plan file's model block.
+    auto doc = core::parse_json_text(model_config_to_json(m).dump(), "again.json").value();
+    CHECK(std::get<TransformerConfig>(parse_model_config(core::JsonValue::root(doc), ".").value().spec).loss_kernel ==
+          c.kernel);
     BuildOptions options;
     options.microbatch_size = 2;
     options.dtype = c.dtype;
@@ -102,14 +113,47 @@ TEST_CASE("the loss kernel keys set the cross entropy's bytes per logit, forward
       CHECK(ce->loss_kernel == c.kernel);
       const std::int64_t logits = 2 * 16 * 1000;
       const std::int64_t positions = 2 * 16;
-      // + the labels read (4-byte ids) and the per-position loss written
-      CHECK(ce->bytes_read + ce->bytes_written ==
-            c.forward_per_logit * logits + 4 * positions + positions * core::dtype_bytes(c.dtype));
+      const std::int64_t per_position = positions * core::dtype_bytes(c.dtype);  // a loss or its dy
+      // + the labels read (4-byte ids); + the per-position loss written
+      CHECK(ce->bytes_read == c.forward_read * logits + 4 * positions);
+      CHECK(ce->bytes_written == c.forward_written * logits + per_position);
       // + dy and the labels read
-      CHECK(grad->bytes_read + grad->bytes_written ==
-            c.backward_per_logit * logits + positions * core::dtype_bytes(c.dtype) + 4 * positions);
+      CHECK(grad->bytes_read == c.backward_read * logits + per_position + 4 * positions);
+      CHECK(grad->bytes_written == c.backward_written * logits);
     }
   }
+  // A graph file's cross_entropy op takes the same keys.
+  const auto graph_file = [](const std::string& keys) {
+    const std::string text = R"({"format": "alpa-sim-graph", "version": 1, "name": "head", "dtype": "bf16",
+        "batch_size": 2, "layers": [{"name": "head", "kind": "epilogue"}], "ops": [
+        {"name": "x", "op": "input", "shape": [2, 8, 16]},
+        {"name": "w", "op": "parameter", "shape": [16, 100]},
+        {"name": "logits", "op": "dot", "einsum": "bsh,hv->bsv", "inputs": ["x", "w"]},
+        {"name": "labels", "op": "input", "shape": [2, 8], "index": true},
+        {"name": "loss", "op": "cross_entropy", "inputs": ["logits", "labels"])" + keys + "}]}";
+    auto doc = core::parse_json_text(text, "g.json");
+    REQUIRE(doc.ok());
+    BuildOptions options;
+    options.microbatch_size = 2;
+    options.dtype = core::DType::kBf16;
+    return parse_graph_json(core::JsonValue::root(*doc), options);
+  };
+  for (const auto& [keys, kernel] : {std::pair<std::string, LossKernel>{"", LossKernel::kUnfused},
+                                     {native, LossKernel::kNativeFused}, {te, LossKernel::kTeFused}}) {
+    CAPTURE(keys);
+    const auto g = graph_file(keys);
+    REQUIRE(g.ok());
+    bool found = false;
+    for (const Op& o : g.value().ops()) {
+      if (o.function != "softmax_cross_entropy") continue;
+      found = true;
+      CHECK(o.loss_kernel == kernel);
+    }
+    CHECK(found);
+  }
+  const auto alone = graph_file(R"(, "cross_entropy_fusion_impl": "te")");
+  REQUIRE_FALSE(alone.ok());
+  CHECK(alone.status().message().find("cross_entropy_loss_fusion") != std::string::npos);
   // The implementation is Megatron-Core's only with the fusion: alone it is an error.
   auto bad = parse_text(base + R"(, "cross_entropy_fusion_impl": "te"})");
   REQUIRE_FALSE(bad.ok());
