@@ -336,6 +336,36 @@ OpLayouts BlockLayouts::compute(const ir::Op& o, std::int32_t stage, const Curre
       BlockLayout ops[2] = {operand(0), operand(1)};
       std::map<char, std::vector<int>> label_axes;
       unsigned used = 0;
+      // A gradient of a weight of this stage without a spec of its own is written in its
+      // weight's layout, as Megatron writes its block of a split weight's gradient (it
+      // gathers a sequence-split input again rather than sum whole partial gradients).
+      ir::OpId weight = ir::kNoOp;
+      if (h == nullptr && o.grad_role == ir::GradRole::kWeightGrad && o.source != ir::kNoOp &&
+          gf.op(o.source).is_einsum()) {
+        const ir::Op& src = gf.op(o.source);
+        for (std::size_t i = 0; i < 2 && i < src.inputs.size(); ++i) {
+          const ir::OpId w = src.inputs[i];
+          if (s.out == (i == 0 ? src.dot.lhs : src.dot.rhs) && gf.op(w).kind == OpKind::kParameter &&
+              op_stage_[static_cast<std::size_t>(w)] == stage) {
+            weight = w;
+          }
+        }
+      }
+      if ((h != nullptr && h->output.rank() == static_cast<int>(R)) || weight != ir::kNoOp) {
+        // The output's labels take their splits first, from the plan's spec (Megatron's
+        // column-parallel linear gathers its sequence-split input and writes its block of
+        // columns) or the weight's layout; operands are laid out to them, and a contracting
+        // label takes only the mesh axes left.
+        const BlockLayout want = h != nullptr ? hout(BlockLayout{}) : param_layout(weight, stage);
+        for (std::size_t a = 0; a < s.out.size() && a < R; ++a) {
+          std::vector<int> keep;
+          for (int m : want.axes[a]) {
+            if (!(used & (1u << m))) keep.push_back(m);
+          }
+          for (int m : keep) used |= 1u << m;
+          label_axes[s.out[a]] = keep;
+        }
+      }
       for (int k = 0; k < 2; ++k) {
         for (std::size_t a = 0; a < labels[k].size(); ++a) {
           const char c = labels[k][a];
