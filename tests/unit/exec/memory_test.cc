@@ -544,17 +544,8 @@ TEST_CASE("memory: planner::sharded_stage_memory equals every microbatch's tasks
     auto prog = lower_plan(plan);
     REQUIRE_MESSAGE(prog.ok(), prog.status().message());
     REQUIRE(verify_program(*prog).ok());
-    auto graph = [&](std::int64_t samples) {
-      ir::BuildOptions bo;
-      bo.microbatch_size = samples;
-      bo.dtype = plan.dtype;
-      ir::Graph fwd = ir::build_forward_graph(plan.model, bo).value();
-      ir::TrainingOptions to;
-      to.optimizer = executor_optimizer(fwd);
-      to.recompute = plan.recompute == schema::Recompute::kFull ? ir::RecomputePolicy::kFull : ir::RecomputePolicy::kNone;
-      return ir::derive_training_graph(fwd, to);
-    };
-    const ir::Graph full = graph(plan.global_batch_size / plan.num_microbatches), one = graph(1), two = graph(2);
+    const ir::Graph full = executor_training_graph(plan, plan.global_batch_size / plan.num_microbatches),
+                    one = executor_training_graph(plan, 1), two = executor_training_graph(plan, 2);
     for (std::size_t s = 0; s < plan.stages.size(); ++s) {
       CAPTURE(s);
       planner::ShardedStageMemoryInput in;
