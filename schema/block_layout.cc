@@ -357,10 +357,23 @@ OpLayouts BlockLayouts::compute(const ir::Op& o, std::int32_t stage, const Curre
         // columns) or the weight's layout; operands are laid out to them, and a contracting
         // label takes only the mesh axes left.
         const BlockLayout want = h != nullptr ? hout(BlockLayout{}) : param_layout(weight, stage);
+        // A spec's output keeps off the mesh axes the operands split a contracted letter
+        // over: a row-parallel GEMM sums partial products and reduce-scatters them onto the
+        // sequence (Megatron), rather than gathering its operands. A weight's gradient takes
+        // its weight's layout whatever the operands hold (Megatron gathers the input again).
+        unsigned contracted = 0;
+        if (weight == ir::kNoOp) {
+          for (int k = 0; k < 2; ++k) {
+            for (std::size_t a = 0; a < labels[k].size(); ++a) {
+              if (s.out.find(labels[k][a]) != std::string::npos) continue;
+              for (int m : ops[k].axes[a]) contracted |= 1u << m;
+            }
+          }
+        }
         for (std::size_t a = 0; a < s.out.size() && a < R; ++a) {
           std::vector<int> keep;
           for (int m : want.axes[a]) {
-            if (!(used & (1u << m))) keep.push_back(m);
+            if (!(used & (1u << m)) && !(contracted & (1u << m))) keep.push_back(m);
           }
           for (int m : keep) used |= 1u << m;
           label_axes[s.out[a]] = keep;

@@ -12,7 +12,6 @@
 #include "exec/verify.h"
 #include "planner/search/search.h"
 #include "planner/search/stage_memory.h"
-#include "schema/megatron_layouts.h"
 #include "schema/plan.h"
 #include "tests/unit/exec/exec_fixtures.h"
 #include "tests/unit/exec/search_fixtures.h"
@@ -22,7 +21,9 @@
 namespace alpasim::exec {
 namespace {
 
+using testing::executor_training_graph;
 using testing::p3_input;
+using testing::sequence_parallel_plan_file;
 
 /// The high-water mark the CPU backend measured while running `p` (its counting allocator,
 /// exec/cpu/counting_allocator.h), per device at the plan dtype. One warm-up and one
@@ -468,35 +469,6 @@ TEST_CASE("memory: the simulator's peak equals the executor's on the tiny Wide-R
 
 namespace alpasim::exec {
 namespace {
-
-ir::Graph executor_training_graph(const schema::Plan& plan, std::int64_t samples) {
-  ir::BuildOptions bo;
-  bo.microbatch_size = samples;
-  bo.dtype = plan.dtype;
-  ir::Graph fwd = ir::build_forward_graph(plan.model, bo).value();
-  ir::TrainingOptions to;
-  to.optimizer = executor_optimizer(fwd);
-  to.recompute = plan.recompute == schema::Recompute::kFull ? ir::RecomputePolicy::kFull : ir::RecomputePolicy::kNone;
-  return ir::derive_training_graph(fwd, to);
-}
-
-// The tp 2 pp 2 dp 2 plan file `alpa-sim --out` writes, its layouts rewritten with Megatron's
-// sequence parallelism (the hidden states split over the sequence between the linears).
-schema::Plan sequence_parallel_plan_file() {
-  auto p = schema::read_plan_file(std::string(ALPASIM_SOURCE_DIR) +
-                                  "/tests/unit/exec/data/tiny_gpt_megatron_plan_file_tp2_pp2_dp2.json");
-  REQUIRE_MESSAGE(p.ok(), p.status().message());
-  schema::Plan plan = *p;
-  const std::int64_t mbs = plan.global_batch_size / plan.num_microbatches;
-  const ir::Graph g = executor_training_graph(plan, mbs);
-  for (auto& st : plan.stages) {
-    auto sh = schema::megatron_operator_shardings(g, plan.model, mbs, st.layer_begin, st.layer_end, st.logical_rows,
-                                                  st.logical_cols, true);
-    REQUIRE_MESSAGE(sh.ok(), sh.status().message());
-    st.shardings = *sh;
-  }
-  return plan;
-}
 
 // Megatron writes its block of a split weight's gradient (under sequence parallelism it
 // gathers the linear's input again for it); the executor did so only where the operands'

@@ -9,7 +9,10 @@
 #include <string>
 
 #include "cost_model/cost_model.h"
+#include "exec/lower.h"
 #include "planner/search/search.h"
+#include "schema/megatron_layouts.h"
+#include "schema/plan.h"
 #include "tests/unit/exec/exec_fixtures.h"
 #include "tests/support/shipped_calibration.h"
 
@@ -64,6 +67,36 @@ inline schema::Plan unsharded_reference(const schema::Plan& plan, std::int64_t m
   r.num_microbatches = microbatches;
   r.recompute = schema::Recompute::kNone;
   return r;
+}
+
+/// The training graph the executor builds for `plan` at `samples` per microbatch.
+inline ir::Graph executor_training_graph(const schema::Plan& plan, std::int64_t samples) {
+  ir::BuildOptions bo;
+  bo.microbatch_size = samples;
+  bo.dtype = plan.dtype;
+  ir::Graph fwd = ir::build_forward_graph(plan.model, bo).value();
+  ir::TrainingOptions to;
+  to.optimizer = executor_optimizer(fwd);
+  to.recompute = plan.recompute == schema::Recompute::kFull ? ir::RecomputePolicy::kFull : ir::RecomputePolicy::kNone;
+  return ir::derive_training_graph(fwd, to);
+}
+
+/// The tp 2 pp 2 dp 2 plan file `alpa-sim --out` writes, its layouts rewritten with Megatron's
+/// sequence parallelism (the hidden states split over the sequence between the linears).
+inline schema::Plan sequence_parallel_plan_file() {
+  auto p = schema::read_plan_file(std::string(ALPASIM_SOURCE_DIR) +
+                                  "/tests/unit/exec/data/tiny_gpt_megatron_plan_file_tp2_pp2_dp2.json");
+  REQUIRE_MESSAGE(p.ok(), p.status().message());
+  schema::Plan plan = *p;
+  const std::int64_t mbs = plan.global_batch_size / plan.num_microbatches;
+  const ir::Graph g = executor_training_graph(plan, mbs);
+  for (auto& st : plan.stages) {
+    auto sh = schema::megatron_operator_shardings(g, plan.model, mbs, st.layer_begin, st.layer_end, st.logical_rows,
+                                                  st.logical_cols, true);
+    REQUIRE_MESSAGE(sh.ok(), sh.status().message());
+    st.shardings = *sh;
+  }
+  return plan;
 }
 
 }  // namespace alpasim::exec::testing

@@ -29,6 +29,7 @@ constexpr double kRelTol = 1e-4;
 constexpr double kAbsTol = 1e-6;
 
 using testing::run_on_cpu;
+using testing::sequence_parallel_plan_file;
 using testing::small_search;
 using testing::unsharded_reference;
 
@@ -357,6 +358,32 @@ TEST_CASE("tiny Wide-ResNet: the search's plans (alpa on 2 and 4 GPUs, intra-op 
     ref.num_microbatches = plan.global_batch_size / per_device;
     compare(run_on_cpu(plan), run_on_cpu(ref), true, 1e-3);
   }
+}
+
+// The same file with Megatron's sequence parallelism: column-parallel linears gather their
+// sequence-split input (and, for their weight's gradient, gather it again), row-parallel ones
+// sum partial products and reduce-scatter them onto the sequence; no weight is gathered in a
+// forward or backward task (schema::BlockLayouts' dot rule; before 2026-11-27, stop 40, the
+// column-parallel GEMMs took their input's sequence split and gathered the weight).
+TEST_CASE("a sequence-parallel Megatron plan file gathers activations, never a weight, and matches the reference") {
+  const schema::Plan plan = sequence_parallel_plan_file();
+  auto prog = lower_plan(plan);
+  REQUIRE_MESSAGE(prog.ok(), prog.status().message());
+  REQUIRE(verify_program(*prog).ok());
+  int activation_gathers = 0;
+  for (const auto& code : prog->code) {
+    for (const Instruction& in : code) {
+      if (in.kind != InstrKind::kAllGather || in.task == TaskKind::kOptimizer) continue;
+      const ir::Op& op = prog->graph_of_stage(in.stage).op(in.op);
+      CAPTURE(op.name);
+      // The word embedding is split over the vocabulary and gathered whole for the lookup
+      // (docs/executor.md: the lookup reads the whole table).
+      if (op.name != "embedding/word_embeddings") CHECK(op.kind != ir::OpKind::kParameter);
+      if (op.kind != ir::OpKind::kParameter) ++activation_gathers;
+    }
+  }
+  CHECK(activation_gathers > 0);
+  compare(run_on_cpu(plan), run_on_cpu(unsharded_reference(plan)));
 }
 
 }  // namespace
