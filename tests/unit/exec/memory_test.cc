@@ -480,9 +480,9 @@ TEST_CASE("memory: a sequence-parallel Megatron plan file holds each gradient as
   const ir::Graph full = executor_training_graph(plan, mbs), one = executor_training_graph(plan, 1),
                   two = executor_training_graph(plan, 2);
   // The last stage: blocks and the head, every weight read by a linear or a norm. (The
-  // first stage's position table is not asserted: its scatter-add gradient follows the
-  // sequence split and is copied into the table's layout, 2,048 bytes more here; Megatron
-  // gathers the sequence before the embedding's backward. Noted in docs/validation.md.)
+  // first stage is not asserted: the vocabulary-split word embedding's scatter-add gradient
+  // is written whole and partial, then copied into the table's layout, 2,048 bytes more
+  // here, where Megatron writes only its rows. Noted in docs/validation.md.)
   planner::ShardedStageMemoryInput in;
   in.plan = &plan;
   in.microbatch_graph = &full;
