@@ -24,6 +24,11 @@ constexpr std::int64_t dtype_bytes(DType t) {
   return 0;
 }
 
+/// The dtype tensors of a run training in `t` are kept in (weights, gradients,
+/// activations): fp8 training (Transformer Engine's recipe) keeps bf16 tensors and runs only
+/// the block linears' GEMMs in fp8; every other dtype keeps its own.
+constexpr DType storage_dtype(DType t) { return t == DType::kFp8 ? DType::kBf16 : t; }
+
 /// "fp32", "tf32", "fp16", "bf16", "fp8".
 std::string_view dtype_name(DType t);
 /// Inverse of dtype_name.

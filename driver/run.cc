@@ -98,9 +98,7 @@ std::string describe_search(const SearchConfig& search) {
 ir::SummaryOptions summary_options(const Scenario& scenario) {
   ir::SummaryOptions options;
   options.global_batch_size = scenario.training.global_batch_size;
-  // fp8 runs keep bf16 tensors (only the block linears' GEMMs are fp8).
-  options.dtype = scenario.training.dtype == core::DType::kFp8 ? core::DType::kBf16
-                                                               : scenario.training.dtype;
+  options.dtype = core::storage_dtype(scenario.training.dtype);
   bool known = ir::parse_optimizer_kind(scenario.training.optimizer, &options.optimizer);
   ALPASIM_CHECK(known) << "optimizer " << scenario.training.optimizer << " has no ir kind";
   if (const auto& m = scenario.search.megatron) {

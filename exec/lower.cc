@@ -727,7 +727,7 @@ class Lowerer {
     // Memory accounting only: a flash kernel's s x s tiles stay on chip (0 bytes), though
     // this executor, running the kernel unfused, stores their elements.
     b.element_bytes = b.elements > 0 ? o.out.bytes() / b.elements : 0;
-    b.bytes = ir::kept_on_chip_by_flash_attention(prog_.graph_of_stage(stage), o) ? 0 : o.out.bytes();
+    b.bytes = ir::device_memory_bytes(prog_.graph_of_stage(stage), o);
     prog_.buffers.push_back(b);
     out_->push_back(make_instruction(InstrKind::kAllocate, task, t, stage, mb, b.id));
     return b.id;

@@ -547,6 +547,10 @@ bool kept_on_chip_by_flash_attention(const Graph& g, const Op& op) {
   return false;
 }
 
+std::int64_t device_memory_bytes(const Graph& g, const Op& op) {
+  return kept_on_chip_by_flash_attention(g, op) ? 0 : op.out.bytes();
+}
+
 std::int64_t memory_traffic_bytes(const Graph& g, const Op& op) {
   if (!op.is_einsum() && runs_in_flash_attention(g, op)) return 0;
   return op.bytes_read + op.bytes_written;

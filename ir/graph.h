@@ -164,6 +164,11 @@ struct LogitTraffic {
 LogitTraffic cross_entropy_logit_traffic(LossKernel kernel, std::int64_t logit_bytes, std::int64_t logits,
                                          Phase phase);
 
+/// Device memory op's whole output takes: 0 when kept_on_chip_by_flash_attention, else its
+/// bytes. The one rule of every whole-tensor memory account (the evaluator's liveness walk
+/// and per-layer sums, the executor's buffers); sharded blocks apply the same test.
+std::int64_t device_memory_bytes(const Graph& g, const Op& op);
+
 /// HBM bytes a memory-bound op moves (Op::bytes_read + bytes_written), except 0 for a
 /// non-GEMM op inside a flash-attention kernel (its softmax, dropout and softmax gradient
 /// run on chip between the kernel's GEMMs: no traffic and no kernel of their own). Every

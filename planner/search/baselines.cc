@@ -290,7 +290,7 @@ core::Result<Evaluated> run_megatron_grid(Searcher& s, const GridFilter& f, std:
                 // pass over the layer's update bytes and the mixed-precision step's (a
                 // multi-tensor kernel), not one kernel per weight; split over the replicas
                 // with ZeRO, whole on each without.
-                const core::DType storage = in.dtype == core::DType::kFp8 ? core::DType::kBf16 : in.dtype;
+                const core::DType storage = core::storage_dtype(in.dtype);
                 double update_bytes = s.layer_optimizer_bytes(*pt)[static_cast<std::size_t>(l)] / static_cast<double>(tp) +
                                       static_cast<double>(params * ir::mixed_precision_step_bytes_per_parameter(storage));
                 if (f.zero >= 1) {

@@ -430,8 +430,7 @@ LayerCost Searcher::to_layer_cost(const Point& p, int rep, const LogicalMesh& me
   c.grad_sync_s = opt_comm;
   const std::int64_t state_per_param =
       ir::optimizer_state_bytes_per_parameter(optimizer_, in_.dtype);
-  // The weights' dtype in memory (fp8 training keeps bf16 weights and gradients).
-  const core::DType storage = in_.dtype == core::DType::kFp8 ? core::DType::kBf16 : in_.dtype;
+  const core::DType storage = core::storage_dtype(in_.dtype);  // the weights' dtype in memory
   const std::int64_t accumulate_per_param = ir::gradient_accumulation_bytes_per_parameter(storage);
   const std::int64_t step_per_param = ir::mixed_precision_step_bytes_per_parameter(storage);
   double accumulation_s = 0;
@@ -504,7 +503,7 @@ LayerCost Searcher::to_layer_cost(const Point& p, int rep, const LogicalMesh& me
         read_by_backward |= p.graph.op(u).phase == ir::Phase::kBackward;
       }
       // A flash kernel's recomputed s x s tiles stay on chip.
-      if (read_by_backward && !ir::kept_on_chip_by_flash_attention(p.graph, op)) c.work_b += op.out.bytes() / shards;
+      if (read_by_backward) c.work_b += ir::device_memory_bytes(p.graph, op) / shards;
     }
   }
   c.bwd_s += accumulation_s;

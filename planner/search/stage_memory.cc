@@ -191,9 +191,7 @@ core::Result<StageMemory> stage_memory(const StageMemoryInput& in) {
   }
   // A flash kernel's s x s tiles never reach device memory (the executor's buffers say 0
   // bytes for them too).
-  auto bytes = [&](OpId t) {
-    return ir::kept_on_chip_by_flash_attention(g, g.op(t)) ? std::int64_t{0} : g.op(t).out.bytes();
-  };
+  auto bytes = [&](OpId t) { return ir::device_memory_bytes(g, g.op(t)); };
   // Forward: received inputs first, then each op's output, frees after it.
   std::int64_t level = 0;
   for (OpId x : remote_fwd) level += bytes(x);

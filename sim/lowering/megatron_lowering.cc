@@ -663,7 +663,7 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
       training.block_scaled == BlockScaled::kNvfp4
           ? cluster.gpu.peak(core::DType::kFp8).value() / cluster.gpu.peak_fp4.value()
           : 1.0;
-  const core::DType storage = fp8 ? core::DType::kBf16 : training.dtype;
+  const core::DType storage = core::storage_dtype(training.dtype);
   // Context parallelism: each GPU of a cp group holds s/cp tokens of every sequence (the
   // load-balanced causal split), so the graph is built at s/cp; its attention core, which
   // meets the keys of the whole sequence, is scaled by cp below.
