@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "core/check.h"
+
 namespace alpasim::exec {
 
 std::string_view instr_kind_name(InstrKind kind) {
@@ -35,6 +37,16 @@ std::string_view task_kind_name(TaskKind kind) {
     case TaskKind::kOptimizer: return "optimizer";
   }
   return "?";
+}
+
+TableRowBlock embedding_table_rows(const Program& program, const Instruction& in) {
+  const ir::Op& op = program.graph_of_stage(in.stage).op(in.op);
+  ALPASIM_CHECK(in.kind == InstrKind::kRun && op.kind == ir::OpKind::kEmbedding)
+      << "embedding_table_rows of an instruction that runs no embedding op";
+  const BufferId table = op.function == "scatter_add" ? in.buffer : in.inputs.at(0);
+  const Buffer& b = program.buffers.at(static_cast<std::size_t>(table));
+  ALPASIM_CHECK(!b.shape.empty()) << "embedding table " << op.name << " without rows";
+  return {b.block_offset.empty() ? 0 : b.block_offset[0], b.shape[0]};
 }
 
 std::string_view buffer_role_name(BufferRole role) {

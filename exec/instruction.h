@@ -145,6 +145,20 @@ struct Program {
   }
 };
 
+/// The rows of an embedding table that a kRun of an embedding lookup ("gather") or of its
+/// gradient ("scatter_add") holds on its device: rows [first_row, first_row + rows) of the
+/// whole table. A vocabulary-split table (Megatron's VocabParallelEmbedding) holds a block:
+/// ids outside it give zero rows (the lookup's output is then a partial sum over the
+/// devices of the split) and add nothing to the gradient. An unsplit table: first_row 0,
+/// every row.
+struct TableRowBlock {
+  std::int64_t first_row = 0;
+  std::int64_t rows = 0;
+};
+/// `in` must run a kEmbedding op: the table is its first input (lookup) or its output
+/// (gradient), as exec/lower.cc laid it out.
+TableRowBlock embedding_table_rows(const Program& program, const Instruction& in);
+
 /// One line per instruction, "dev0 #3 run block0/attn/q mb1 stage0 -> b12 (b3, b7)".
 std::string program_to_text(const Program& program);
 

@@ -425,8 +425,14 @@ OpLayouts BlockLayouts::compute(const ir::Op& o, std::int32_t stage, const Curre
       }
       BlockLayout first;
       bool have_first = false;
-      for (std::size_t i = 0; i < o.inputs.size(); ++i) {
-        if (global_shape(o.inputs[i]) == oshape) {
+      // A weight's gradient summed from two readers (GPT's tied word embedding: the head's
+      // part, received from the last stage, and the lookup's) takes the layout of the part
+      // written here, the weight's block, rather than the received whole.
+      const bool weight_gradient = o.grad_role == ir::GradRole::kWeightGrad;
+      for (int pass = weight_gradient ? 0 : 1; pass < 2 && !have_first; ++pass) {
+        for (std::size_t i = 0; i < o.inputs.size(); ++i) {
+          if (global_shape(o.inputs[i]) != oshape) continue;
+          if (pass == 0 && op_stage_[static_cast<std::size_t>(o.inputs[i])] != stage) continue;
           first = operand(i);
           have_first = true;
           break;
@@ -531,13 +537,36 @@ OpLayouts BlockLayouts::compute(const ir::Op& o, std::int32_t stage, const Curre
       return r;
     }
     case OpKind::kEmbedding: {
+      // A table split over its rows only, on mesh axes `rows` (Megatron's
+      // VocabParallelEmbedding): each device looks up every token of its batch shard in its
+      // block of rows (zero rows for ids outside it), so the lookup's output is a partial sum
+      // over `rows`; the gradient is written into the same block, from the tokens' whole
+      // gradient. Otherwise the lookup reads the whole table and the gradient is summed whole.
+      auto row_split = [&](const BlockLayout& table) -> unsigned {
+        unsigned rows = 0;
+        for (std::size_t a = 0; a < table.axes.size(); ++a) {
+          for (int m : table.axes[a]) {
+            if (a != 0) return 0;
+            rows |= 1u << m;
+          }
+        }
+        return rows;
+      };
+      auto without = [](BlockLayout l, unsigned mesh_axes) {
+        for (auto& a : l.axes) {
+          a.erase(std::remove_if(a.begin(), a.end(), [&](int m) { return (mesh_axes >> m) & 1u; }), a.end());
+        }
+        return l;
+      };
       if (o.function == "gather") {
-        BlockLayout table;
-        table.axes.assign(global_shape(o.inputs[0]).size(), {});
+        BlockLayout table = current(o.inputs[0]);
+        const unsigned rows = row_split(table);
+        if (rows == 0) table.axes.assign(global_shape(o.inputs[0]).size(), {});
         r.out = hout(current(o.inputs[1]).axes.size() + 1 == R
                          ? [&] { BlockLayout t = current(o.inputs[1]); t.axes.emplace_back(); return t; }()
                          : def_layout(o.id, stage));
-        r.out.partial = 0;
+        r.out = without(r.out, rows);
+        r.out.partial = rows;
         if (R > 0) clear_axes(r.out, R - 1);
         BlockLayout ids;
         if (!map_axes(global_shape(o.inputs[1]), oshape, r.out, true, ids)) return fallback_layouts(o, stage);
@@ -545,13 +574,24 @@ OpLayouts BlockLayouts::compute(const ir::Op& o, std::int32_t stage, const Curre
         return r;
       }
       if (o.function == "scatter_add") {
+        // The table's block: its weight's layout when the weight is this stage's.
+        unsigned rows = 0;
+        BlockLayout block;
+        if (o.source != ir::kNoOp && !gf.op(o.source).inputs.empty()) {
+          const OpId table = gf.op(o.source).inputs[0];
+          if (gf.op(table).kind == OpKind::kParameter && op_stage_[static_cast<std::size_t>(table)] == stage) {
+            block = param_layout(table, stage);
+            rows = row_split(block);
+          }
+        }
         const auto& dshape = global_shape(o.inputs[0]);
-        BlockLayout dy = operand(0);
+        BlockLayout dy = without(operand(0), rows);
         if (!dshape.empty()) clear_axes(dy, dshape.size() - 1);
         BlockLayout ids;
         if (!map_axes(global_shape(o.inputs[1]), dshape, dy, true, ids)) return fallback_layouts(o, stage);
         r.in = {dy, ids};
         r.out.axes.assign(R, {});
+        if (rows != 0 && R > 0) r.out.axes[0] = block.axes[0];
         for (const auto& a : dy.axes) {
           for (int m : a) r.out.partial |= 1u << m;
         }

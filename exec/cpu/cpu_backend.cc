@@ -390,6 +390,11 @@ class CpuBackend final : public Backend {
           KernelContext ctx;
           ctx.sample_offset = in.sample_offset;
           ctx.index_range = p.index_range[static_cast<std::size_t>(in.op)];
+          if (op.kind == ir::OpKind::kEmbedding) {
+            const TableRowBlock rows = embedding_table_rows(p, in);
+            ctx.table_first_row = rows.first_row;
+            ctx.table_rows = rows.rows;
+          }
           float* target = buf.data();
           std::int64_t target_size = static_cast<std::int64_t>(buf.size());
           if (in.count_elements > 0) {  // a slice of the parameter and its gradient

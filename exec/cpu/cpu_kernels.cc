@@ -634,11 +634,21 @@ core::Status run_kernel(const ir::Graph& g, const ir::Op& op, const std::vector<
       return core::ok_status();
     }
     case ir::OpKind::kEmbedding: {
-      if (op.function == "gather") {
+      // The table's rows held here: [first, first + held); other ids look up zeros and add
+      // nothing (a vocabulary-split table, summed over its devices afterwards).
+      const bool lookup = op.function == "gather";
+      const std::int64_t first = ctx.table_first_row;
+      const std::int64_t held = ctx.table_rows >= 0 ? ctx.table_rows : (lookup ? in[0] : out).shape->front();
+      auto local_row = [&](T id) {
+        const auto row = static_cast<std::int64_t>(id) - first;
+        return row >= 0 && row < held ? row : std::int64_t{-1};
+      };
+      if (lookup) {
         const std::int64_t w = in[0].shape->back();
         for (std::int64_t r = 0; r < in[1].size; ++r) {
-          const auto row = static_cast<std::int64_t>(in[1].data[r]);
-          std::copy(in[0].data + row * w, in[0].data + (row + 1) * w, out.data + r * w);
+          const std::int64_t row = local_row(in[1].data[r]);
+          if (row < 0) std::fill(out.data + r * w, out.data + (r + 1) * w, T(0));
+          else std::copy(in[0].data + row * w, in[0].data + (row + 1) * w, out.data + r * w);
         }
         return core::ok_status();
       }
@@ -646,7 +656,8 @@ core::Status run_kernel(const ir::Graph& g, const ir::Op& op, const std::vector<
         std::fill(out.data, out.data + out.size, T(0));
         const std::int64_t w = out.shape->back();
         for (std::int64_t r = 0; r < in[1].size; ++r) {
-          const auto row = static_cast<std::int64_t>(in[1].data[r]);
+          const std::int64_t row = local_row(in[1].data[r]);
+          if (row < 0) continue;
           for (std::int64_t i = 0; i < w; ++i) out.data[row * w + i] += in[0].data[r * w + i];
         }
         return core::ok_status();

@@ -33,6 +33,10 @@ struct KernelContext {
   std::int64_t sample_offset = 0;
   /// kInput with integer ids: exclusive upper bound of the ids.
   std::int64_t index_range = 0;
+  /// kEmbedding: the block of table rows this device holds (exec::embedding_table_rows);
+  /// rows < 0: the whole table (the operand's or output's first dimension).
+  std::int64_t table_first_row = 0;
+  std::int64_t table_rows = -1;
 };
 
 /// Runs `op` of graph `g` on the CPU in fp32: `inputs` in operand order (for an optimizer

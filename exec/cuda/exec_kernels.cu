@@ -356,11 +356,18 @@ __global__ void ce_grad_k(float* dx, const float* dy, const float* x, const floa
     }
   }
 }
-__global__ void embedding_k(float* o, const float* t, const float* ids, i64 rows, i64 w) {
-  GRID_LOOP(i, rows * w) o[i] = t[static_cast<i64>(ids[i / w]) * w + i % w];
+__global__ void embedding_k(float* o, const float* t, const float* ids, i64 rows, i64 w, i64 first, i64 held) {
+  GRID_LOOP(i, rows * w) {
+    const i64 row = static_cast<i64>(ids[i / w]) - first;
+    o[i] = row >= 0 && row < held ? t[row * w + i % w] : 0.0f;
+  }
 }
-__global__ void embedding_grad_k(float* g, const float* dy, const float* ids, i64 rows, i64 w) {
-  GRID_LOOP(i, rows * w) atomicAdd(g + static_cast<i64>(ids[i / w]) * w + i % w, dy[i]);
+__global__ void embedding_grad_k(float* g, const float* dy, const float* ids, i64 rows, i64 w, i64 first,
+                                 i64 held) {
+  GRID_LOOP(i, rows * w) {
+    const i64 row = static_cast<i64>(ids[i / w]) - first;
+    if (row >= 0 && row < held) atomicAdd(g + row * w + i % w, dy[i]);
+  }
 }
 __global__ void adam_k(float* w, const float* g, float* st, i64 n) {
   GRID_LOOP(i, n) {
@@ -519,12 +526,14 @@ cudaError_t cross_entropy_grad(float* dx, const float* dy, const float* x, const
   ce_grad_k<<<row_blocks(rows), kThreads, 0, st>>>(dx, dy, x, lab, rows, w);
   return cudaGetLastError();
 }
-cudaError_t embedding(float* o, const float* t, const float* ids, i64 rows, i64 w, cudaStream_t st) {
-  embedding_k<<<blocks(rows * w), kThreads, 0, st>>>(o, t, ids, rows, w);
+cudaError_t embedding(float* o, const float* t, const float* ids, i64 rows, i64 w, i64 first, i64 held,
+                      cudaStream_t st) {
+  embedding_k<<<blocks(rows * w), kThreads, 0, st>>>(o, t, ids, rows, w, first, held);
   return cudaGetLastError();
 }
-cudaError_t embedding_grad(float* g, const float* dy, const float* ids, i64 rows, i64 w, cudaStream_t st) {
-  embedding_grad_k<<<blocks(rows * w), kThreads, 0, st>>>(g, dy, ids, rows, w);
+cudaError_t embedding_grad(float* g, const float* dy, const float* ids, i64 rows, i64 w, i64 first, i64 held,
+                           cudaStream_t st) {
+  embedding_grad_k<<<blocks(rows * w), kThreads, 0, st>>>(g, dy, ids, rows, w, first, held);
   return cudaGetLastError();
 }
 cudaError_t adam(float* w, const float* g, float* s, i64 n, cudaStream_t st) {

@@ -99,11 +99,13 @@ cudaError_t cross_entropy(float* out, const float* logits, const float* labels, 
 /// Per row: dy[r] · (softmax(x) − onehot(label)).
 cudaError_t cross_entropy_grad(float* dx, const float* dy, const float* logits, const float* labels, i64 rows,
                                i64 width, cudaStream_t stream);
-/// out[r, :] = table[ids[r], :].
-cudaError_t embedding(float* out, const float* table, const float* ids, i64 rows, i64 width, cudaStream_t stream);
-/// grad[ids[r], :] += dy[r, :] (grad zeroed by the caller).
-cudaError_t embedding_grad(float* grad, const float* dy, const float* ids, i64 rows, i64 width,
-                           cudaStream_t stream);
+/// out[r, :] = table[ids[r] - first_row, :] for ids in [first_row, first_row + table_rows),
+/// zeros for other ids (a vocabulary-split table's block: exec::embedding_table_rows).
+cudaError_t embedding(float* out, const float* table, const float* ids, i64 rows, i64 width, i64 first_row,
+                      i64 table_rows, cudaStream_t stream);
+/// grad[ids[r] - first_row, :] += dy[r, :] for ids in that block (grad zeroed by the caller).
+cudaError_t embedding_grad(float* grad, const float* dy, const float* ids, i64 rows, i64 width, i64 first_row,
+                           i64 table_rows, cudaStream_t stream);
 /// Adam (step 1 from zero state, as the CPU backend) or SGD with momentum.
 cudaError_t adam(float* w, const float* g, float* state, i64 n, cudaStream_t stream);
 cudaError_t sgd_momentum(float* w, const float* g, float* state, i64 n, cudaStream_t stream);

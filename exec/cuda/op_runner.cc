@@ -443,11 +443,12 @@ core::Status OpRunner::run_op(const Instruction& x, cudaStream_t s) {
     }
     case ir::OpKind::kEmbedding: {
       const i64 w = ob.shape.back();
+      const TableRowBlock rows = embedding_table_rows(p_, x);
       if (fn == "gather") {
-        launch(kernels::embedding(out, in[0], in[1], ib[1]->elements, w, s));
+        launch(kernels::embedding(out, in[0], in[1], ib[1]->elements, w, rows.first_row, rows.rows, s));
       } else if (fn == "scatter_add") {
         launch(kernels::fill(out, 0.0f, n, s));
-        launch(kernels::embedding_grad(out, in[0], in[1], ib[1]->elements, w, s));
+        launch(kernels::embedding_grad(out, in[0], in[1], ib[1]->elements, w, rows.first_row, rows.rows, s));
       } else {
         return no_gpu_path(op);
       }

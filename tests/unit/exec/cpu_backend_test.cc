@@ -207,6 +207,50 @@ TEST_CASE("an op the CPU backend cannot run fails with kUnimplemented naming it"
   CHECK(st.message() == "op block0/erf (elementwise, function \"erf\"): the CPU backend cannot run it");
 }
 
+// Megatron's VocabParallelEmbedding: a device holding rows [2, 4) of a 4-row table looks up
+// zeros for the other ids and adds their gradient nowhere (the sums over the devices of the
+// split give the whole lookup and the whole gradient).
+TEST_CASE("the embedding lookup and its gradient on a block of table rows") {
+  ir::Graph g;
+  g.layers.push_back({"embedding", "embedding"});
+  const ir::OpId table = g.add_parameter("embedding/table", {4, 3}, 0);
+  const ir::OpId ids = g.add_input("embedding/ids", {5}, true, 0);
+  const ir::OpId lookup = g.add_embedding("embedding/lookup", table, ids, 0);
+  ir::Op grad;
+  grad.kind = ir::OpKind::kEmbedding;
+  grad.function = "scatter_add";
+  grad.name = "embedding/lookup/grad_table";
+  grad.inputs = {lookup, ids};
+  grad.out = g.op(table).out;
+  const ir::OpId scatter = g.add(std::move(grad));
+  const std::vector<std::int64_t> block_shape = {2, 3}, id_shape = {5}, row_shape = {5, 3};
+  std::vector<float> block = {20, 21, 22, 30, 31, 32};  // rows 2 and 3
+  std::vector<float> id_values = {0, 2, 3, 1, 3};
+  cpu::KernelContext ctx;
+  ctx.table_first_row = 2;
+  ctx.table_rows = 2;
+  std::vector<float> rows(15, -1.0f);
+  REQUIRE(cpu::run_cpu_kernel(g, g.op(lookup), {{block.data(), &block_shape, 6}, {id_values.data(), &id_shape, 5}},
+                              {rows.data(), &row_shape, 15}, ctx)
+              .ok());
+  CHECK(rows == std::vector<float>{0, 0, 0, 20, 21, 22, 30, 31, 32, 0, 0, 0, 30, 31, 32});
+  std::vector<float> dy(15);
+  for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = static_cast<float>(i + 1);
+  std::vector<float> grad_block(6, -1.0f);
+  REQUIRE(cpu::run_cpu_kernel(g, g.op(scatter), {{dy.data(), &row_shape, 15}, {id_values.data(), &id_shape, 5}},
+                              {grad_block.data(), &block_shape, 6}, ctx)
+              .ok());
+  // Row 2 takes token 1's gradient (4, 5, 6); row 3 tokens 2's and 4's (7 + 13, 8 + 14, 9 + 15).
+  CHECK(grad_block == std::vector<float>{4, 5, 6, 20, 22, 24});
+  // The whole table (the default context): every id is a row of the block.
+  std::vector<float> whole = {0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32};
+  const std::vector<std::int64_t> table_shape = {4, 3};
+  REQUIRE(cpu::run_cpu_kernel(g, g.op(lookup), {{whole.data(), &table_shape, 12}, {id_values.data(), &id_shape, 5}},
+                              {rows.data(), &row_shape, 15}, {})
+              .ok());
+  CHECK(rows == std::vector<float>{0, 1, 2, 20, 21, 22, 30, 31, 32, 10, 11, 12, 30, 31, 32});
+}
+
 TEST_CASE("a plan too large for host memory is refused before anything runs") {
   auto p = lower_plan(testing::make_plan(testing::tiny_gpt(), {{0, 4, 1, 1, {0}}}, Schedule::kGpipe, 1, 2));
   REQUIRE(p.ok());

@@ -474,26 +474,30 @@ namespace {
 // gathers the linear's input again for it); the executor did so only where the operands'
 // splits agreed, and summed whole partial gradients for the column-parallel linears: their
 // accumulation buffers were the whole weight's size, plus a copy in the weight's layout.
+// The vocabulary-split word embedding's gradient likewise (before 2026-11-27, stop 41, its
+// scatter-add was written whole and partial, then copied into the table's layout: 2,048
+// bytes more on the first stage here, the whole 32 x 16 fp32 table).
 TEST_CASE("memory: a sequence-parallel Megatron plan file holds each gradient as its weight's block") {
   const schema::Plan plan = sequence_parallel_plan_file();
   const std::int64_t mbs = plan.global_batch_size / plan.num_microbatches;
   const ir::Graph full = executor_training_graph(plan, mbs), one = executor_training_graph(plan, 1),
                   two = executor_training_graph(plan, 2);
-  // The last stage: blocks and the head, every weight read by a linear or a norm. (The
-  // first stage is not asserted: the vocabulary-split word embedding's scatter-add gradient
-  // is written whole and partial, then copied into the table's layout, 2,048 bytes more
-  // here, where Megatron writes only its rows. Noted in docs/validation.md.)
   planner::ShardedStageMemoryInput in;
   in.plan = &plan;
   in.microbatch_graph = &full;
   in.one_sample_graph = &one;
   in.two_sample_graph = &two;
-  in.stage = static_cast<int>(plan.stages.size()) - 1;
-  auto sm = planner::sharded_stage_memory(in);
-  REQUIRE_MESSAGE(sm.ok(), sm.status().message());
-  REQUIRE(sm->has_value());
-  CHECK((*sm)->parameter_bytes > 0);
-  CHECK((*sm)->gradient_bytes == (*sm)->parameter_bytes);
+  // The first stage holds the embedding (lookup and scatter-add gradient), the last the
+  // head; both hold blocks, every weight read by a linear or a norm.
+  for (int stage = 0; stage < static_cast<int>(plan.stages.size()); ++stage) {
+    CAPTURE(stage);
+    in.stage = stage;
+    auto sm = planner::sharded_stage_memory(in);
+    REQUIRE_MESSAGE(sm.ok(), sm.status().message());
+    REQUIRE(sm->has_value());
+    CHECK((*sm)->parameter_bytes > 0);
+    CHECK((*sm)->gradient_bytes == (*sm)->parameter_bytes);
+  }
 }
 
 TEST_CASE("memory: planner::sharded_stage_memory equals every microbatch's tasks in the executor's programs "
