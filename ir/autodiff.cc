@@ -353,6 +353,13 @@ class Differentiator {
       } else {
         // Nonlinear pointwise functions (gelu, silu, relu, ...) need their input.
         OpId d = ew(o, x, which, fn + "_grad", {dy, fwd_tensor(o, x)}, fpe + 1, o.out.shape);
+        if (fn == "squared_relu") {
+          // As the forward (ir/builders.cc), two kernels: pow's backward reads dy and
+          // relu(x) and writes 2·relu(x)·dy; relu's reads that and relu(x), writes dx.
+          const std::int64_t bytes = g_.op(dy).out.bytes();
+          g_.mutable_op(d).bytes_read = 4 * bytes;
+          g_.mutable_op(d).bytes_written = 2 * bytes;
+        }
         accumulate_broadcast(x, d, o, which);
       }
     }

@@ -17,6 +17,7 @@ namespace {
 constexpr std::int64_t kGeluFlops = 8;     // tanh approximation: ~8 mul/add + tanh
 constexpr std::int64_t kSiluFlops = 4;     // x·sigmoid(x)
 constexpr std::int64_t kReluFlops = 1;
+constexpr std::int64_t kSquaredReluFlops = 2;  // max(x, 0), then its square
 constexpr std::int64_t kRotaryFlops = 3;   // x·cos + rotate(x)·sin
 constexpr std::int64_t kDropoutMaskFlops = 1;  // one RNG draw compared with p
 
@@ -59,6 +60,18 @@ struct Builder {
   }
 };
 
+// relu(x)^2 as Megatron-Core runs it (megatron/core/activations.py: torch.pow(F.relu(x),
+// 2), two unfused kernels): the forward reads x and writes relu(x), reads that and writes
+// the square. Its gradient (ir/autodiff.cc) is priced the same way.
+OpId squared_relu_op(Builder& b, const std::string& leaf, OpId x) {
+  OpId y = b.ew(leaf, "squared_relu", {x}, kSquaredReluFlops);
+  Op& op = b.g.mutable_op(y);
+  const std::int64_t bytes = b.g.op(x).out.bytes();
+  op.bytes_read = 2 * bytes;
+  op.bytes_written = 2 * bytes;
+  return y;
+}
+
 OpId loss_head(Builder& b, OpId logits, OpId labels, LossKernel kernel) {
   OpId ce = b.g.add_softmax_cross_entropy(b.n("cross_entropy"), logits, labels, kernel, b.layer);
   OpId loss = b.g.add_reduce(b.n("loss"), "mean", {ce}, {1}, 1, b.layer);
@@ -80,6 +93,8 @@ Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
   g.meta.samples_per_microbatch = options.microbatch_size;
   g.meta.seq_len = c.seq_len;
   const bool llama = c.builtin == "llama" || c.builtin == "mixtral";
+  // Nemotron-4 (Megatron's GPT with --squared-relu): a non-gated MLP with relu(x)^2.
+  const bool squared_relu = c.builtin == "nemotron";
   const std::int64_t B = options.microbatch_size, S = c.seq_len, H = c.hidden_size;
   const std::int64_t V = c.vocab_size, F = c.ffn_hidden_size;
   const std::int64_t K = c.num_kv_heads, G = c.num_heads / c.num_kv_heads;
@@ -133,7 +148,8 @@ Graph build_transformer(const TransformerConfig& c, const BuildOptions& options,
     OpId b1 = bias ? b.param(prefix + "fc1_bias", {width}) : kNoOp;
     OpId b2 = bias ? b.param(prefix + "fc2_bias", {H}) : kNoOp;
     OpId f1 = b.dot(prefix + "fc1", "bsh,hf->bsf", in, b.param(prefix + "fc1_weight", {H, width}), b1);
-    OpId act = b.ew(prefix + "gelu", "gelu", {f1}, kGeluFlops);
+    OpId act = squared_relu ? squared_relu_op(b, prefix + "squared_relu", f1)
+                            : b.ew(prefix + "gelu", "gelu", {f1}, kGeluFlops);
     return b.dot(prefix + "fc2", "bsf,fh->bsh", act, b.param(prefix + "fc2_weight", {width, H}), b2);
   };
 

@@ -38,13 +38,13 @@ const std::vector<std::string>& ignored_keys() {
       "summary_proj_to_labels", "summary_type", "summary_use_proj", "task_specific_params",
       "scale_attn_weights", "reorder_and_upcast_attn", "scale_attn_by_inverse_layer_idx",
       "n_ctx", "gradient_checkpointing", "use_return_dict", "return_dict", "id2label",
-      "label2id", "quantization_config"};
+      "label2id", "quantization_config", "norm_eps", "partial_rotary_factor"};
   return k;
 }
 
 const std::vector<std::string>& model_types() {
-  static const std::vector<std::string> k = {"gpt2", "llama", "mistral", "mixtral", "qwen2",
-                                             "qwen2_moe", "qwen3_moe", "deepseek_v3", "kimi_k2"};
+  static const std::vector<std::string> k = {"gpt2",      "llama",     "mistral",     "mixtral", "nemotron",
+                                             "qwen2",     "qwen2_moe", "qwen3_moe",   "deepseek_v3", "kimi_k2"};
   return k;
 }
 
@@ -275,8 +275,16 @@ Result<TransformerConfig> parse_hf_config(const JsonValue& root, std::int64_t se
   } else {
     const bool qwen_moe = type == "qwen2_moe" || type == "qwen3_moe";
     const bool deepseek = type == "deepseek_v3" || type == "kimi_k2";  // Kimi K2: DeepSeek-V3's
-    c.builtin = type == "mixtral" || qwen_moe || deepseek ? "mixtral" : "llama";
+    c.builtin = type == "mixtral" || qwen_moe || deepseek ? "mixtral" : type == "nemotron" ? "nemotron" : "llama";
     set_architecture_defaults(c);
+    if (type == "nemotron") {
+      // Nemotron-4 (transformers' NemotronConfig): relu(x)^2 in a non-gated MLP. Its
+      // partial_rotary_factor (0.5) is read as full rotation (docs/scenario.md).
+      if (auto act = obj.optional("hidden_act")) {
+        ALPASIM_ASSIGN_OR_RETURN(std::string f, act->as_string());
+        if (f != "relu2") return act->error("expected \"relu2\" (Nemotron's squared ReLU), got \"" + f + "\"");
+      }
+    }
     ALPASIM_ASSIGN_OR_RETURN(c.num_layers, obj.get_count("num_hidden_layers", core::limits::kMaxLayers));
     ALPASIM_ASSIGN_OR_RETURN(c.hidden_size, obj.get_count("hidden_size", core::limits::kMaxHiddenSize));
     ALPASIM_ASSIGN_OR_RETURN(c.num_heads, obj.get_count("num_attention_heads", core::limits::kMaxHeads));

@@ -17,7 +17,9 @@ namespace alpasim::ir {
 ///  - "llama", "mistral", "qwen2": hidden_size, num_hidden_layers, num_attention_heads,
 ///    num_key_value_heads, intermediate_size, vocab_size, max_position_embeddings,
 ///    tie_word_embeddings, attention_bias (Qwen2: biases on q, k, v) -> builtin "llama";
-///  - "mixtral": the LLaMA keys + num_local_experts, num_experts_per_tok -> "mixtral".
+///  - "mixtral": the LLaMA keys + num_local_experts, num_experts_per_tok -> "mixtral";
+///  - "nemotron": the LLaMA keys, hidden_act "relu2" (else an error) -> builtin
+///    "nemotron" (partial_rotary_factor read as full rotation).
 /// seq_len is max_position_embeddings (n_positions) unless `seq_len_override` > 0.
 /// Keys that do not change parameter or FLOP counts (token ids, eps, dropout rates,
 /// rope settings, ...) are accepted and ignored; any other key is an error naming it,

@@ -254,7 +254,7 @@ std::string model_size_problem(const ModelConfig& config, std::int64_t samples) 
 }
 
 const std::vector<std::string>& builtin_model_names() {
-  static const std::vector<std::string> k = {"gpt", "llama", "moe", "mixtral", "wide_resnet"};
+  static const std::vector<std::string> k = {"gpt", "llama", "moe", "mixtral", "nemotron", "wide_resnet"};
   return k;
 }
 

@@ -13,10 +13,12 @@
 namespace alpasim::ir {
 
 /// A decoder-only transformer: GPT-2/3 ("gpt"), LLaMA-style ("llama": RMSNorm, SwiGLU,
-/// rotary positions, grouped-query attention), and their mixture-of-experts variants
-/// ("moe": GShard, experts in every other layer; "mixtral": experts in every layer).
+/// rotary positions, grouped-query attention), Nemotron-4 ("nemotron": LayerNorm, a
+/// non-gated squared-ReLU MLP, rotary positions, grouped-query attention), and the
+/// mixture-of-experts variants ("moe": GShard, experts in every other layer; "mixtral":
+/// experts in every layer).
 struct TransformerConfig {
-  std::string builtin;  ///< "gpt", "llama", "moe" or "mixtral"
+  std::string builtin;  ///< "gpt", "llama", "moe", "mixtral" or "nemotron"
   std::int64_t num_layers = 0;
   std::int64_t hidden_size = 0;
   std::int64_t num_heads = 0;
@@ -122,7 +124,8 @@ void write_loss_kernel(LossKernel kernel, core::Json& j);
 
 /// Sets the architecture details of `config` from config.builtin: "gpt"/"moe": tied
 /// embeddings, biases everywhere, learned positions, dropout (Megatron GPT, GShard);
-/// "llama"/"mixtral": untied, no biases, rotary, no dropout.
+/// "llama"/"mixtral"/"nemotron": untied, no biases, rotary, no dropout (Nemotron-4's
+/// published configs: share_embeddings_and_output_weights, bias and dropout off).
 void set_architecture_defaults(TransformerConfig& config);
 
 /// Wide-ResNet (Zagoruyko & Komodakis) as configured in the Alpa paper, table 8.

@@ -464,6 +464,13 @@ core::Status elementwise(const ir::Graph& g, const ir::Op& op, const std::vector
     for (std::int64_t j = 0; j < n; ++j) out.data[j] = std::max(in[0].data[j], T(0));
   } else if (fn == "relu_grad") {
     for (std::int64_t j = 0; j < n; ++j) out.data[j] = in[1].data[j] > 0 ? in[0].data[j] : T(0);
+  } else if (fn == "squared_relu") {
+    for (std::int64_t j = 0; j < n; ++j) {
+      const T r = std::max(in[0].data[j], T(0));
+      out.data[j] = r * r;
+    }
+  } else if (fn == "squared_relu_grad") {
+    for (std::int64_t j = 0; j < n; ++j) out.data[j] = in[0].data[j] * T(2) * std::max(in[1].data[j], T(0));
   } else if (fn == "broadcast") {
     // Gradient of a reduction: spread dy back; a mean divides by the elements it averaged.
     std::vector<std::int64_t> map;

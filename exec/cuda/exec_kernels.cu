@@ -77,6 +77,8 @@ __global__ void pointwise_k(int fn, float* o, const float* a, i64 an, const floa
       case 2: o[i] = gelu_f(x); break;
       case 3: o[i] = x * gelu_grad_f(y); break;
       case 4: o[i] = x > 0.0f ? x : 0.0f; break;
+      case 6: o[i] = x > 0.0f ? x * x : 0.0f; break;           // squared_relu
+      case 7: o[i] = y > 0.0f ? 2.0f * y * x : 0.0f; break;    // squared_relu_grad: dy = x
       default: o[i] = y > 0.0f ? x : 0.0f; break;
     }
   }

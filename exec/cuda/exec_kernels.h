@@ -51,7 +51,7 @@ cudaError_t fill(float* dst, float value, i64 n, cudaStream_t stream);
 cudaError_t axpby(float* dst, float alpha, const float* src, float beta, i64 n, i64 src_n,
                   cudaStream_t stream);
 /// Pointwise function `fn` of a (and b, each indexed modulo its size):
-/// 0 add, 1 mul, 2 gelu(a), 3 a·gelu'(b), 4 relu(a), 5 a·[b > 0].
+/// 0 add, 1 mul, 2 gelu(a), 3 a·gelu'(b), 4 relu(a), 5 a·[b > 0], 6 relu(a)^2, 7 a·2·relu(b).
 cudaError_t pointwise(int fn, float* out, const float* a, i64 a_n, const float* b, i64 b_n, i64 n,
                       cudaStream_t stream);
 /// out[j] = f · Σ_{i: map[i] = j} in[i], j < out_n, summed in double (the CPU backend's

@@ -377,6 +377,8 @@ core::Status OpRunner::run_op(const Instruction& x, cudaStream_t s) {
       else if (fn == "gelu_grad") launch(kernels::pointwise(3, out, in[0], an, in[1], bn, n, s));
       else if (fn == "relu") launch(kernels::pointwise(4, out, in[0], an, nullptr, 1, n, s));
       else if (fn == "relu_grad") launch(kernels::pointwise(5, out, in[0], an, in[1], bn, n, s));
+      else if (fn == "squared_relu") launch(kernels::pointwise(6, out, in[0], an, nullptr, 1, n, s));
+      else if (fn == "squared_relu_grad") launch(kernels::pointwise(7, out, in[0], an, in[1], bn, n, s));
       else if (fn == "reshape" || fn == "identity" || fn == "cast") {
         launch(cudaMemcpyAsync(out, in[0], static_cast<std::size_t>(n) * 4, cudaMemcpyDeviceToDevice, s));
       } else if (fn == "ones" || fn == "dropout_mask") launch(kernels::fill(out, 1.0f, n, s));

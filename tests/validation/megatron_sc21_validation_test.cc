@@ -373,7 +373,8 @@ TEST_CASE("Megatron-Core H100 weak scaling (README table): model TFLOP/s per GPU
 // which the lowering does not model), no FSDP, a published step time, and an architecture
 // alpa-sim builds: Llama rows as "llama" (RMSNorm, SwiGLU with the published FFN size,
 // rotary, GQA with the published KV heads, untied embeddings), GPT-3 rows as "gpt" (4h
-// MLP); Nemotron rows are listed as not expressible (squared-ReLU MLP). Every run: flash
+// MLP), Nemotron-4 rows as "nemotron" (squared-ReLU MLP, since stop 41; Nemotron-3 rows give no
+// architecture and are listed as not expressible). Every run: flash
 // attention, sequence parallelism when tp > 1, the distributed optimizer (ZeRO-1), gradient-
 // accumulation fusion, no recomputation, and the overlaps NVIDIA's recipes turn on
 // (tp_comm_overlap where tp > 1, overlap_grad_reduce, overlap_param_gather, overlap_p2p_comm);
@@ -441,6 +442,11 @@ std::vector<ModernRow> nemo_rows(const std::string& gpu_type, const std::string&
     const std::string& name = row.at("model");
     const bool llama = !moe && name.rfind("Llama", 0) == 0;
     const bool gpt3 = !moe && name.rfind("GPT-3", 0) == 0;
+    // Nemotron-4 (added 2026-11-27, stop 41, with the squared-ReLU builtin; these rows had
+    // no result before): builtin "nemotron" with the row's KV heads and FFN width. Left out:
+    // its partial rotary (half of each head rotated; alpa-sim rotates all of it).
+    // Nemotron-3 8B and 22B give no architecture (not expressible below).
+    const bool nemotron4 = !moe && name.rfind("Nemotron-4", 0) == 0;
     // GPT-OSS (added 2026-11-27 with sliding windows, its first run): every layer MoE with
     // SwiGLU experts, alternating sliding-window (128) and full attention, q/k/v biases.
     // Left out: its attention sinks (one logit per head), its expert biases and its clamped
@@ -454,7 +460,7 @@ std::vector<ModernRow> nemo_rows(const std::string& gpu_type, const std::string&
     // note says "in original training"; whether these runs had it, the source does not say).
     const bool mla = moe && (name.rfind("DeepSeek-V3", 0) == 0 || name.rfind("Kimi K2", 0) == 0);
     const bool mixtral_like = moe && (name.rfind("Mixtral", 0) == 0 || name.rfind("Qwen3", 0) == 0 || gpt_oss || mla);
-    if (!llama && !gpt3 && !mixtral_like) {
+    if (!llama && !gpt3 && !nemotron4 && !mixtral_like) {
       not_expressible->push_back(row.at("row_id") + ": architecture (" + name + ")");
       continue;
     }
@@ -467,7 +473,7 @@ std::vector<ModernRow> nemo_rows(const std::string& gpu_type, const std::string&
       continue;
     }
     ir::TransformerConfig t;
-    t.builtin = mixtral_like ? "mixtral" : llama ? "llama" : "gpt";
+    t.builtin = mixtral_like ? "mixtral" : llama ? "llama" : nemotron4 ? "nemotron" : "gpt";
     t.num_layers = as_int(row.at("layers"));
     t.hidden_size = as_int(row.at("hidden"));
     t.num_heads = as_int(row.at("heads"));

@@ -249,7 +249,7 @@ TEST_CASE("gradient check: layer norm, RMS norm, batch norm") {
   }
 }
 
-TEST_CASE("gradient check: softmax, causal attention core, GELU, ReLU, max-pool, reshape") {
+TEST_CASE("gradient check: softmax, causal attention core, GELU, ReLU, squared ReLU, max-pool, reshape") {
   {
     Tiny t("softmax");
     expect_gradients_match(t.finish(t.g.add_softmax("softmax", t.param("x", {3, 5}), 0)));
@@ -299,6 +299,12 @@ TEST_CASE("gradient check: softmax, causal attention core, GELU, ReLU, max-pool,
   {
     Tiny t("relu");
     expect_gradients_match(t.finish(t.g.add_elementwise("relu", "relu", {t.param("x", {4, 5})}, 1, 0)));
+  }
+  {
+    // Nemotron-4's MLP activation, relu(x)^2: its kernel's gradient 2·relu(x)·dy.
+    Tiny t("squared_relu");
+    expect_gradients_match(
+        t.finish(t.g.add_elementwise("squared_relu", "squared_relu", {t.param("x", {4, 5})}, 2, 0)));
   }
   {
     Tiny t("max-pool");

@@ -77,8 +77,8 @@ core::Status hf_error(std::string_view text) {
 
 TEST_CASE("config.json errors name the key") {
   CHECK(hf_error(R"({"model_type": "bert"})").message() ==
-        "c.json: /model_type: expected one of \"gpt2\", \"llama\", \"mistral\", \"mixtral\", \"qwen2\", "
-        "\"qwen2_moe\", \"qwen3_moe\", \"deepseek_v3\", or \"kimi_k2\", got \"bert\"");
+        "c.json: /model_type: expected one of \"gpt2\", \"llama\", \"mistral\", \"mixtral\", \"nemotron\", "
+        "\"qwen2\", \"qwen2_moe\", \"qwen3_moe\", \"deepseek_v3\", or \"kimi_k2\", got \"bert\"");
   CHECK(hf_error(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
       "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 10,
       "max_position_embeddings": 8, "num_key_value_head": 2})").message() ==
@@ -170,6 +170,53 @@ TEST_CASE("config.json sliding windows: Mistral, Qwen2's switch, layer_types") {
         "is absent or null");
   CHECK(hf_text(R"(, "sliding_window": 128, "layer_types": ["sliding_attention"])").status().message() ==
         "c.json: /layer_types: expected one entry per layer (4), got 1");
+}
+
+TEST_CASE("Nemotron-4 15B config.json: squared-ReLU MLP, LayerNorm, untied, 15.6 B (3.1 B embedding, 12.5 B other)") {
+  // transformers' NemotronConfig with Nemotron-4 15B's shape (Parmar et al. 2024, Table 1:
+  // 32 layers, hidden 6,144, 48 heads, 8 KV heads, vocabulary 256,000, sequence 4,096; the
+  // paper reports 3.2 B embedding and 12.5 B non-embedding parameters).
+  auto doc = core::parse_json_text(R"({"model_type": "nemotron", "architectures": ["NemotronForCausalLM"],
+      "vocab_size": 256000, "hidden_size": 6144, "intermediate_size": 24576, "num_hidden_layers": 32,
+      "num_attention_heads": 48, "num_key_value_heads": 8, "hidden_act": "relu2",
+      "max_position_embeddings": 4096, "initializer_range": 0.0134, "norm_eps": 1e-05,
+      "tie_word_embeddings": false, "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
+      "attention_bias": false, "attention_dropout": 0.0, "mlp_bias": false})", "nemotron4_15b.json");
+  REQUIRE(doc.ok());
+  auto c = parse_hf_config(core::JsonValue::root(*doc));
+  REQUIRE_MESSAGE(c.ok(), c.status().message());
+  CHECK(c->builtin == "nemotron");
+  CHECK_FALSE(c->tied_embeddings);
+  CHECK_FALSE(c->qkv_bias);
+  CHECK_FALSE(c->dense_bias);
+  CHECK_FALSE(c->learned_positions);
+  const Graph g = build_transformer(*c, {}, "nemotron-4 15b");
+  // Per block: Q and O 6144², K and V 6144·(8·128), fc1 and fc2 6144·24576 (no gate), two
+  // LayerNorms (scale and bias); the untied embedding and head, the final LayerNorm.
+  const std::int64_t h = 6144, kv = 8 * 128, f = 24576, v = 256000;
+  const std::int64_t block = 2 * h * h + 2 * h * kv + 2 * h * f + 4 * h;
+  const std::int64_t p = parameter_count(g);
+  CHECK(p == 32 * block + 2 * v * h + 2 * h);
+  CHECK(p == 15628775424);
+  CHECK(core::format_fixed(static_cast<double>(2 * v * h) / 1e9, 1) == "3.1");
+  CHECK(core::format_fixed(static_cast<double>(p - 2 * v * h) / 1e9, 1) == "12.5");
+  int squared_relus = 0, gates = 0, layer_norms = 0;
+  for (const Op& o : g.ops()) {
+    if (o.function == "squared_relu") ++squared_relus;
+    if (o.name.find("mlp/gate") != std::string::npos) ++gates;
+    if (o.kind == OpKind::kNorm && o.norm == NormType::kLayerNorm) ++layer_norms;
+  }
+  CHECK(squared_relus == 32);
+  CHECK(gates == 0);
+  CHECK(layer_norms == 2 * 32 + 1);
+  // Another activation is refused by name.
+  auto silu = core::parse_json_text(R"({"model_type": "nemotron", "vocab_size": 10, "hidden_size": 64,
+      "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_act": "silu",
+      "max_position_embeddings": 16})", "n.json");
+  REQUIRE(silu.ok());
+  auto refused = parse_hf_config(core::JsonValue::root(*silu));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().message() == "n.json: /hidden_act: expected \"relu2\" (Nemotron's squared ReLU), got \"silu\"");
 }
 
 TEST_CASE("Qwen MoE config.json: shared expert and dense prefix, Qwen1.5-MoE-A2.7B 14.3 B, Qwen3-30B-A3B 30.5 B") {

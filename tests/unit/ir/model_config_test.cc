@@ -39,6 +39,8 @@ TEST_CASE("model configs round-trip") {
             "seq_len": 1024, "vocab_size": 32000, "num_experts": 16, "expert_group_size": 2048,
             "ffn_hidden_size": 8192})",
         R"({"builtin": "wide_resnet", "num_layers": 50, "base_channels": 320, "width_factor": 2})",
+        R"({"builtin": "nemotron", "name": "Nemotron-4 15B", "num_layers": 32, "hidden_size": 6144,
+            "num_heads": 48, "num_kv_heads": 8, "seq_len": 4096, "vocab_size": 256000})",
         R"({"builtin": "llama", "name": "7B", "num_layers": 32, "hidden_size": 4096,
             "num_heads": 32, "seq_len": 4096, "vocab_size": 32000, "ffn_hidden_size": 11008})",
         R"({"builtin": "mixtral", "name": "deepseek-moe-like", "num_layers": 4, "hidden_size": 256,
@@ -223,7 +225,7 @@ TEST_CASE("shared experts and a dense prefix: DeepSeek-MoE's block shapes, param
 
 TEST_CASE("bad model blocks give exact errors") {
   CHECK(parse_text(R"({"builtin": "gtp"})").status().message() ==
-        "m.json: /builtin: expected one of \"gpt\", \"llama\", \"moe\", \"mixtral\", or "
+        "m.json: /builtin: expected one of \"gpt\", \"llama\", \"moe\", \"mixtral\", \"nemotron\", or "
         "\"wide_resnet\", got \"gtp\"; did you mean \"gpt\"?");
   CHECK(parse_text(R"({"builtin": "gpt", "num_layers": 2, "hidden_size": 100, "num_heads": 3,
       "seq_len": 8, "vocab_size": 10})").status().message() ==
