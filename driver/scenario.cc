@@ -247,6 +247,13 @@ Result<ProfileRef> parse_profile(const JsonValue& v, const std::filesystem::path
   return p;
 }
 
+// fp8, mxfp8 and nvfp4 have a price in the Megatron lowering only (planner/search/search.h,
+// prices_only_by_megatron_lowering).
+constexpr const char* kLoweringOnlyPrecision =
+    " is priced by the Megatron lowering only: fixed Megatron plans (\"search\": {\"mode\": "
+    "\"fixed\", \"megatron\": ...}) and the Megatron grid (\"search\": {\"mode\": \"megatron\"}); "
+    "the alpa search, its other baselines and plan files price fp32, fp16 or bf16";
+
 // Cross-block checks that no single block can make.
 core::Status check_consistency(const Scenario& s, const JsonValue& root) {
   const JsonValue dtype_at =
@@ -256,11 +263,8 @@ core::Status check_consistency(const Scenario& s, const JsonValue& root) {
       return dtype_at.error(s.training.block_scaled_dtype + " needs Blackwell tensor cores "
                             "(B200, GB200, GB300); the " + s.cluster.gpu.display_name + " has none");
     }
-    if (!s.search.megatron) {
-      return dtype_at.error(s.training.block_scaled_dtype +
-                            " is priced for fixed Megatron plans (\"search\": {\"mode\": "
-                            "\"fixed\", \"megatron\": ...}) only in this version; the search "
-                            "and plan files price fp32, fp16 or bf16");
+    if (!s.search.megatron && s.search.mode != "megatron") {
+      return dtype_at.error(s.training.block_scaled_dtype + kLoweringOnlyPrecision);
     }
   }
   if (s.training.dtype == core::DType::kFp8) {
@@ -268,10 +272,8 @@ core::Status check_consistency(const Scenario& s, const JsonValue& root) {
       return dtype_at.error("fp8 needs fp8 tensor cores (Hopper or later); the " +
                             s.cluster.gpu.display_name + " has none");
     }
-    if (!s.search.megatron) {
-      return dtype_at.error("fp8 is priced for fixed Megatron plans (\"search\": {\"mode\": "
-                            "\"fixed\", \"megatron\": ...}) only in this version; the search "
-                            "and plan files price fp32, fp16 or bf16");
+    if (!s.search.megatron && s.search.mode != "megatron") {
+      return dtype_at.error(std::string("fp8") + kLoweringOnlyPrecision);
     }
   }
   if (!s.search.megatron) return core::Status();

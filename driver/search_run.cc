@@ -73,6 +73,7 @@ planner::SearchInput search_input(const Scenario& scenario, const cost_model::Co
   in.cost = cost;
   in.global_batch_size = scenario.training.global_batch_size;
   in.dtype = scenario.training.dtype;
+  in.block_scaled = *sim::lowering::parse_block_scaled(scenario.training.block_scaled_dtype);
   in.optimizer = scenario.training.optimizer;
   in.num_microbatches = scenario.training.num_microbatches;
   in.mode = scenario.search.mode == "fixed" ? "alpa" : scenario.search.mode;

@@ -638,7 +638,10 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
   // overlaps), so the comparison is of plans, and the table's evaluator-priced grid answer
   // can still be the alpa mode's answer.
   const bool flags_wanted = !s.baseline_row;
-  if (experts <= 1 && !context_parallel_possible && !flags_wanted) return std::optional<Evaluated>();
+  // fp8 and the block-scaled formats: every grid point is priced here, at that precision
+  // (the grid's own prices, at bf16, only ranked them).
+  const bool every_point = s.lowering_precision.has_value();
+  if (experts <= 1 && !context_parallel_possible && !flags_wanted && !every_point) return std::optional<Evaluated>();
   if (const auto answer_shape = schema::megatron_shape(grid_answer.plan)) {
     bases.insert(bases.begin(), *answer_shape);
   }
@@ -653,7 +656,8 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
   }
   sim::lowering::TrainingSetup training;
   training.global_batch_size = in.global_batch_size;
-  training.dtype = in.dtype;
+  training.dtype = every_point ? s.lowering_precision->dtype : in.dtype;
+  if (every_point) training.block_scaled = s.lowering_precision->block_scaled;
   training.optimizer = s.optimizer();
   std::set<std::string> seen;
   Evaluated best;
@@ -667,7 +671,7 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
     const schema::MegatronShape& base = bases[b];
     const bool try_context = context_parallel_possible && b <= kContextExplored;
     const bool try_flags = flags_wanted && b <= kRuntimeFlagsExplored;
-    if (!try_context && !try_flags && experts <= 1) break;  // nothing left to vary
+    if (!try_context && !try_flags && experts <= 1 && !every_point) break;  // nothing left to vary
     for (std::int64_t cp = 1; cp <= base.dp; cp *= 2) {
       if (base.dp % cp != 0 || (cp > 1 && (!try_context || transformer->seq_len % (2 * cp) != 0))) continue;
       // cp takes its GPUs from dp, and the microbatches per replica grow by cp: not when the
@@ -737,6 +741,9 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
       }
     }
   }
+  // At a precision only the lowering prices, the answer is its best point even when none
+  // fits (then the one of least memory, which the caller reports).
+  if (every_point) return best.ok ? std::optional<Evaluated>(std::move(best)) : std::optional<Evaluated>();
   if (!best.ok || !best.prediction.fits) return std::optional<Evaluated>();
   // Without cp, ep and runtime flags the grid's answer stands when the evaluator priced it;
   // an analytic grid price (a MoE model, whose layers a plan file cannot write) is validated
@@ -755,6 +762,20 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
   std::vector<schema::MegatronShape> by_bound;
   auto grid = run_megatron_grid(s, f, description, &by_bound);
   const bool full_grid = !f.tp1 && !f.pp1 && !f.pp_gt1 && f.zero == 0;
+  if (s.lowering_precision) {
+    // fp8, mxfp8, nvfp4: the grid ranked its points at bf16; the answer is priced by the
+    // lowering at the run's precision.
+    ALPASIM_CHECK(full_grid && !s.minimize_memory) << "a precision only the lowering prices outside mode megatron";
+    if (!grid.ok()) return grid;
+    ALPASIM_ASSIGN_OR_RETURN(std::optional<Evaluated> priced,
+                             explore_context_and_expert_parallelism(s, std::move(by_bound), grid.value()));
+    if (!priced) {
+      if (s.interrupted) return core::unavailable("the search's time limit was reached before any grid point was priced");
+      return core::failed_precondition("the Megatron lowering priced no grid point (every one refused)");
+    }
+    if (description) *description = priced->megatron_shape->to_string();
+    return std::move(*priced);
+  }
   if (!grid.ok() || !full_grid || s.minimize_memory || !s.input().options.explore_megatron_parallelism) {
     return grid;
   }

@@ -79,12 +79,26 @@ core::Result<Evaluated> run_mode(Searcher& s, const std::string& mode, AlpaStats
                                 "dp_ep, got \"" + mode + "\"");
 }
 
-core::Status check_input(const SearchInput& in) {
+// The precision's name as a scenario spells it ("fp8", "mxfp8", "nvfp4").
+std::string precision_name(const SearchInput& in) {
+  if (in.block_scaled == sim::lowering::BlockScaled::kMxfp8) return "mxfp8";
+  if (in.block_scaled == sim::lowering::BlockScaled::kNvfp4) return "nvfp4";
+  return std::string(core::dtype_name(in.dtype));
+}
+
+core::Status check_input(const SearchInput& in, bool plan_file) {
   if (!in.cost) return core::invalid_argument("search: no cost model");
   if (!is_search_mode(in.mode)) {
     return core::invalid_argument("search.mode: expected one of alpa, megatron, data_parallel, "
                                   "zero2, zero3, inter_op_only, intra_op_only, equal_layer, "
                                   "equal_operator, dp_ep, got \"" + in.mode + "\"");
+  }
+  if (prices_only_by_megatron_lowering(in) && (plan_file || in.mode != "megatron")) {
+    return core::invalid_argument("training.dtype: " + precision_name(in) +
+                                  " is priced by the Megatron lowering only: fixed Megatron plans and "
+                                  "search.mode \"megatron\"; " +
+                                  (plan_file ? std::string("plan files") : "mode \"" + in.mode + "\"") +
+                                  " price fp32, fp16 or bf16");
   }
   if (in.global_batch_size <= 0) {
     return core::invalid_argument("training.global_batch_size: expected a positive integer, got " +
@@ -136,6 +150,62 @@ void fill_explanation(Searcher& s, const Evaluated& e, SearchResult* r) {
   r->intra_op_queries = s.queries();
 }
 
+// The answer's Megatron point, which a plan file cannot say, and why.
+void set_megatron_answer(const Evaluated& best, const std::string& why, SearchResult* result) {
+  result->megatron_shape = best.megatron_shape;
+  result->plan_file_unavailable = "a plan file cannot say this Megatron point (" + best.megatron_shape->to_string() +
+                                  ": " + why + "): the answer is that point, priced by the Megatron lowering; a "
+                                  "scenario with \"search\": {\"mode\": \"fixed\", \"megatron\": {...}} evaluates it";
+}
+
+// Mode megatron at a precision only the Megatron lowering prices (fp8, mxfp8, nvfp4): the
+// grid ranked by its bounds at the storage precision (bf16: this Searcher's graphs; not
+// re-scored, the evaluator pricing no such precision), then its points priced by the
+// lowering at the run's precision (explore_context_and_expert_parallelism, every point,
+// with cp, ep and the runtime flags where it tries them): the fastest that fits. None
+// fitting: an error naming the least memory a priced point needs.
+core::Result<SearchResult> search_at_lowering_precision(const SearchInput& input) {
+  const auto start = Clock::now();
+  SearchInput ranking = input;
+  ranking.dtype = core::storage_dtype(input.dtype);
+  ranking.block_scaled = sim::lowering::BlockScaled::kNone;
+  ranking.options.rescore_grid = false;
+  Searcher s(ranking);
+  s.lowering_precision = Searcher::LoweringPrecision{input.dtype, input.block_scaled};
+  AlpaStats stats;
+  std::string description;
+  ALPASIM_ASSIGN_OR_RETURN(Evaluated best, run_mode(s, input.mode, stats, start, &description));
+  if (!best.prediction.fits) {
+    std::string msg = "no Megatron point priced at " + precision_name(input) + " fits in " +
+                      core::format_bytes(static_cast<std::int64_t>(s.memory_limit())) + " per GPU";
+    if (!input.options.memory_limit && input.cluster.reserved_memory.value() > 0) {
+      msg += " (" + core::format_bytes(input.cluster.gpu.memory.value()) + " less the " +
+             core::format_bytes(input.cluster.reserved_memory.value()) +
+             " reserved for the runtime, cluster.reserved_memory_gib)";
+    }
+    msg += "; the smallest the Megatron lowering priced needs " +
+           core::format_bytes(best.prediction.peak_memory_bytes) + " (" +
+           std::to_string(best.prediction.peak_memory_bytes) + " bytes) per GPU (" +
+           best.megatron_shape->to_string() + ")";
+    return core::resource_exhausted(msg);
+  }
+  SearchResult result;
+  result.plan = best.plan;
+  result.prediction = best.prediction;
+  set_megatron_answer(best, precision_name(input) + " training", &result);
+  auto resolved = sim::resolve_collectives(best.problem);
+  result.problem = resolved.ok() ? std::move(resolved).value() : best.problem;
+  result.explanation.push_back("mode " + input.mode + (description.empty() ? "" : ": " + description));
+  result.explanation.push_back("the grid ranked at " + std::string(core::dtype_name(ranking.dtype)) +
+                               " by its lower bounds; its points priced by the Megatron lowering at " +
+                               precision_name(input));
+  fill_explanation(s, best, &result);
+  result.candidates_simulated = stats.simulated;
+  result.searched_prediction = result.prediction;
+  result.wall_time_s = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
+
 }  // namespace search_detail
 
 using namespace search_detail;
@@ -154,8 +224,13 @@ bool is_search_mode(std::string_view mode) {
   return false;
 }
 
+bool prices_only_by_megatron_lowering(const SearchInput& in) {
+  return in.dtype == core::DType::kFp8 || in.block_scaled != sim::lowering::BlockScaled::kNone;
+}
+
 core::Result<SearchResult> search(const SearchInput& input) {
-  ALPASIM_RETURN_IF_ERROR(check_input(input));
+  ALPASIM_RETURN_IF_ERROR(check_input(input, false));
+  if (prices_only_by_megatron_lowering(input)) return search_at_lowering_precision(input);
   const auto start = Clock::now();
   Searcher s(input);
   AlpaStats stats;
@@ -232,12 +307,7 @@ core::Result<SearchResult> search(const SearchInput& input) {
   result.plan = best.plan;
   result.prediction = best.prediction;
   if (best.megatron_shape) {
-    result.megatron_shape = best.megatron_shape;
-    result.plan_file_unavailable =
-        "a plan file cannot say this Megatron point (" + best.megatron_shape->to_string() +
-        ": context or expert parallelism, the overlaps, or a MoE model's layers): the answer is that point, priced "
-        "by the Megatron lowering; a scenario with "
-        "\"search\": {\"mode\": \"fixed\", \"megatron\": {...}} evaluates it";
+    set_megatron_answer(best, "context or expert parallelism, the overlaps, or a MoE model's layers", &result);
   }
   auto resolved = sim::resolve_collectives(best.problem);
   result.problem = resolved.ok() ? std::move(resolved).value() : best.problem;
@@ -361,7 +431,7 @@ core::Result<SearchResult> search(const SearchInput& input) {
 }
 
 core::Result<SearchResult> evaluate_plan(const SearchInput& input, const schema::Plan& plan) {
-  ALPASIM_RETURN_IF_ERROR(check_input(input));
+  ALPASIM_RETURN_IF_ERROR(check_input(input, true));
   const auto start = Clock::now();
   Searcher s(input);
   s.list_collectives = true;

@@ -14,6 +14,7 @@
 #include "cost_model/cost_model.h"
 #include "ir/model_config.h"
 #include "schema/plan.h"
+#include "sim/lowering/megatron_lowering.h"
 #include "sim/pipeline_problem.h"
 
 namespace alpasim::planner {
@@ -99,6 +100,12 @@ struct SearchInput {
   std::optional<cost_model::CostModel> cost;
   std::int64_t global_batch_size = 0;
   core::DType dtype = core::DType::kFp16;
+  /// With dtype bf16: Blackwell's block-scaled GEMMs (mxfp8, nvfp4) for the blocks' linears.
+  /// fp8 and these precisions are priced by the Megatron lowering only: mode "megatron"
+  /// ranks its grid at the storage precision (bf16) and answers with the fastest point the
+  /// lowering prices at this one; the other modes and plan files refuse them
+  /// (prices_only_by_megatron_lowering).
+  sim::lowering::BlockScaled block_scaled = sim::lowering::BlockScaled::kNone;
   std::string optimizer = "adam";  ///< "adam" or "sgd"
   std::optional<std::int64_t> num_microbatches;  ///< unset: searched
   std::string mode = "alpa";
@@ -158,6 +165,10 @@ struct SearchResult {
   int intra_op_queries = 0;    ///< layer × mesh cost lookups (identical layers share solves)
   int candidates_simulated = 0;
 };
+
+/// True when `in`'s precision (fp8, mxfp8, nvfp4) has a price only in the Megatron
+/// lowering: not in the evaluator of plan files.
+bool prices_only_by_megatron_lowering(const SearchInput& in);
 
 /// Plans the training of input.model on input.cluster in mode input.mode. Errors:
 /// kInvalidArgument for a bad input (unknown mode, batch not divisible...);

@@ -214,6 +214,15 @@ class Searcher {
   void set_unlimited_memory() { memory_limit_ = std::numeric_limits<std::int64_t>::max() / 4; }
   /// Rank plans by peak memory instead of time (the "what would it need" pass).
   bool minimize_memory = false;
+  /// Set when the run's precision is one only the Megatron lowering prices (fp8, mxfp8,
+  /// nvfp4; prices_only_by_megatron_lowering): this Searcher's graphs, grid and evaluator
+  /// are at the storage precision (bf16), which only ranks the grid's points, and mode
+  /// megatron answers with a point the lowering priced at this precision (baselines.cc).
+  struct LoweringPrecision {
+    core::DType dtype = core::DType::kBf16;
+    sim::lowering::BlockScaled block_scaled = sim::lowering::BlockScaled::kNone;
+  };
+  std::optional<LoweringPrecision> lowering_precision;
   /// Set while a mode runs as a row of the alpa mode's comparison table: the Megatron row
   /// then leaves Megatron-LM's runtime flags out (baselines.cc, explore_context_and_expert_
   /// parallelism), so the table compares plans under one runtime.

@@ -198,6 +198,58 @@ TEST_CASE("mode megatron answers a MoE model at the Megatron lowering's price ev
   CHECK(fixed_plan_time_s(s, shape) == answered.json["prediction"]["iteration_time_s"].get<double>());
 }
 
+// fp8 and Blackwell's block-scaled formats have a price only in the Megatron lowering
+// (planner::prices_only_by_megatron_lowering): mode megatron ranks its grid at bf16 and
+// prices its points by the lowering at the run's precision (since 2026-11-27, stop 41;
+// before, every search refused them). 8 Llama-shaped blocks at 4,096 tokens on one node.
+TEST_CASE("mode megatron in fp8 and mxfp8: the answer is priced by the Megatron lowering at that precision") {
+  auto scenario = [](const std::string& preset, const std::string& dtype) {
+    return parse_scenario(R"({"schema_version": 1,
+      "model": {"builtin": "llama", "name": "8 blocks", "num_layers": 8, "hidden_size": 4096, "num_heads": 32,
+                "num_kv_heads": 8, "ffn_hidden_size": 14336, "seq_len": 4096, "vocab_size": 128256},
+      "cluster": {"preset": ")" + preset + R"(", "nodes": 1},
+      "training": {"global_batch_size": 32, "dtype": ")" + dtype + R"("},
+      "search": {"mode": "megatron", "baselines": false}})",
+                          "low_precision.json", ".")
+        .value();
+  };
+  for (const auto& [preset, dtype] : {std::pair<std::string, std::string>{"dgx-h100", "fp8"}, {"dgx-b200", "mxfp8"}}) {
+    CAPTURE(dtype);
+    const Scenario s = scenario(preset, dtype);
+    const RunReport low = run_untimed(s);
+    const core::Json& shape = low.json["plan_megatron"];
+    REQUIRE(shape.is_object());
+    CHECK_FALSE(low.plan.has_value());  // a plan file prices no fp8 / mxfp8
+    CHECK(low.json["plan_file_unavailable"].get<std::string>().find(dtype + " training") != std::string::npos);
+    const double low_s = low.json["prediction"]["iteration_time_s"].get<double>();
+    // The fixed Megatron plan it names, at the same precision: the same time.
+    CHECK(fixed_plan_time_s(s, shape) == low_s);
+    // The same model in bf16 (its answer priced by the evaluator or the lowering): slower;
+    // these blocks are GEMM-bound and fp8 GEMMs run at twice the bf16 peak.
+    const RunReport bf16 = run_untimed(scenario(preset, "bf16"));
+    CHECK(bf16.json["prediction"]["iteration_time_s"].get<double>() > low_s);
+  }
+  // The other modes and plan files refuse them, naming the mode.
+  const Scenario s = scenario("dgx-h100", "fp8");
+  const cost_model::CostModel cost = cost_model_for_scenario(s).value();
+  planner::SearchInput in = search_input(s, cost);
+  in.mode = "alpa";
+  auto alpa = planner::search(in);
+  REQUIRE_FALSE(alpa.ok());
+  CHECK(alpa.status().message() ==
+        "training.dtype: fp8 is priced by the Megatron lowering only: fixed Megatron plans and search.mode "
+        "\"megatron\"; mode \"alpa\" price fp32, fp16 or bf16");
+  // Too large for one node even at fp8: the error names the least memory a priced point needs.
+  Scenario big = s;
+  std::get<ir::TransformerConfig>(big.model.spec).num_layers = 200;
+  const cost_model::CostModel big_cost = cost_model_for_scenario(big).value();
+  auto none = planner::search(search_input(big, big_cost));
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.status().code() == core::StatusCode::kResourceExhausted);
+  CHECK(none.status().message().rfind("no Megatron point priced at fp8 fits in 75.00 GiB per GPU", 0) == 0);
+  CHECK(none.status().message().find("; the smallest the Megatron lowering priced needs ") != std::string::npos);
+}
+
 // The default scenario is searched (mode "alpa"): a whole planner run, a few seconds.
 TEST_CASE("the same scenario gives byte-identical JSON without wall-clock fields") {
   RunSettings settings;

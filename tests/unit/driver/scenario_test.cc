@@ -152,8 +152,9 @@ TEST_CASE("tp_comm_overlap_cfg reads Megatron's --tp-comm-overlap-cfg keys over 
         "s.json: /search/megatron/tp_comm_overlap_cfg: needs \"tp_comm_overlap\": true");
 }
 
-TEST_CASE("fp8 parses for fixed Megatron plans on Hopper, other GPUs and formats are errors naming the GPU") {
-  auto with = [](const std::string& preset, const std::string& dtype, bool fixed) {
+TEST_CASE("fp8 parses for fixed Megatron plans and the Megatron grid on Hopper, other GPUs and formats are errors naming the GPU") {
+  auto with = [](const std::string& preset, const std::string& dtype, bool fixed,
+                 const std::string& mode = "alpa") {
     std::string text = kBase;
     auto swap = [&](const std::string& from, const std::string& to) {
       text.replace(text.find(from), from.size(), to);
@@ -162,10 +163,15 @@ TEST_CASE("fp8 parses for fixed Megatron plans on Hopper, other GPUs and formats
     swap("\"dtype\": \"fp16\"", "\"dtype\": \"" + dtype + "\"");
     if (!fixed) {
       const auto at = text.find("\"search\"");
-      text = text.substr(0, at) + "\"search\": {\"mode\": \"alpa\"}\n}";
+      text = text.substr(0, at) + "\"search\": {\"mode\": \"" + mode + "\"}\n}";
     }
     return parse_scenario(text, "s.json", ".");
   };
+  // The Megatron grid: its points priced by the Megatron lowering (planner/search/search.h).
+  auto grid = with("dgx-h100", "fp8", false, "megatron");
+  REQUIRE_MESSAGE(grid.ok(), grid.status().message());
+  auto mx_grid = with("dgx-b200", "mxfp8", false, "megatron");
+  REQUIRE_MESSAGE(mx_grid.ok(), mx_grid.status().message());
   auto ok = with("dgx-h100", "fp8", true);
   REQUIRE_MESSAGE(ok.ok(), ok.status().message());
   CHECK(ok->training.dtype == core::DType::kFp8);
@@ -176,7 +182,11 @@ TEST_CASE("fp8 parses for fixed Megatron plans on Hopper, other GPUs and formats
         "A100-SXM4-80GB has none");
   auto search = with("dgx-h100", "fp8", false);
   REQUIRE_FALSE(search.ok());
-  CHECK(search.status().message().rfind("s.json: /training/dtype: fp8 is priced for fixed Megatron plans", 0) == 0);
+  CHECK(search.status().message() ==
+        "s.json: /training/dtype: fp8 is priced by the Megatron lowering only: fixed Megatron plans "
+        "(\"search\": {\"mode\": \"fixed\", \"megatron\": ...}) and the Megatron grid (\"search\": "
+        "{\"mode\": \"megatron\"}); the alpa search, its other baselines and plan files price fp32, fp16 "
+        "or bf16");
   auto mx = with("dgx-h100", "mxfp8", true);
   REQUIRE_FALSE(mx.ok());
   CHECK(mx.status().message() ==
@@ -188,7 +198,7 @@ TEST_CASE("fp8 parses for fixed Megatron plans on Hopper, other GPUs and formats
   CHECK(nv->training.block_scaled_dtype == "nvfp4");
   auto nv_search = with("dgx-b200", "nvfp4", false);
   REQUIRE_FALSE(nv_search.ok());
-  CHECK(nv_search.status().message().rfind("s.json: /training/dtype: nvfp4 is priced for fixed Megatron plans", 0) == 0);
+  CHECK(nv_search.status().message().rfind("s.json: /training/dtype: nvfp4 is priced by the Megatron lowering only", 0) == 0);
 }
 
 TEST_CASE("tensor parallelism may span the trays of an NVL72 NVLink domain, not two domains") {
