@@ -247,8 +247,8 @@ Result<ProfileRef> parse_profile(const JsonValue& v, const std::filesystem::path
   return p;
 }
 
-// fp8, mxfp8 and nvfp4 have a price in the Megatron lowering only (planner/search/search.h,
-// prices_only_by_megatron_lowering).
+// fp8, mxfp8 and nvfp4 have a price in the Megatron lowering only
+// (sim::lowering::priced_by_lowering_only; planner/search/search.h).
 constexpr const char* kLoweringOnlyPrecision =
     " is priced by the Megatron lowering only: fixed Megatron plans (\"search\": {\"mode\": "
     "\"fixed\", \"megatron\": ...}) and the Megatron grid (\"search\": {\"mode\": \"megatron\"}); "
@@ -263,18 +263,17 @@ core::Status check_consistency(const Scenario& s, const JsonValue& root) {
       return dtype_at.error(s.training.block_scaled_dtype + " needs Blackwell tensor cores "
                             "(B200, GB200, GB300); the " + s.cluster.gpu.display_name + " has none");
     }
-    if (!s.search.megatron && s.search.mode != "megatron") {
-      return dtype_at.error(s.training.block_scaled_dtype + kLoweringOnlyPrecision);
-    }
   }
   if (s.training.dtype == core::DType::kFp8) {
     if (s.cluster.gpu.peak(core::DType::kFp8).value() <= 0) {
       return dtype_at.error("fp8 needs fp8 tensor cores (Hopper or later); the " +
                             s.cluster.gpu.display_name + " has none");
     }
-    if (!s.search.megatron && s.search.mode != "megatron") {
-      return dtype_at.error(std::string("fp8") + kLoweringOnlyPrecision);
-    }
+  }
+  const auto format = *sim::lowering::parse_block_scaled(s.training.block_scaled_dtype);
+  if (sim::lowering::priced_by_lowering_only(s.training.dtype, format) && !s.search.megatron &&
+      s.search.mode != "megatron") {
+    return dtype_at.error(sim::lowering::precision_name(s.training.dtype, format) + kLoweringOnlyPrecision);
   }
   if (!s.search.megatron) return core::Status();
   const MegatronPlanConfig& m = *s.search.megatron;

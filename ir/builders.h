@@ -18,7 +18,8 @@ struct BuildOptions {
   core::DType dtype = core::DType::kFp16;
 };
 
-/// The forward graph of a decoder transformer (builtin "gpt", "llama", "moe", "mixtral").
+/// The forward graph of a decoder transformer (builtin "gpt", "llama", "moe", "mixtral",
+/// "nemotron").
 /// Layers: 0 = embedding, 1..num_layers = blocks, num_layers+1 = head (final norm, LM
 /// head, loss). GPT blocks follow Megatron-LM (pre-LN, GELU MLP, dropout, biases) so
 /// parameter and FLOP counts equal Megatron's formulas (accounting.h); LLaMA blocks use

@@ -38,7 +38,7 @@ const std::vector<std::string>& ignored_keys() {
       "summary_proj_to_labels", "summary_type", "summary_use_proj", "task_specific_params",
       "scale_attn_weights", "reorder_and_upcast_attn", "scale_attn_by_inverse_layer_idx",
       "n_ctx", "gradient_checkpointing", "use_return_dict", "return_dict", "id2label",
-      "label2id", "quantization_config", "norm_eps", "partial_rotary_factor"};
+      "label2id", "quantization_config"};
   return k;
 }
 
@@ -279,7 +279,10 @@ Result<TransformerConfig> parse_hf_config(const JsonValue& root, std::int64_t se
     set_architecture_defaults(c);
     if (type == "nemotron") {
       // Nemotron-4 (transformers' NemotronConfig): relu(x)^2 in a non-gated MLP. Its
-      // partial_rotary_factor (0.5) is read as full rotation (docs/scenario.md).
+      // partial_rotary_factor (0.5) is read as full rotation (docs/scenario.md); norm_eps
+      // changes no shape. (Other model types have neither key.)
+      obj.has("norm_eps");
+      obj.has("partial_rotary_factor");
       if (auto act = obj.optional("hidden_act")) {
         ALPASIM_ASSIGN_OR_RETURN(std::string f, act->as_string());
         if (f != "relu2") return act->error("expected \"relu2\" (Nemotron's squared ReLU), got \"" + f + "\"");

@@ -29,10 +29,11 @@ core::Result<std::vector<OperatorSharding>> megatron_operator_shardings(
     std::int64_t layer_begin, std::int64_t layer_end, std::int64_t data_parallel,
     std::int64_t tensor_parallel, bool sequence_parallel) {
   const auto* t = std::get_if<ir::TransformerConfig>(&model.spec);
-  if (t == nullptr || (t->builtin != "gpt" && t->builtin != "llama") || t->num_experts > 0 ||
-      t->kv_lora_rank > 0) {
-    return core::unimplemented("Megatron layouts are written for the builtin \"gpt\" and \"llama\" "
-                               "(without multi-head latent attention) only; " + model.name + " is not one");
+  if (t == nullptr || (t->builtin != "gpt" && t->builtin != "llama" && t->builtin != "nemotron") ||
+      t->num_experts > 0 || t->kv_lora_rank > 0) {
+    return core::unimplemented("Megatron layouts are written for the builtin \"gpt\", \"llama\" "
+                               "(without multi-head latent attention) and \"nemotron\" only; " + model.name +
+                               " is not one");
   }
   // Megatron splits the attention by query group (a key/value head and its queries): with
   // grouped-query attention the split dimension is the key/value heads', which tp must

@@ -661,11 +661,14 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
   training.optimizer = s.optimizer();
   std::set<std::string> seen;
   Evaluated best;
+  std::optional<core::Status> first_refusal;  // the lowering's reason for the first point it refused
   for (std::size_t b = 0; b < bases.size() && b <= kExpertExplored; ++b) {
     // Within the search's time limit, as every baseline (the alpa mode's table then says
     // the row was cut).
     if (s.past_deadline()) {
       s.interrupted = true;
+      // At a precision only the lowering prices, what it priced so far is the answer.
+      if (every_point && best.ok) return std::optional<Evaluated>(std::move(best));
       return std::optional<Evaluated>();
     }
     const schema::MegatronShape& base = bases[b];
@@ -715,7 +718,10 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
           mp.overlap_param_gather = shape.overlap_param_gather;
           mp.tp_comm_overlap = shape.tp_comm_overlap;
           auto lowered = sim::lowering::lower_megatron_plan(in.model, training, mp, s.cost());
-          if (!lowered.ok()) continue;  // a point Megatron cannot run or the lowering does not model
+          if (!lowered.ok()) {  // a point Megatron cannot run or the lowering does not model
+            if (!first_refusal) first_refusal = lowered.status();
+            continue;
+          }
           // The search's memory limit (the GPU's usable memory, or the one asked for).
           for (sim::MeshSpec& m : lowered->problem.meshes) {
             m.memory_limit = core::bytes(static_cast<std::int64_t>(s.memory_limit()));
@@ -743,7 +749,11 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
   }
   // At a precision only the lowering prices, the answer is its best point even when none
   // fits (then the one of least memory, which the caller reports).
-  if (every_point) return best.ok ? std::optional<Evaluated>(std::move(best)) : std::optional<Evaluated>();
+  if (every_point) {
+    if (best.ok) return std::optional<Evaluated>(std::move(best));
+    if (first_refusal) return *first_refusal;  // every point refused: say why
+    return std::optional<Evaluated>();
+  }
   if (!best.ok || !best.prediction.fits) return std::optional<Evaluated>();
   // Without cp, ep and runtime flags the grid's answer stands when the evaluator priced it;
   // an analytic grid price (a MoE model, whose layers a plan file cannot write) is validated
@@ -769,10 +779,7 @@ core::Result<Evaluated> run_megatron(Searcher& s, const GridFilter& f, std::stri
     if (!grid.ok()) return grid;
     ALPASIM_ASSIGN_OR_RETURN(std::optional<Evaluated> priced,
                              explore_context_and_expert_parallelism(s, std::move(by_bound), grid.value()));
-    if (!priced) {
-      if (s.interrupted) return core::unavailable("the search's time limit was reached before any grid point was priced");
-      return core::failed_precondition("the Megatron lowering priced no grid point (every one refused)");
-    }
+    if (!priced) return core::failed_precondition("the Megatron lowering priced no grid point");
     if (description) *description = priced->megatron_shape->to_string();
     return std::move(*priced);
   }

@@ -80,10 +80,18 @@ core::Result<Evaluated> run_mode(Searcher& s, const std::string& mode, AlpaStats
 }
 
 // The precision's name as a scenario spells it ("fp8", "mxfp8", "nvfp4").
-std::string precision_name(const SearchInput& in) {
-  if (in.block_scaled == sim::lowering::BlockScaled::kMxfp8) return "mxfp8";
-  if (in.block_scaled == sim::lowering::BlockScaled::kNvfp4) return "nvfp4";
-  return std::string(core::dtype_name(in.dtype));
+std::string precision_name(const SearchInput& in) { return sim::lowering::precision_name(in.dtype, in.block_scaled); }
+
+// "no plan fits in 75.00 GiB per GPU (80.00 GiB less the 5.00 GiB reserved ...)": how every
+// no-fit error starts (sweep reports count them by it, driver/report_markdown.cc).
+std::string no_plan_fits_in(const Searcher& s, const SearchInput& input) {
+  std::string msg = "no plan fits in " + core::format_bytes(static_cast<std::int64_t>(s.memory_limit())) + " per GPU";
+  if (!input.options.memory_limit && input.cluster.reserved_memory.value() > 0) {
+    msg += " (" + core::format_bytes(input.cluster.gpu.memory.value()) + " less the " +
+           core::format_bytes(input.cluster.reserved_memory.value()) +
+           " reserved for the runtime, cluster.reserved_memory_gib)";
+  }
+  return msg;
 }
 
 core::Status check_input(const SearchInput& in, bool plan_file) {
@@ -93,12 +101,23 @@ core::Status check_input(const SearchInput& in, bool plan_file) {
                                   "zero2, zero3, inter_op_only, intra_op_only, equal_layer, "
                                   "equal_operator, dp_ep, got \"" + in.mode + "\"");
   }
-  if (prices_only_by_megatron_lowering(in) && (plan_file || in.mode != "megatron")) {
-    return core::invalid_argument("training.dtype: " + precision_name(in) +
-                                  " is priced by the Megatron lowering only: fixed Megatron plans and "
-                                  "search.mode \"megatron\"; " +
-                                  (plan_file ? std::string("plan files") : "mode \"" + in.mode + "\"") +
-                                  " price fp32, fp16 or bf16");
+  if (prices_only_by_megatron_lowering(in)) {
+    if (plan_file || in.mode != "megatron") {
+      return core::invalid_argument("training.dtype: " + precision_name(in) +
+                                    " is priced by the Megatron lowering only: fixed Megatron plans and "
+                                    "search.mode \"megatron\"; " +
+                                    (plan_file ? std::string("plan files price") : "mode \"" + in.mode + "\" prices") +
+                                    " fp32, fp16 or bf16");
+    }
+    // What the lowering would refuse on every point, said once (a what-if or capacity
+    // study may move the scenario to another GPU).
+    if (auto st = sim::lowering::check_precision_on_gpu(in.dtype, in.block_scaled, in.cluster.gpu); !st.ok()) {
+      return core::invalid_argument("training.dtype: " + st.message());
+    }
+    if (!std::holds_alternative<ir::TransformerConfig>(in.model.spec)) {
+      return core::invalid_argument("training.dtype: " + precision_name(in) +
+                                    " is priced by the Megatron lowering, which builds transformer models only");
+    }
   }
   if (in.global_batch_size <= 0) {
     return core::invalid_argument("training.global_batch_size: expected a positive integer, got " +
@@ -175,19 +194,13 @@ core::Result<SearchResult> search_at_lowering_precision(const SearchInput& input
   AlpaStats stats;
   std::string description;
   ALPASIM_ASSIGN_OR_RETURN(Evaluated best, run_mode(s, input.mode, stats, start, &description));
+  ALPASIM_CHECK(best.megatron_shape.has_value()) << "a point of the lowering without its Megatron shape";
   if (!best.prediction.fits) {
-    std::string msg = "no Megatron point priced at " + precision_name(input) + " fits in " +
-                      core::format_bytes(static_cast<std::int64_t>(s.memory_limit())) + " per GPU";
-    if (!input.options.memory_limit && input.cluster.reserved_memory.value() > 0) {
-      msg += " (" + core::format_bytes(input.cluster.gpu.memory.value()) + " less the " +
-             core::format_bytes(input.cluster.reserved_memory.value()) +
-             " reserved for the runtime, cluster.reserved_memory_gib)";
-    }
-    msg += "; the smallest the Megatron lowering priced needs " +
-           core::format_bytes(best.prediction.peak_memory_bytes) + " (" +
-           std::to_string(best.prediction.peak_memory_bytes) + " bytes) per GPU (" +
-           best.megatron_shape->to_string() + ")";
-    return core::resource_exhausted(msg);
+    return core::resource_exhausted(no_plan_fits_in(s, input) + "; the Megatron lowering priced the grid's points at " +
+                                    precision_name(input) + ": the smallest needs " +
+                                    core::format_bytes(best.prediction.peak_memory_bytes) + " (" +
+                                    std::to_string(best.prediction.peak_memory_bytes) + " bytes) per GPU (" +
+                                    best.megatron_shape->to_string() + ")");
   }
   SearchResult result;
   result.plan = best.plan;
@@ -225,7 +238,7 @@ bool is_search_mode(std::string_view mode) {
 }
 
 bool prices_only_by_megatron_lowering(const SearchInput& in) {
-  return in.dtype == core::DType::kFp8 || in.block_scaled != sim::lowering::BlockScaled::kNone;
+  return sim::lowering::priced_by_lowering_only(in.dtype, in.block_scaled);
 }
 
 core::Result<SearchResult> search(const SearchInput& input) {
@@ -286,12 +299,7 @@ core::Result<SearchResult> search(const SearchInput& input) {
     auto bytes_text = [](std::int64_t b) {
       return core::format_bytes(b) + " (" + std::to_string(b) + " bytes)";
     };
-    std::string msg = "no plan fits in " + core::format_bytes(static_cast<std::int64_t>(s.memory_limit())) + " per GPU";
-    if (!input.options.memory_limit && input.cluster.reserved_memory.value() > 0) {
-      msg += " (" + core::format_bytes(input.cluster.gpu.memory.value()) + " less the " +
-             core::format_bytes(input.cluster.reserved_memory.value()) +
-             " reserved for the runtime, cluster.reserved_memory_gib)";
-    }
+    std::string msg = no_plan_fits_in(s, input);
     if (own != kNone) msg += "; the smallest plan found needs " + bytes_text(own) + " per GPU";
     if (!fitting_mode.empty()) {
       msg += "; mode " + fitting_mode + " has a plan that fits, needing " + bytes_text(fitting_need) +

@@ -90,6 +90,29 @@ std::optional<BlockScaled> parse_block_scaled(std::string_view name) {
   return std::nullopt;
 }
 
+std::string precision_name(core::DType dtype, BlockScaled format) {
+  if (format == BlockScaled::kMxfp8) return "mxfp8";
+  if (format == BlockScaled::kNvfp4) return "nvfp4";
+  return std::string(core::dtype_name(dtype));
+}
+
+bool priced_by_lowering_only(core::DType dtype, BlockScaled format) {
+  return dtype == core::DType::kFp8 || format != BlockScaled::kNone;
+}
+
+core::Status check_precision_on_gpu(core::DType dtype, BlockScaled format, const cluster::GpuSpec& gpu) {
+  if (dtype == core::DType::kFp8 && gpu.peak(core::DType::kFp8).value() <= 0) {
+    return core::invalid_argument("fp8 needs fp8 tensor cores (Hopper or later); the " + gpu.display_name +
+                                  " has none");
+  }
+  if (format != BlockScaled::kNone && !gpu.has_block_scaled_formats()) {
+    return core::invalid_argument(precision_name(dtype, format) +
+                                  " needs Blackwell tensor cores (block-scaled formats); the " + gpu.display_name +
+                                  " has none");
+  }
+  return core::ok_status();
+}
+
 namespace {
 
 // A transformer block's linear layer GEMM (forward, input gradient or weight gradient): an
@@ -609,17 +632,11 @@ core::Result<LoweredPlan> lower_megatron_plan(const ir::ModelConfig& model,
                             std::to_string(moe_config->ffn_hidden_size) + ", got " + std::to_string(etp));
     }
   }
-  if (training.dtype == core::DType::kFp8 && cluster.gpu.peak(core::DType::kFp8).value() <= 0) {
-    return core::invalid_argument("/training/dtype: fp8 needs fp8 tensor cores (Hopper or later); the " +
-                                  cluster.gpu.display_name + " has none");
+  if (auto st = check_precision_on_gpu(training.dtype, training.block_scaled, cluster.gpu); !st.ok()) {
+    return core::invalid_argument("/training/dtype: " + st.message());
   }
   if (training.block_scaled != BlockScaled::kNone) {
-    const char* name = training.block_scaled == BlockScaled::kMxfp8 ? "mxfp8" : "nvfp4";
-    if (!cluster.gpu.has_block_scaled_formats()) {
-      return core::invalid_argument(std::string("/training/dtype: ") + name +
-                                    " needs Blackwell tensor cores (block-scaled formats); the " +
-                                    cluster.gpu.display_name + " has none");
-    }
+    const std::string name = precision_name(training.dtype, training.block_scaled);
     if (training.dtype != core::DType::kBf16) {
       return core::invalid_argument(std::string("/training/dtype: ") + name +
                                     " is a GEMM format of a bf16 run, not of " +

@@ -110,6 +110,16 @@ enum class BlockScaled : std::int8_t {
 };
 /// "mxfp8" / "nvfp4" -> the format; nullopt otherwise ("" and "none" are kNone).
 std::optional<BlockScaled> parse_block_scaled(std::string_view name);
+/// The scenario's spelling of a run's precision: the block-scaled format's name ("mxfp8",
+/// "nvfp4"), else the dtype's ("fp8", "bf16", ...).
+std::string precision_name(core::DType dtype, BlockScaled format);
+/// fp8 and the block-scaled formats: priced by this lowering only (the evaluator of plan
+/// files has no fp8 GEMM rate, casts or copies; planner/search/search.h).
+bool priced_by_lowering_only(core::DType dtype, BlockScaled format);
+/// Whether `gpu` has tensor cores for the precision: fp8 needs Hopper or later, the
+/// block-scaled formats Blackwell. The error's message names the precision and the GPU
+/// (callers prefix where the setting was read).
+core::Status check_precision_on_gpu(core::DType dtype, BlockScaled format, const cluster::GpuSpec& gpu);
 
 /// Training settings the lowering needs besides the plan.
 struct TrainingSetup {

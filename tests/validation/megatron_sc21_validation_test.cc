@@ -893,6 +893,14 @@ std::vector<OneEvaluatorRow> llama_one_evaluator_rows() {
   training.dtype = core::DType::kBf16;
   std::vector<OneEvaluatorRow> out;
   struct Shape { std::int64_t tp, pp, dp; bool sp; };
+  // Nemotron-4's blocks (since stop 41): LLaMA's attention with Nemotron's non-gated
+  // squared-ReLU MLP, 4h wide, and LayerNorm.
+  ir::ModelConfig nemotron = model;
+  nemotron.name = "nemotron 8 blocks";
+  auto& n = std::get<ir::TransformerConfig>(nemotron.spec);
+  n.builtin = "nemotron";
+  n.ffn_hidden_size = 4 * n.hidden_size;
+  ir::set_architecture_defaults(n);
   for (const Shape& sh : {Shape{2, 2, 2, false}, Shape{4, 2, 1, true}, Shape{8, 1, 1, true}, Shape{1, 4, 2, false}}) {
     MegatronPlan plan;
     plan.tp = sh.tp;
@@ -904,13 +912,14 @@ std::vector<OneEvaluatorRow> llama_one_evaluator_rows() {
     const std::string name = "tp " + std::to_string(sh.tp) + " pp " + std::to_string(sh.pp) + " dp " +
                              std::to_string(sh.dp) + (sh.sp ? " sp" : "");
     out.push_back(one_evaluator_row(name, model, training, plan, "dgx-h100", 8));
+    out.push_back(one_evaluator_row("nemotron " + name, nemotron, training, plan, "dgx-h100", 8));
   }
   return out;
 }
 
 TEST_CASE("one evaluator: LLaMA Megatron plans are written as plan files and evaluate") {
   const auto rows = llama_one_evaluator_rows();
-  CHECK(rows.size() == 4);
+  CHECK(rows.size() == 8);
   check_and_print("LLaMA plan", rows);
 }
 

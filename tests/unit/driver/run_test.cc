@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include "cluster/cluster_spec.h"
 #include "core/json_reader.h"
 #include "driver/evaluate.h"
 #include "driver/search_run.h"
@@ -238,7 +239,14 @@ TEST_CASE("mode megatron in fp8 and mxfp8: the answer is priced by the Megatron 
   REQUIRE_FALSE(alpa.ok());
   CHECK(alpa.status().message() ==
         "training.dtype: fp8 is priced by the Megatron lowering only: fixed Megatron plans and search.mode "
-        "\"megatron\"; mode \"alpa\" price fp32, fp16 or bf16");
+        "\"megatron\"; mode \"alpa\" prices fp32, fp16 or bf16");
+  // Moved to a GPU without fp8 (a what-if or capacity axis can): said once, naming the GPU.
+  planner::SearchInput a100 = search_input(s, cost);
+  a100.cluster = cluster::make_preset_cluster("dgx-a100-80gb", 1).value();
+  auto refused = planner::search(a100);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().message() ==
+        "training.dtype: fp8 needs fp8 tensor cores (Hopper or later); the NVIDIA A100-SXM4-80GB has none");
   // Too large for one node even at fp8: the error names the least memory a priced point needs.
   Scenario big = s;
   std::get<ir::TransformerConfig>(big.model.spec).num_layers = 200;
@@ -246,8 +254,8 @@ TEST_CASE("mode megatron in fp8 and mxfp8: the answer is priced by the Megatron 
   auto none = planner::search(search_input(big, big_cost));
   REQUIRE_FALSE(none.ok());
   CHECK(none.status().code() == core::StatusCode::kResourceExhausted);
-  CHECK(none.status().message().rfind("no Megatron point priced at fp8 fits in 75.00 GiB per GPU", 0) == 0);
-  CHECK(none.status().message().find("; the smallest the Megatron lowering priced needs ") != std::string::npos);
+  CHECK(none.status().message().rfind("no plan fits in 75.00 GiB per GPU", 0) == 0);
+  CHECK(none.status().message().find("; the Megatron lowering priced the grid's points at fp8: the smallest needs ") != std::string::npos);
 }
 
 // The default scenario is searched (mode "alpa"): a whole planner run, a few seconds.
