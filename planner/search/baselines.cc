@@ -569,6 +569,25 @@ constexpr std::size_t kExpertExplored = 1024;
 // multiplies the lowerings of a point by up to three).
 constexpr std::size_t kRuntimeFlagsExplored = kContextExplored;
 
+// The grid's answer and this many points of least bound get the interleaving factors
+// beyond the grid's 1 and 2 (each multiplies the lowerings of a point by the factors tried).
+constexpr std::size_t kInterleaveExplored = 3;
+
+// Interleaving factors (virtual pipeline stages per GPU) tried on a point: its own, and with
+// `explore` every v >= 2 that Megatron-LM can run there: the blocks split evenly into pp·v
+// model chunks and the microbatches per replica are a multiple of pp (its interleaved
+// schedule's requirements). NVIDIA's recipes use 5 (Llama 3 70B on 64 H100, pp 8), 8, 12 or
+// 20, where the grid tries 1 and 2 only.
+std::vector<std::int64_t> interleave_variants(const schema::MegatronShape& shape, std::int64_t blocks,
+                                              std::int64_t microbatches, bool explore) {
+  std::vector<std::int64_t> out = {shape.vp};
+  if (!explore || shape.pp < 2 || microbatches % shape.pp != 0) return out;
+  for (std::int64_t v = 2; shape.pp * v <= blocks; ++v) {
+    if (v != shape.vp && blocks % (shape.pp * v) == 0) out.push_back(v);
+  }
+  return out;
+}
+
 // Megatron-LM runtime settings tried on a point, each a bundle of flags: Megatron-Core's
 // defaults (only overlap_p2p_comm on); with data-parallel replicas (dp·cp > 1) what NeMo's
 // and Megatron-Bridge's recipes run at scale (the distributed optimizer with
@@ -674,6 +693,7 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
     const schema::MegatronShape& base = bases[b];
     const bool try_context = context_parallel_possible && b <= kContextExplored;
     const bool try_flags = flags_wanted && b <= kRuntimeFlagsExplored;
+    const bool try_interleave = flags_wanted && b <= kInterleaveExplored;
     if (!try_context && !try_flags && experts <= 1 && !every_point) break;  // nothing left to vary
     for (std::int64_t cp = 1; cp <= base.dp; cp *= 2) {
       if (base.dp % cp != 0 || (cp > 1 && (!try_context || transformer->seq_len % (2 * cp) != 0))) continue;
@@ -686,63 +706,68 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
       for (const auto& [ep, etp] : expert_layouts) {
         if (etp == 1 && base.tp == 1) continue;  // the same as etp = tp
         if (ep > 1 && (base.tp * base.dp) % (ep * (etp == 0 ? base.tp : etp)) != 0) continue;
-        schema::MegatronShape layout = base;
-        layout.dp = base.dp / cp;
-        layout.cp = cp;
-        layout.ep = ep;
-        layout.etp = etp;
-        for (const RuntimeFlags& flags : runtime_flag_variants(layout, try_flags)) {
-          schema::MegatronShape shape = layout;
-          // Megatron-Core refuses to train a MoE layer with tensor parallelism but without
-          // sequence parallelism (MoELayer: "performance may degrade"): such points run with it.
-          shape.sequence_parallel = flags.sequence_parallel || (experts > 1 && shape.tp > 1);
-          shape.distributed_optimizer = flags.distributed_optimizer;
-          shape.overlap_grad_reduce = flags.overlap_grad_reduce;
-          shape.overlap_param_gather = flags.overlap_param_gather;
-          shape.tp_comm_overlap = flags.tp_comm_overlap;
-          if (!seen.insert(shape.to_string()).second) continue;
-          sim::lowering::MegatronPlan mp;
-          mp.tp = shape.tp;
-          mp.pp = shape.pp;
-          mp.dp = shape.dp;
-          mp.cp = cp;
-          mp.ep = ep;
-          mp.etp = etp;
-          mp.microbatch_size = shape.mbs;
-          mp.interleave = shape.vp;
-          mp.recompute = to_ir(shape.recompute);
-          mp.overlap_p2p_comm = true;  // Megatron-Core's default (a scenario's search.megatron's)
-          mp.sequence_parallel = shape.sequence_parallel;
-          mp.zero_stage = shape.distributed_optimizer ? 1 : 0;
-          mp.overlap_grad_reduce = shape.overlap_grad_reduce;
-          mp.overlap_param_gather = shape.overlap_param_gather;
-          mp.tp_comm_overlap = shape.tp_comm_overlap;
-          auto lowered = sim::lowering::lower_megatron_plan(in.model, training, mp, s.cost());
-          if (!lowered.ok()) {  // a point Megatron cannot run or the lowering does not model
-            if (!first_refusal) first_refusal = lowered.status();
-            continue;
-          }
-          // The search's memory limit (the GPU's usable memory, or the one asked for).
-          for (sim::MeshSpec& m : lowered->problem.meshes) {
-            m.memory_limit = core::bytes(static_cast<std::int64_t>(s.memory_limit()));
-          }
-          if (in.options.prune_grid && best.ok && best.prediction.fits) {
-            // Exact skips, as the grid's: it cannot fit, or its simulated time is at least its
-            // bound (pipeline_bound.h) and that cannot beat the best so far.
-            auto unfit = cannot_fit(lowered->problem);
-            auto bound = pipeline_lower_bound(lowered->problem);
-            if ((unfit.ok() && unfit.value()) ||
-                (bound.ok() && sim::to_seconds(bound.value()).value() > best.prediction.iteration_time_s)) {
+        schema::MegatronShape placed = base;
+        placed.dp = base.dp / cp;
+        placed.cp = cp;
+        placed.ep = ep;
+        placed.etp = etp;
+        const std::int64_t microbatches = in.global_batch_size / (placed.dp * placed.mbs);
+        for (const std::int64_t vp : interleave_variants(placed, transformer->num_layers, microbatches, try_interleave)) {
+          schema::MegatronShape layout = placed;
+          layout.vp = vp;
+          for (const RuntimeFlags& flags : runtime_flag_variants(layout, try_flags)) {
+            schema::MegatronShape shape = layout;
+            // Megatron-Core refuses to train a MoE layer with tensor parallelism but without
+            // sequence parallelism (MoELayer: "performance may degrade"): such points run with it.
+            shape.sequence_parallel = flags.sequence_parallel || (experts > 1 && shape.tp > 1);
+            shape.distributed_optimizer = flags.distributed_optimizer;
+            shape.overlap_grad_reduce = flags.overlap_grad_reduce;
+            shape.overlap_param_gather = flags.overlap_param_gather;
+            shape.tp_comm_overlap = flags.tp_comm_overlap;
+            if (!seen.insert(shape.to_string()).second) continue;
+            sim::lowering::MegatronPlan mp;
+            mp.tp = shape.tp;
+            mp.pp = shape.pp;
+            mp.dp = shape.dp;
+            mp.cp = cp;
+            mp.ep = ep;
+            mp.etp = etp;
+            mp.microbatch_size = shape.mbs;
+            mp.interleave = shape.vp;
+            mp.recompute = to_ir(shape.recompute);
+            mp.overlap_p2p_comm = true;  // Megatron-Core's default (a scenario's search.megatron's)
+            mp.sequence_parallel = shape.sequence_parallel;
+            mp.zero_stage = shape.distributed_optimizer ? 1 : 0;
+            mp.overlap_grad_reduce = shape.overlap_grad_reduce;
+            mp.overlap_param_gather = shape.overlap_param_gather;
+            mp.tp_comm_overlap = shape.tp_comm_overlap;
+            auto lowered = sim::lowering::lower_megatron_plan(in.model, training, mp, s.cost());
+            if (!lowered.ok()) {  // a point Megatron cannot run or the lowering does not model
+              if (!first_refusal) first_refusal = lowered.status();
               continue;
             }
+            // The search's memory limit (the GPU's usable memory, or the one asked for).
+            for (sim::MeshSpec& m : lowered->problem.meshes) {
+              m.memory_limit = core::bytes(static_cast<std::int64_t>(s.memory_limit()));
+            }
+            if (in.options.prune_grid && best.ok && best.prediction.fits) {
+              // Exact skips, as the grid's: it cannot fit, or its simulated time is at least its
+              // bound (pipeline_bound.h) and that cannot beat the best so far.
+              auto unfit = cannot_fit(lowered->problem);
+              auto bound = pipeline_lower_bound(lowered->problem);
+              if ((unfit.ok() && unfit.value()) ||
+                  (bound.ok() && sim::to_seconds(bound.value()).value() > best.prediction.iteration_time_s)) {
+                continue;
+              }
+            }
+            schema::Plan plan = sim::lowering::megatron_plan_stages(in.model, training, mp, in.cluster,
+                                                                    lowered->layers_per_chunk);
+            plan.generator = s.base_plan().generator;
+            auto e = s.run_problem(std::move(lowered->problem), plan);
+            if (!e.ok()) continue;
+            e->megatron_shape = shape;
+            if (better(s, e.value(), best)) best = std::move(e).value();
           }
-          schema::Plan plan = sim::lowering::megatron_plan_stages(in.model, training, mp, in.cluster,
-                                                                  lowered->layers_per_chunk);
-          plan.generator = s.base_plan().generator;
-          auto e = s.run_problem(std::move(lowered->problem), plan);
-          if (!e.ok()) continue;
-          e->megatron_shape = shape;
-          if (better(s, e.value(), best)) best = std::move(e).value();
         }
       }
     }
@@ -759,7 +784,7 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
   // an analytic grid price (a MoE model, whose layers a plan file cannot write) is validated
   // by nothing, and the lowering's best answers instead, whatever its cp, ep and flags.
   const schema::MegatronShape& found = *best.megatron_shape;
-  if (found.cp == 1 && found.ep == 1 && !found.distributed_optimizer && !found.sequence_parallel &&
+  if (found.cp == 1 && found.ep == 1 && found.vp <= 2 && !found.distributed_optimizer && !found.sequence_parallel &&
       !found.has_runtime_overlaps() && grid_answer.by_evaluator) {
     return std::optional<Evaluated>();
   }

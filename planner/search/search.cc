@@ -315,7 +315,10 @@ core::Result<SearchResult> search(const SearchInput& input) {
   result.plan = best.plan;
   result.prediction = best.prediction;
   if (best.megatron_shape) {
-    set_megatron_answer(best, "context or expert parallelism, the overlaps, or a MoE model's layers", &result);
+    set_megatron_answer(best,
+                        "context or expert parallelism, the overlaps, a MoE model's layers, or an interleaving "
+                        "beyond the grid's 1 and 2, which the lowering priced",
+                        &result);
   }
   auto resolved = sim::resolve_collectives(best.problem);
   result.problem = resolved.ok() ? std::move(resolved).value() : best.problem;
