@@ -160,6 +160,10 @@ namespace {
 // The Megatron grid proper (run_megatron). `by_bound`: the shapes of its points in
 // increasing simulation lower bound (ties: grid order), for the context- and
 // expert-parallel exploration around them.
+// The grid's interleaving factors: 1 to this (mode megatron tries more around its answer,
+// interleave_variants).
+constexpr int kGridMaxInterleave = 2;
+
 core::Result<Evaluated> run_megatron_grid(Searcher& s, const GridFilter& f, std::string* description,
                                           std::vector<schema::MegatronShape>* by_bound) {
   const SearchInput& in = s.input();
@@ -192,7 +196,7 @@ core::Result<Evaluated> run_megatron_grid(Searcher& s, const GridFilter& f, std:
           ALPASIM_ASSIGN_OR_RETURN(Point * pt, s.point(mbs, rc, /*with_layer_graphs=*/false));
           const int L = pt->num_layers;
           if (pp > L) continue;
-          for (int v : {1, 2}) {
+          for (int v = 1; v <= kGridMaxInterleave; ++v) {
             if (v > 1 && (pp == 1 || L < pp * v || B % pp != 0)) continue;
             // Layers: the chunks as equal as possible, earlier chunks taking the remainder.
             const int chunks = static_cast<int>(pp) * v;
@@ -440,7 +444,7 @@ core::Result<Evaluated> run_megatron_grid(Searcher& s, const GridFilter& f, std:
   // plus the kRescored fastest analytically unfit ones priced, the fastest that fits taken
   // (a different criterion from the first phase's "first that fits"). Plans the format
   // cannot express yet keep the analytic price: ZeRO-2/3, and models other than the
-  // builtin gpt and llama without multi-head latent attention.
+  // builtin gpt, llama without multi-head latent attention, and nemotron.
   constexpr int kRescored = 16;
   // The simulated points in increasing analytic memory (ties: grid order).
   auto least_analytic_memory = [&]() {
@@ -660,7 +664,8 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
   // fp8 and the block-scaled formats: every grid point is priced here, at that precision
   // (the grid's own prices, at bf16, only ranked them).
   const bool every_point = s.lowering_precision.has_value();
-  if (experts <= 1 && !context_parallel_possible && !flags_wanted && !every_point) return std::optional<Evaluated>();
+  // (A precision only the lowering prices runs in mode megatron, whose flags are wanted.)
+  if (experts <= 1 && !context_parallel_possible && !flags_wanted) return std::optional<Evaluated>();
   if (const auto answer_shape = schema::megatron_shape(grid_answer.plan)) {
     bases.insert(bases.begin(), *answer_shape);
   }
@@ -686,8 +691,6 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
     // the row was cut).
     if (s.past_deadline()) {
       s.interrupted = true;
-      // At a precision only the lowering prices, what it priced so far is the answer.
-      if (every_point && best.ok) return std::optional<Evaluated>(std::move(best));
       return std::optional<Evaluated>();
     }
     const schema::MegatronShape& base = bases[b];
@@ -703,16 +706,19 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
           in.global_batch_size / ((base.dp / cp) * base.mbs) != *in.num_microbatches) {
         continue;
       }
+      // The interleavings depend on pp, dp·cp and the microbatch size only.
+      schema::MegatronShape split = base;
+      split.dp = base.dp / cp;
+      const std::vector<std::int64_t> interleaves = interleave_variants(
+          split, transformer->num_layers, in.global_batch_size / (split.dp * split.mbs), try_interleave);
       for (const auto& [ep, etp] : expert_layouts) {
         if (etp == 1 && base.tp == 1) continue;  // the same as etp = tp
         if (ep > 1 && (base.tp * base.dp) % (ep * (etp == 0 ? base.tp : etp)) != 0) continue;
-        schema::MegatronShape placed = base;
-        placed.dp = base.dp / cp;
+        schema::MegatronShape placed = split;
         placed.cp = cp;
         placed.ep = ep;
         placed.etp = etp;
-        const std::int64_t microbatches = in.global_batch_size / (placed.dp * placed.mbs);
-        for (const std::int64_t vp : interleave_variants(placed, transformer->num_layers, microbatches, try_interleave)) {
+        for (const std::int64_t vp : interleaves) {
           schema::MegatronShape layout = placed;
           layout.vp = vp;
           for (const RuntimeFlags& flags : runtime_flag_variants(layout, try_flags)) {
@@ -784,8 +790,8 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
   // an analytic grid price (a MoE model, whose layers a plan file cannot write) is validated
   // by nothing, and the lowering's best answers instead, whatever its cp, ep and flags.
   const schema::MegatronShape& found = *best.megatron_shape;
-  if (found.cp == 1 && found.ep == 1 && found.vp <= 2 && !found.distributed_optimizer && !found.sequence_parallel &&
-      !found.has_runtime_overlaps() && grid_answer.by_evaluator) {
+  if (found.cp == 1 && found.ep == 1 && found.vp <= kGridMaxInterleave && !found.distributed_optimizer &&
+      !found.sequence_parallel && !found.has_runtime_overlaps() && grid_answer.by_evaluator) {
     return std::optional<Evaluated>();
   }
   return std::optional<Evaluated>(std::move(best));
