@@ -258,19 +258,10 @@ constexpr const char* kLoweringOnlyPrecision =
 core::Status check_consistency(const Scenario& s, const JsonValue& root) {
   const JsonValue dtype_at =
       root.child("training", root.raw()["training"]).child("dtype", root.raw()["training"]["dtype"]);
-  if (!s.training.block_scaled_dtype.empty()) {
-    if (!s.cluster.gpu.has_block_scaled_formats()) {
-      return dtype_at.error(s.training.block_scaled_dtype + " needs Blackwell tensor cores "
-                            "(B200, GB200, GB300); the " + s.cluster.gpu.display_name + " has none");
-    }
-  }
-  if (s.training.dtype == core::DType::kFp8) {
-    if (s.cluster.gpu.peak(core::DType::kFp8).value() <= 0) {
-      return dtype_at.error("fp8 needs fp8 tensor cores (Hopper or later); the " +
-                            s.cluster.gpu.display_name + " has none");
-    }
-  }
   const auto format = *sim::lowering::parse_block_scaled(s.training.block_scaled_dtype);
+  if (auto st = sim::lowering::check_precision_on_gpu(s.training.dtype, format, s.cluster.gpu); !st.ok()) {
+    return dtype_at.error(st.message());
+  }
   if (sim::lowering::priced_by_lowering_only(s.training.dtype, format) && !s.search.megatron &&
       s.search.mode != "megatron") {
     return dtype_at.error(sim::lowering::precision_name(s.training.dtype, format) + kLoweringOnlyPrecision);

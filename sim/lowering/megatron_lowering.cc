@@ -107,7 +107,8 @@ core::Status check_precision_on_gpu(core::DType dtype, BlockScaled format, const
   }
   if (format != BlockScaled::kNone && !gpu.has_block_scaled_formats()) {
     return core::invalid_argument(precision_name(dtype, format) +
-                                  " needs Blackwell tensor cores (block-scaled formats); the " + gpu.display_name +
+                                  " needs Blackwell tensor cores (block-scaled formats: B200, B300, GB200, "
+                                  "GB300); the " + gpu.display_name +
                                   " has none");
   }
   return core::ok_status();

@@ -190,8 +190,8 @@ TEST_CASE("fp8 parses for fixed Megatron plans and the Megatron grid on Hopper, 
   auto mx = with("dgx-h100", "mxfp8", true);
   REQUIRE_FALSE(mx.ok());
   CHECK(mx.status().message() ==
-        "s.json: /training/dtype: mxfp8 needs Blackwell tensor cores (B200, GB200, GB300); the "
-        "NVIDIA H100 80GB HBM3 (SXM5) has none");
+        "s.json: /training/dtype: mxfp8 needs Blackwell tensor cores (block-scaled formats: B200, B300, "
+        "GB200, GB300); the NVIDIA H100 80GB HBM3 (SXM5) has none");
   auto nv = with("dgx-b200", "nvfp4", true);
   REQUIRE_MESSAGE(nv.ok(), nv.status().message());
   CHECK(nv->training.dtype == core::DType::kBf16);

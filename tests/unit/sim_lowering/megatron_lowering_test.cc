@@ -719,7 +719,8 @@ TEST_CASE("mxfp8 and nvfp4 (Blackwell): fp8's GEMMs at the fp8 and fp4 rates, bl
   auto on_h100 = lower_megatron_plan(model, mx, plan, h100);
   REQUIRE_FALSE(on_h100.ok());
   CHECK(on_h100.status().message() ==
-        "/training/dtype: mxfp8 needs Blackwell tensor cores (block-scaled formats); the NVIDIA H100 "
+        "/training/dtype: mxfp8 needs Blackwell tensor cores (block-scaled formats: B200, B300, GB200, GB300); the "
+        "NVIDIA H100 "
         "80GB HBM3 (SXM5) has none");
   // No plan-file form yet.
   auto file = megatron_plan_file(model, nv, plan, cm.spec());
