@@ -49,6 +49,15 @@ TableRowBlock embedding_table_rows(const Program& program, const Instruction& in
   return {b.block_offset.empty() ? 0 : b.block_offset[0], b.shape[0]};
 }
 
+std::int64_t first_class_of_block(const Program& program, const Instruction& in) {
+  ALPASIM_CHECK(in.kind == InstrKind::kRun &&
+                (in.loss_step == LossStep::kStatistics || in.loss_step == LossStep::kGradient))
+      << "first_class_of_block of an instruction that runs no cross entropy on a class block";
+  const BufferId logits = in.inputs.at(in.loss_step == LossStep::kStatistics ? 0 : 1);
+  const Buffer& b = program.buffers.at(static_cast<std::size_t>(logits));
+  return b.block_offset.empty() ? 0 : b.block_offset.back();
+}
+
 std::string_view buffer_role_name(BufferRole role) {
   switch (role) {
     case BufferRole::kParameter: return "parameters";
@@ -76,6 +85,9 @@ std::string program_to_text(const Program& program) {
         for (std::size_t k = 0; k < in.inputs.size(); ++k) os << (k ? ", b" : "b") << in.inputs[k];
         os << ')';
       }
+      if (in.loss_step == LossStep::kStatistics) os << " statistics part" << in.loss_part;
+      if (in.loss_step == LossStep::kCombine) os << " from statistics";
+      if (in.loss_step == LossStep::kGradient) os << " with statistics";
       if (in.kind == InstrKind::kSend || in.kind == InstrKind::kRecv) {
         os << (in.kind == InstrKind::kSend ? " to dev" : " from dev")
            << program.devices[static_cast<std::size_t>(in.peer)] << " tag" << in.tag << " ["

@@ -41,6 +41,20 @@ enum class TaskKind { kInit, kForward, kBackward, kOptimizer };
 /// "init", "forward", "backward", "optimizer".
 std::string_view task_kind_name(TaskKind kind);
 
+/// How a kRun of a softmax cross entropy, or of its gradient, treats logits whose class
+/// axis is split over devices (the head's vocabulary-split logits: Megatron-LM's
+/// vocab_parallel_cross_entropy). Each device holds a block of classes; per row, it writes
+/// two statistics of its block (the log-sum-exp, and the label's logit where the label
+/// falls in the block, else 0) into its part of a [parts, rows, 2] fp32 buffer, which an
+/// in-place all-gather completes; the loss is then log Σ_p exp(lse_p) − Σ_p label_p, and
+/// the gradient of the block exp(x − lse) − [label], times dy. Neither gathers the logits.
+enum class LossStep : std::int8_t {
+  kWhole,        ///< the class axis is whole on the device (or not a cross entropy)
+  kStatistics,   ///< cross entropy: logits block, labels -> part `loss_part` of the statistics
+  kCombine,      ///< cross entropy: the gathered statistics (its one input) -> the loss
+  kGradient,     ///< its gradient: dy, logits block, labels, the gathered statistics -> dx block
+};
+
 /// One instruction of one device's program.
 struct Instruction {
   InstrKind kind = InstrKind::kRun;
@@ -69,6 +83,10 @@ struct Instruction {
   /// device leaves out the bias operand (the last input) so the sum over the group adds the
   /// bias once; the device with coordinate 0 on the partial mesh axes keeps it.
   bool drop_bias = false;
+  /// kRun of a softmax cross entropy or its gradient on a block of classes (LossStep).
+  LossStep loss_step = LossStep::kWhole;
+  /// kRun with loss_step kStatistics: this device's part (its rank in the all-gather).
+  std::int32_t loss_part = -1;
 };
 
 /// What a buffer holds (memory breakdown and what the backends report back).
@@ -158,6 +176,10 @@ struct TableRowBlock {
 /// `in` must run a kEmbedding op: the table is its first input (lookup) or its output
 /// (gradient), as exec/lower.cc laid it out.
 TableRowBlock embedding_table_rows(const Program& program, const Instruction& in);
+
+/// The first class of the block of logits a kRun with loss_step kStatistics or kGradient
+/// reads (its logits operand's offset along the class axis; 0 for a whole axis).
+std::int64_t first_class_of_block(const Program& program, const Instruction& in);
 
 /// One line per instruction, "dev0 #3 run block0/attn/q mb1 stage0 -> b12 (b3, b7)".
 std::string program_to_text(const Program& program);

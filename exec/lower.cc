@@ -74,6 +74,7 @@ class Lowerer {
     prog_.code.resize(prog_.devices.size());
     have_.resize(prog_.devices.size());
     alt_.resize(prog_.devices.size());
+    loss_statistics_.resize(prog_.devices.size());
     for (std::size_t d = 0; d < prog_.devices.size(); ++d) {
       ALPASIM_RETURN_IF_ERROR(lower_device(static_cast<std::int32_t>(d)));
     }
@@ -483,6 +484,7 @@ class Lowerer {
     }
     auto& have = have_[static_cast<std::size_t>(dev)];
     const InstanceKey key = key_of(id, mb);
+    if (lay.class_split != 0) run_on_class_block(dev, o, stage, key, task, lay, in);
     auto it = have.find(key);
     if (it == have.end()) {
       it = have.emplace(key, new_sharded_buffer(dev, id, stage, key.second, role_of(id), task, lay.out)).first;
@@ -501,6 +503,45 @@ class Lowerer {
     }
     out_->push_back(in);
     if (!per_iter_[static_cast<std::size_t>(id)]) send_sharded(dev, id, mb, stage, task);
+  }
+
+  /// A cross entropy or its gradient on the device's block of classes (LossStep): the
+  /// forward writes its part of the per-row statistics, all-gathers them over the devices
+  /// splitting the class axis, and turns `in` into the step that combines them into the
+  /// loss; the gradient reads the statistics its forward gathered (held until then).
+  void run_on_class_block(std::int32_t dev, const ir::Op& o, std::int32_t stage, const InstanceKey& key,
+                          TaskKind task, const OpLayouts& lay, Instruction& in) {
+    auto& statistics = loss_statistics_[static_cast<std::size_t>(dev)];
+    if (o.function == "softmax_cross_entropy_grad") {
+      in.inputs.push_back(statistics.at(key_of(o.source, key.second)));
+      in.loss_step = LossStep::kGradient;
+      return;
+    }
+    ALPASIM_CHECK(o.function == "softmax_cross_entropy") << o.name << ": a class block of no cross entropy";
+    const BufferId b = new_buffer(dev, o.id, stage, key.second, BufferRole::kActivation, task);
+    Buffer& buf = prog_.buffers[static_cast<std::size_t>(b)];
+    const std::vector<std::int32_t> group = group_of(stage, dev, lay.class_split);
+    const auto parts = static_cast<std::int64_t>(group.size());
+    buf.elements = blocks_->loss_statistics_elements(o.id, lay, stage);
+    buf.shape = {parts, buf.elements / (parts * schema::kLossStatisticsPerRow), schema::kLossStatisticsPerRow};
+    buf.element_bytes = schema::kLossStatisticsElementBytes;
+    buf.bytes = buf.elements * buf.element_bytes;
+    buf.superseded = true;  // a step's working values: never reported
+    Instruction part = in;
+    part.buffer = b;
+    part.loss_step = LossStep::kStatistics;
+    part.loss_part = static_cast<std::int32_t>(std::find(group.begin(), group.end(), dev) - group.begin());
+    out_->push_back(part);
+    Instruction gather = make_instruction(InstrKind::kAllGather, task, o.id, stage, key.second, b);
+    gather.group = group;
+    std::string ck = "loss_statistics|" + std::to_string(o.id) + "|" + std::to_string(key.second) + "|" +
+                     std::to_string(stage) + "|";
+    for (std::int32_t d : group) ck += std::to_string(d) + ",";
+    gather.collective_id = named_collective(ck);
+    out_->push_back(gather);
+    statistics[key] = b;
+    in.inputs = {b};
+    in.loss_step = LossStep::kCombine;
   }
 
   /// The optimizer task of a sharded stage: each accumulated gradient is summed over the
@@ -1092,6 +1133,9 @@ class Lowerer {
   /// Per device: (instance, layout, scope) -> its copy; scope -1, or for a per-iteration
   /// tensor's copy made in a forward or backward task 2·microbatch + (backward ? 1 : 0).
   std::vector<std::map<std::tuple<InstanceKey, std::string, std::int64_t>, BufferId>> alt_;
+  // Per device: the gathered statistics of each vocabulary-split cross entropy instance,
+  // read again by its gradient (run_on_class_block).
+  std::vector<std::map<InstanceKey, BufferId>> loss_statistics_;
   std::map<std::string, std::int64_t> named_colls_;
 };
 

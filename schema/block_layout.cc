@@ -279,6 +279,22 @@ std::int64_t BlockLayouts::block_bytes(OpId t, const BlockLayout& l, std::int32_
   return ge > 0 ? f.out.bytes() / ge * elements : 0;
 }
 
+std::int64_t BlockLayouts::loss_statistics_elements(OpId ce, const OpLayouts& lay, std::int32_t stage) const {
+  ALPASIM_CHECK(lay.class_split != 0) << full_.op(ce).name << ": statistics of a cross entropy on whole rows";
+  std::int64_t parts = 1;
+  for (int m = 0; m < 2; ++m) {
+    if (lay.class_split & (1u << m)) parts *= mesh_axis_size(stage, m);
+  }
+  // The loss's block: the forward's output, or the gradient's dy (both per row).
+  const OpId rows_of = full_.op(ce).function == "softmax_cross_entropy" ? ce : full_.op(ce).inputs[0];
+  const BlockLayout& rows_layout = full_.op(ce).function == "softmax_cross_entropy" ? lay.out : lay.in[0];
+  std::vector<std::int64_t> off, local;
+  block_of(rows_of, rows_layout, stage, {0, 0}, off, local);
+  std::int64_t rows = 1;
+  for (std::int64_t v : local) rows *= v;
+  return parts * rows * kLossStatisticsPerRow;
+}
+
 OpLayouts BlockLayouts::fallback_layouts(const ir::Op& o, std::int32_t stage) {
   fallbacks_.push_back(o.id);
   OpLayouts r;
@@ -441,6 +457,27 @@ OpLayouts BlockLayouts::compute(const ir::Op& o, std::int32_t stage, const Curre
       r.out = hout(have_first ? first : [&] { BlockLayout t; t.axes.resize(R); return t; }());
       r.out.partial = 0;
       const bool rowwise = fn == "softmax_grad" || fn == "softmax_cross_entropy_grad";
+      if (fn == "softmax_cross_entropy_grad" && R > 0 && o.source != ir::kNoOp && o.inputs.size() == 3) {
+        // On the class block its forward read (the rows its statistics hold), whatever the
+        // gradient's own spec: the statistics are per row of that block.
+        auto it = used_in_.find(o.source);
+        if (it != used_in_.end() && !it->second.empty() && it->second[0].axes.size() == R) {
+          const BlockLayout& x = it->second[0];
+          for (int m : x.axes[R - 1]) r.class_split |= 1u << m;
+          if (r.class_split != 0) {
+            r.out = x;
+            r.out.partial = 0;
+            BlockLayout dy, labels;
+            if (!map_axes(global_shape(o.inputs[0]), oshape, r.out, true, dy) ||
+                !map_axes(global_shape(o.inputs[2]), oshape, r.out, true, labels) ||
+                global_shape(o.inputs[1]) != oshape) {
+              return fallback_layouts(o, stage);
+            }
+            r.in = {dy, r.out, labels};
+            return r;
+          }
+        }
+      }
       if (rowwise && R > 0) clear_axes(r.out, R - 1);
       const bool reshape = fn == "reshape" || fn == "identity" || fn == "cast";
       for (std::size_t i = 0; i < o.inputs.size(); ++i) {
@@ -498,7 +535,13 @@ OpLayouts BlockLayouts::compute(const ir::Op& o, std::int32_t stage, const Curre
         if (src.norm == ir::NormType::kBatchNorm) return fallback_layouts(o, stage);
       }
       if (fn == "softmax_cross_entropy" || fn == "norm_scale_grad") {
-        if (!ishape.empty()) clear_axes(x, ishape.size() - 1);
+        // A cross entropy keeps the logits' class axis split (vocab_parallel_cross_entropy:
+        // per-row statistics are gathered, never the logits); a norm's scale gradient needs
+        // whole rows.
+        if (fn == "softmax_cross_entropy" && !ishape.empty()) {
+          for (int m : x.axes[ishape.size() - 1]) r.class_split |= 1u << m;
+        }
+        if (!ishape.empty() && r.class_split == 0) clear_axes(x, ishape.size() - 1);
         r.in.push_back(x);
         for (std::size_t i = 1; i < o.inputs.size(); ++i) {
           BlockLayout l;

@@ -52,7 +52,20 @@ struct OpLayouts {
   std::vector<BlockLayout> in;  ///< per operand
   BlockLayout out;              ///< its output
   unsigned bias_partial = 0;    ///< dot with bias and a partial output: its partial axes
+  /// A softmax cross entropy, or its gradient, on logits split over their class axis (the
+  /// head's vocabulary-split logits, Megatron's vocab_parallel_cross_entropy): the mesh axes
+  /// splitting it; 0 when the class axis is whole. The lowering then runs it in steps
+  /// (exec/instruction.h, LossStep) with per-row statistics gathered between, never the
+  /// logits.
+  unsigned class_split = 0;
 };
+
+/// Bytes of one element of a vocabulary-split cross entropy's statistics: fp32, as
+/// Megatron-LM computes them whatever the logits' dtype.
+inline constexpr std::int64_t kLossStatisticsElementBytes = 4;
+/// Statistics per row of a vocabulary-split cross entropy: the log-sum-exp of the device's
+/// class block and the label's logit where the label falls in it (0 elsewhere).
+inline constexpr std::int64_t kLossStatisticsPerRow = 2;
 
 /// Each operator's entry in its own stage's `shardings` (matched by name: the k-th entry
 /// of a name is the k-th operator of that name) and which stages are sharded: a stage is
@@ -112,6 +125,10 @@ class BlockLayouts {
                 std::vector<std::int64_t>& off, std::vector<std::int64_t>& local) const;
   /// Bytes (graph dtype) of one block of t in layout l (all blocks have the same size).
   std::int64_t block_bytes(ir::OpId t, const BlockLayout& l, std::int32_t stage) const;
+  /// Elements of the statistics buffer of cross entropy `ce` laid out as `lay` (class_split
+  /// set) on each device: [parts, rows, kLossStatisticsPerRow], parts the devices splitting
+  /// the class axis, rows those of the device's block of the per-row loss.
+  std::int64_t loss_statistics_elements(ir::OpId ce, const OpLayouts& lay, std::int32_t stage) const;
 
   /// The layouts operator o of `stage` reads and writes. Call in the lowering's order (a
   /// broadcast reads the layouts its source operator was last given: recorded here).

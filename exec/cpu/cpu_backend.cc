@@ -395,6 +395,11 @@ class CpuBackend final : public Backend {
             ctx.table_first_row = rows.first_row;
             ctx.table_rows = rows.rows;
           }
+          ctx.loss_step = in.loss_step;
+          if (in.loss_step == LossStep::kStatistics || in.loss_step == LossStep::kGradient) {
+            ctx.first_class = first_class_of_block(p, in);
+          }
+          ctx.loss_part = std::max(0, in.loss_part);
           float* target = buf.data();
           std::int64_t target_size = static_cast<std::int64_t>(buf.size());
           if (in.count_elements > 0) {  // a slice of the parameter and its gradient

@@ -590,9 +590,82 @@ void init_parameter(const ir::Op& op, View<T> out) {
   for (std::int64_t i = 0; i < out.size; ++i) out.data[i] = static_cast<T>(init::parameter_value(p, i));
 }
 
+/// log Σ_p exp(lse_p) of row r of gathered statistics [parts, rows, 2] (LossStep), the
+/// largest part's value factored out so no exp overflows.
+template <class T>
+double combined_log_sum_exp(const T* statistics, std::int64_t parts, std::int64_t rows, std::int64_t r) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (std::int64_t p = 0; p < parts; ++p) mx = std::max(mx, static_cast<double>(statistics[(p * rows + r) * 2]));
+  double sum = 0;
+  for (std::int64_t p = 0; p < parts; ++p) sum += std::exp(static_cast<double>(statistics[(p * rows + r) * 2]) - mx);
+  return std::log(sum) + mx;
+}
+
+/// The steps of a cross entropy on a block of classes (exec::LossStep, Megatron-LM's
+/// vocab_parallel_cross_entropy).
+template <class T>
+core::Status cross_entropy_on_class_block(const ir::Op& op, const std::vector<View<T>>& in, View<T> out,
+                                          const KernelContext& ctx) {
+  switch (ctx.loss_step) {
+    case LossStep::kStatistics: {  // logits [rows, w], labels [rows] -> out [parts, rows, 2]
+      if (in.size() != 2 || in[0].shape->empty() || out.shape->size() != 3) {
+        return unsupported(op, "class-block statistics need logits, labels and a [parts, rows, 2] buffer");
+      }
+      const std::int64_t w = in[0].shape->back(), rows = in[0].size / w;
+      if (in[1].size != rows || (*out.shape)[1] != rows || ctx.loss_part < 0 || ctx.loss_part >= (*out.shape)[0]) {
+        return unsupported(op, "class-block statistics of another row count or part");
+      }
+      T* part = out.data + static_cast<std::int64_t>(ctx.loss_part) * rows * 2;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const T* x = in[0].data + r * w;
+        const T mx = *std::max_element(x, x + w);
+        double sum = 0;
+        for (std::int64_t i = 0; i < w; ++i) sum += std::exp(x[i] - mx);
+        const std::int64_t label = static_cast<std::int64_t>(in[1].data[r]) - ctx.first_class;
+        part[2 * r] = static_cast<T>(std::log(sum) + mx);
+        part[2 * r + 1] = label >= 0 && label < w ? x[label] : T(0);
+      }
+      return core::ok_status();
+    }
+    case LossStep::kCombine: {  // statistics [parts, rows, 2] -> loss [rows]
+      if (in.size() != 1 || in[0].shape->size() != 3 || (*in[0].shape)[1] != out.size) {
+        return unsupported(op, "combining class-block statistics of another row count");
+      }
+      const std::int64_t parts = (*in[0].shape)[0], rows = out.size;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        double label_logit = 0;
+        for (std::int64_t p = 0; p < parts; ++p) label_logit += in[0].data[(p * rows + r) * 2 + 1];
+        out.data[r] = static_cast<T>(combined_log_sum_exp(in[0].data, parts, rows, r) - label_logit);
+      }
+      return core::ok_status();
+    }
+    case LossStep::kGradient: {  // dy [rows], logits [rows, w], labels [rows], statistics -> dx [rows, w]
+      if (in.size() != 4 || in[3].shape->size() != 3 || out.shape->empty()) {
+        return unsupported(op, "a class-block gradient needs dy, logits, labels and the statistics");
+      }
+      const std::int64_t w = out.shape->back(), rows = out.size / w, parts = (*in[3].shape)[0];
+      if (in[0].size != rows || in[1].size != out.size || in[2].size != rows || (*in[3].shape)[1] != rows) {
+        return unsupported(op, "a class-block gradient of another row count");
+      }
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const double lse = combined_log_sum_exp(in[3].data, parts, rows, r);
+        const std::int64_t label = static_cast<std::int64_t>(in[2].data[r]) - ctx.first_class;
+        for (std::int64_t i = 0; i < w; ++i) {
+          const double p = std::exp(static_cast<double>(in[1].data[r * w + i]) - lse) - (i == label ? 1.0 : 0.0);
+          out.data[r * w + i] = static_cast<T>(in[0].data[r] * p);
+        }
+      }
+      return core::ok_status();
+    }
+    case LossStep::kWhole: break;
+  }
+  return unsupported(op, "not a class-block step");
+}
+
 template <class T>
 core::Status run_kernel(const ir::Graph& g, const ir::Op& op, const std::vector<View<T>>& in, View<T> out,
                         const KernelContext& ctx) {
+  if (ctx.loss_step != LossStep::kWhole) return cross_entropy_on_class_block(op, in, out, ctx);
   switch (op.kind) {
     case ir::OpKind::kParameter:
       init_parameter(op, out);

@@ -6,6 +6,7 @@
 
 #include "core/status.h"
 #include "exec/cpu/init_values.h"
+#include "exec/instruction.h"
 #include "ir/graph.h"
 
 namespace alpasim::exec::cpu {
@@ -37,6 +38,12 @@ struct KernelContext {
   /// rows < 0: the whole table (the operand's or output's first dimension).
   std::int64_t table_first_row = 0;
   std::int64_t table_rows = -1;
+  /// A softmax cross entropy or its gradient on a block of classes (exec::LossStep): the
+  /// step, the block's first class (exec::first_class_of_block) and, for kStatistics, the
+  /// device's part of the statistics.
+  LossStep loss_step = LossStep::kWhole;
+  std::int64_t first_class = 0;
+  std::int32_t loss_part = 0;
 };
 
 /// Runs `op` of graph `g` on the CPU in fp32: `inputs` in operand order (for an optimizer

@@ -358,6 +358,49 @@ __global__ void ce_grad_k(float* dx, const float* dy, const float* x, const floa
     }
   }
 }
+// The steps of a cross entropy on a block of classes (exec::LossStep), as the CPU backend.
+__global__ void ce_block_statistics_k(float* part, const float* x, const float* lab, i64 rows, i64 w,
+                                      i64 first) {
+  BLOCK_LOOP(r, rows) {
+    const float* xr = x + r * w;
+    float mx = -INFINITY;
+    THREAD_LOOP(i, w) mx = fmaxf(mx, xr[i]);
+    mx = block_max(mx);
+    double s = 0;
+    THREAD_LOOP(i, w) s += expf(xr[i] - mx);
+    s = block_sum(s);
+    if (threadIdx.x == 0) {
+      const i64 label = static_cast<i64>(lab[r]) - first;
+      part[2 * r] = static_cast<float>(log(s) + mx);
+      part[2 * r + 1] = label >= 0 && label < w ? xr[label] : 0.0f;
+    }
+  }
+}
+__device__ double combined_lse(const float* st, i64 parts, i64 rows, i64 r) {
+  double mx = -INFINITY;
+  for (i64 p = 0; p < parts; ++p) mx = fmax(mx, static_cast<double>(st[(p * rows + r) * 2]));
+  double s = 0;
+  for (i64 p = 0; p < parts; ++p) s += exp(static_cast<double>(st[(p * rows + r) * 2]) - mx);
+  return log(s) + mx;
+}
+__global__ void ce_combine_k(float* o, const float* st, i64 parts, i64 rows) {
+  GRID_LOOP(r, rows) {
+    double label = 0;
+    for (i64 p = 0; p < parts; ++p) label += st[(p * rows + r) * 2 + 1];
+    o[r] = static_cast<float>(combined_lse(st, parts, rows, r) - label);
+  }
+}
+__global__ void ce_block_grad_k(float* dx, const float* dy, const float* x, const float* lab, const float* st,
+                                i64 parts, i64 rows, i64 w, i64 first) {
+  BLOCK_LOOP(r, rows) {
+    const double lse = combined_lse(st, parts, rows, r);
+    const i64 label = static_cast<i64>(lab[r]) - first;
+    THREAD_LOOP(i, w) {
+      const double p = exp(static_cast<double>(x[r * w + i]) - lse) - (i == label ? 1.0 : 0.0);
+      dx[r * w + i] = static_cast<float>(dy[r] * p);
+    }
+  }
+}
 __global__ void embedding_k(float* o, const float* t, const float* ids, i64 rows, i64 w, i64 first, i64 held) {
   GRID_LOOP(i, rows * w) {
     const i64 row = static_cast<i64>(ids[i / w]) - first;
@@ -526,6 +569,21 @@ cudaError_t cross_entropy(float* o, const float* x, const float* lab, i64 rows, 
 cudaError_t cross_entropy_grad(float* dx, const float* dy, const float* x, const float* lab, i64 rows, i64 w,
                                cudaStream_t st) {
   ce_grad_k<<<row_blocks(rows), kThreads, 0, st>>>(dx, dy, x, lab, rows, w);
+  return cudaGetLastError();
+}
+cudaError_t cross_entropy_block_statistics(float* part, const float* x, const float* lab, i64 rows, i64 w,
+                                           i64 first, cudaStream_t st) {
+  ce_block_statistics_k<<<row_blocks(rows), kThreads, 0, st>>>(part, x, lab, rows, w, first);
+  return cudaGetLastError();
+}
+cudaError_t cross_entropy_combine(float* o, const float* statistics, i64 parts, i64 rows, cudaStream_t st) {
+  ce_combine_k<<<blocks(rows), kThreads, 0, st>>>(o, statistics, parts, rows);
+  return cudaGetLastError();
+}
+cudaError_t cross_entropy_block_grad(float* dx, const float* dy, const float* x, const float* lab,
+                                     const float* statistics, i64 parts, i64 rows, i64 w, i64 first,
+                                     cudaStream_t st) {
+  ce_block_grad_k<<<row_blocks(rows), kThreads, 0, st>>>(dx, dy, x, lab, statistics, parts, rows, w, first);
   return cudaGetLastError();
 }
 cudaError_t embedding(float* o, const float* t, const float* ids, i64 rows, i64 w, i64 first, i64 held,

@@ -99,6 +99,18 @@ cudaError_t cross_entropy(float* out, const float* logits, const float* labels, 
 /// Per row: dy[r] · (softmax(x) − onehot(label)).
 cudaError_t cross_entropy_grad(float* dx, const float* dy, const float* logits, const float* labels, i64 rows,
                                i64 width, cudaStream_t stream);
+/// A cross entropy on a block of classes (exec::LossStep): per row of the block
+/// [rows, width] whose first class is `first_class`, its log-sum-exp and the label's logit
+/// (0 when the label is another block's), written to part[2r] and part[2r + 1].
+cudaError_t cross_entropy_block_statistics(float* part, const float* logits, const float* labels, i64 rows,
+                                           i64 width, i64 first_class, cudaStream_t stream);
+/// Per row: log Σ_p exp(lse_p) − Σ_p label_p of gathered statistics [parts, rows, 2].
+cudaError_t cross_entropy_combine(float* out, const float* statistics, i64 parts, i64 rows, cudaStream_t stream);
+/// Per row of a block of classes: dy[r] · (exp(x − lse) − onehot(label − first_class)), lse
+/// combined from the gathered statistics [parts, rows, 2].
+cudaError_t cross_entropy_block_grad(float* dx, const float* dy, const float* logits, const float* labels,
+                                     const float* statistics, i64 parts, i64 rows, i64 width, i64 first_class,
+                                     cudaStream_t stream);
 /// out[r, :] = table[ids[r] - first_row, :] for ids in [first_row, first_row + table_rows),
 /// zeros for other ids (a vocabulary-split table's block: exec::embedding_table_rows).
 cudaError_t embedding(float* out, const float* table, const float* ids, i64 rows, i64 width, i64 first_row,

@@ -331,6 +331,27 @@ core::Status OpRunner::run_op(const Instruction& x, cudaStream_t s) {
   const std::string& fn = op.function;
   core::Status st = core::ok_status();
   auto launch = [&](cudaError_t e) { if (st.ok()) st = check(e, "kernel"); };
+  switch (x.loss_step) {  // a cross entropy on a block of classes (exec::LossStep)
+    case LossStep::kStatistics: {
+      const i64 w = ib[0]->shape.back(), rows = ib[0]->elements / w;
+      if (ob.shape.size() != 3 || ob.shape[1] != rows || x.loss_part < 0 || x.loss_part >= ob.shape[0]) return no_gpu_path(op);
+      launch(kernels::cross_entropy_block_statistics(out + x.loss_part * rows * 2, in[0], in[1], rows, w,
+                                                     first_class_of_block(p_, x), s));
+      return st;
+    }
+    case LossStep::kCombine:
+      if (ib[0]->shape.size() != 3 || ib[0]->shape[1] != ob.elements) return no_gpu_path(op);
+      launch(kernels::cross_entropy_combine(out, in[0], ib[0]->shape[0], ob.elements, s));
+      return st;
+    case LossStep::kGradient: {
+      const i64 w = ob.shape.back(), rows = ob.elements / w;
+      if (in.size() != 4 || ib[3]->shape.size() != 3 || ib[3]->shape[1] != rows) return no_gpu_path(op);
+      launch(kernels::cross_entropy_block_grad(out, in[0], in[1], in[2], in[3], ib[3]->shape[0], rows, w,
+                                               first_class_of_block(p_, x), s));
+      return st;
+    }
+    case LossStep::kWhole: break;
+  }
   switch (op.kind) {
     case ir::OpKind::kParameter: {
       // The CPU backend's values (exec/cpu/init_values.h), drawn on the GPU: computing them on

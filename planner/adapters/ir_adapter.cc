@@ -254,8 +254,8 @@ class Converter {
           // label's logit; this prices one of the output's size: latency-bound either
           // way). The labels (ids, not split over V) are left out of the layouts; a plan
           // that lists their spec is still read (intra_op_pass.cc required_strategies).
-          // alpa-exec does not run it this way yet: its lowering gathers the logits
-          // (docs/executor.md).
+          // alpa-exec runs it on blocks of classes too, gathering per-row statistics
+          // (exec::LossStep, docs/executor.md).
           IntraOpNode n = base(op, intra_op::OpKind::kReduce);
           n.operands = {operands[0]};
           n.reduce_axes = axes;

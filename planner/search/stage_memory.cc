@@ -336,13 +336,20 @@ core::Result<std::optional<StageMemory>> ShardedPlanMemory::stage(int stage) con
   std::map<std::tuple<Key, std::string, int>, int> alt;
   auto key_of = [&](OpId t) { return Key{t, per_iter[static_cast<std::size_t>(t)] ? -1 : 0}; };
   int task_scope = 0;  // 0 at init, 1 in the forward, 2 in the backward
-  auto new_buffer = [&](OpId t, const BlockLayout& l, bool per_iteration) {
+  auto new_bytes = [&](std::int64_t bytes, const BlockLayout& l, bool per_iteration) {
     const int b = static_cast<int>(bufs.size());
-    bufs.push_back({ir::kept_on_chip_by_flash_attention(g, g.op(t)) ? 0 : blocks.block_bytes(t, l, s), per_iteration});
+    bufs.push_back({bytes, per_iteration});
     held.push_back(l);
     code.push_back({b, {b}});
     return b;
   };
+  auto new_buffer = [&](OpId t, const BlockLayout& l, bool per_iteration) {
+    return new_bytes(ir::kept_on_chip_by_flash_attention(g, g.op(t)) ? 0 : blocks.block_bytes(t, l, s), l,
+                     per_iteration);
+  };
+  // The gathered statistics of a vocabulary-split cross entropy, read again by its
+  // gradient (exec/lower.cc, run_on_class_block).
+  std::map<Key, int> loss_statistics;
   auto materialize = [&](const Key& key, const BlockLayout& want) {
     const int b = have.at(key);
     BlockLayout x = held[static_cast<std::size_t>(b)];
@@ -409,6 +416,19 @@ core::Result<std::optional<StageMemory>> ShardedPlanMemory::stage(int stage) con
         run.touch.push_back(materialize(key_of(o.inputs[i]), want));
       }
       const Key key = key_of(id);
+      if (lay.class_split != 0 && o.function == "softmax_cross_entropy_grad") {
+        run.touch.push_back(loss_statistics.at(key_of(o.source)));
+      } else if (lay.class_split != 0) {
+        // This device's part of the statistics, then their all-gather; the loss is
+        // combined from them alone.
+        const int b = new_bytes(blocks.loss_statistics_elements(id, lay, s) * schema::kLossStatisticsElementBytes,
+                                BlockLayout{}, false);
+        run.touch.push_back(b);
+        code.push_back(run);
+        code.push_back({-1, {b}});
+        loss_statistics[key] = b;
+        run.touch = {b};
+      }
       auto it = have.find(key);
       if (it == have.end()) {
         it = have.emplace(key, new_buffer(id, lay.out, key.second < 0)).first;

@@ -11,6 +11,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include "exec/cpu/cpu_kernels.h"
 #include "exec/verify.h"
 #include "tests/unit/exec/exec_fixtures.h"
@@ -249,6 +251,70 @@ TEST_CASE("the embedding lookup and its gradient on a block of table rows") {
                               {rows.data(), &row_shape, 15}, {})
               .ok());
   CHECK(rows == std::vector<float>{0, 1, 2, 20, 21, 22, 30, 31, 32, 10, 11, 12, 30, 31, 32});
+}
+
+// Megatron's vocab_parallel_cross_entropy (exec::LossStep): two devices each hold two of
+// four classes. Row 0's logits are c + {0, ln 2, ln 3, ln 4} with c = 1000 (exp overflows
+// fp32 unless each step factors out its largest value), label 3; row 1's the same with
+// c = -5, label 0. Softmax {0.1, 0.2, 0.3, 0.4}, so the losses are ln(10/4) and ln 10 and
+// the gradients dy · ({0.1, 0.2, 0.3, 0.4} - onehot).
+TEST_CASE("the cross entropy and its gradient on blocks of classes, from gathered per-row statistics") {
+  ir::Graph g;
+  g.layers.push_back({"head", "head"});
+  const ir::OpId logits = g.add_parameter("head/logits", {2, 4}, 0);
+  const ir::OpId labels = g.add_input("head/labels", {2}, true, 0);
+  const ir::OpId ce = g.add_softmax_cross_entropy("head/cross_entropy", logits, labels, ir::LossKernel::kUnfused, 0);
+  const ir::OpId dy = g.add_input("head/dy", {2}, false, 0);
+  const ir::OpId grad = g.add_elementwise("head/cross_entropy/grad_logits", "softmax_cross_entropy_grad",
+                                          {dy, logits, labels}, 5, 0, {2, 4});
+  const float ln2 = std::log(2.0f), ln3 = std::log(3.0f), ln4 = std::log(4.0f);
+  // Each device's block [2 rows, 2 classes]: classes {0, 1} and {2, 3}.
+  const std::vector<std::vector<float>> block = {{1000, 1000 + ln2, -5, -5 + ln2}, {1000 + ln3, 1000 + ln4, -5 + ln3, -5 + ln4}};
+  std::vector<float> label_values = {3, 0}, dy_values = {2, -1};
+  const std::vector<std::int64_t> block_shape = {2, 2}, row_shape = {2}, statistics_shape = {2, 2, 2};
+  std::vector<float> statistics(8, 0.0f);
+  for (int part = 0; part < 2; ++part) {
+    cpu::KernelContext ctx;
+    ctx.loss_step = LossStep::kStatistics;
+    ctx.first_class = 2 * part;
+    ctx.loss_part = part;
+    std::vector<float> x = block[static_cast<std::size_t>(part)];
+    REQUIRE(cpu::run_cpu_kernel(g, g.op(ce), {{x.data(), &block_shape, 4}, {label_values.data(), &row_shape, 2}},
+                                {statistics.data(), &statistics_shape, 8}, ctx)
+                .ok());
+  }
+  // Part 0: log-sum-exp of {1, 2}·e^c = ln 3 + c, the label's logit only where it is held.
+  CHECK(statistics[0] == doctest::Approx(1000 + std::log(3.0)));
+  CHECK(statistics[1] == 0.0f);  // row 0's label 3 is part 1's
+  CHECK(statistics[3] == doctest::Approx(-5.0f));
+  CHECK(statistics[4] == doctest::Approx(1000 + std::log(7.0)));
+  CHECK(statistics[5] == doctest::Approx(1000 + ln4));
+  cpu::KernelContext combine;
+  combine.loss_step = LossStep::kCombine;
+  std::vector<float> loss(2, -1.0f);
+  REQUIRE(cpu::run_cpu_kernel(g, g.op(ce), {{statistics.data(), &statistics_shape, 8}}, {loss.data(), &row_shape, 2},
+                              combine)
+              .ok());
+  CHECK(loss[0] == doctest::Approx(std::log(2.5)));
+  CHECK(loss[1] == doctest::Approx(std::log(10.0)));
+  for (int part = 0; part < 2; ++part) {
+    CAPTURE(part);
+    cpu::KernelContext ctx;
+    ctx.loss_step = LossStep::kGradient;
+    ctx.first_class = 2 * part;
+    std::vector<float> x = block[static_cast<std::size_t>(part)], dx(4, -1.0f);
+    REQUIRE(cpu::run_cpu_kernel(g, g.op(grad),
+                                {{dy_values.data(), &row_shape, 2}, {x.data(), &block_shape, 4},
+                                 {label_values.data(), &row_shape, 2}, {statistics.data(), &statistics_shape, 8}},
+                                {dx.data(), &block_shape, 4}, ctx)
+                .ok());
+    // Block `part` holds classes 2·part, 2·part + 1 of rows 0 (dy 2) and 1 (dy -1).
+    const std::vector<float> expect = {
+        2 * (0.1f + 0.2f * part - (2 * part == 3 ? 1 : 0)), 2 * (0.2f + 0.2f * part - (2 * part + 1 == 3 ? 1 : 0)),
+        -1 * (0.1f + 0.2f * part - (2 * part == 0 ? 1 : 0)), -1 * (0.2f + 0.2f * part - (2 * part + 1 == 0 ? 1 : 0))};
+    // Relative 2e-4: an fp32 logit near 1000 is rounded by up to 3e-5, which moves exp(x - lse).
+    for (std::size_t i = 0; i < 4; ++i) CHECK(dx[i] == doctest::Approx(expect[i]).epsilon(2e-4));
+  }
 }
 
 TEST_CASE("a plan too large for host memory is refused before anything runs") {

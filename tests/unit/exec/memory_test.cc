@@ -292,9 +292,18 @@ struct TaskMemory {
 std::map<std::tuple<int, std::int32_t, std::int32_t>, TaskMemory> task_memory(const Program& p, std::size_t d) {
   std::map<std::tuple<int, std::int32_t, std::int32_t>, TaskMemory> out;
   std::int64_t level = 0;
+  // A weight received for the iteration (GPT's tied table on the last stage) is freed in
+  // the last backward after its last reader there; the walk holds it all iteration (outside
+  // the task levels), so the task's levels count its free at the task's end.
+  std::int64_t received_freed = 0;
   TaskMemory* cur = nullptr;
   std::tuple<int, std::int32_t, std::int32_t> key{-1, -1, -1};
   for (const Instruction& in : p.code[d]) {
+    const Buffer* buffer = in.buffer >= 0 ? &p.buffers[static_cast<std::size_t>(in.buffer)] : nullptr;
+    if (in.kind == InstrKind::kFree && cur != nullptr && buffer->received && buffer->microbatch == -1) {
+      received_freed += buffer->bytes;
+      continue;
+    }
     if (in.kind != InstrKind::kFree) {
       const bool task = in.task == TaskKind::kForward || in.task == TaskKind::kBackward;
       auto k = std::make_tuple(static_cast<int>(in.task), in.stage, in.microbatch);
@@ -305,6 +314,8 @@ std::map<std::tuple<int, std::int32_t, std::int32_t>, TaskMemory> task_memory(co
         k = key;
       }
       if (!task || k != key) {
+        level -= received_freed;
+        received_freed = 0;
         if (cur != nullptr) cur->end = level;
         cur = nullptr;
         key = {-1, -1, -1};
@@ -316,11 +327,12 @@ std::map<std::tuple<int, std::int32_t, std::int32_t>, TaskMemory> task_memory(co
         cur->start = cur->peak = level;
       }
     }
-    const std::int64_t bytes = in.buffer >= 0 ? p.buffers[static_cast<std::size_t>(in.buffer)].bytes : 0;
+    const std::int64_t bytes = buffer != nullptr ? buffer->bytes : 0;
     if (in.kind == InstrKind::kAllocate) level += bytes;
     if (in.kind == InstrKind::kFree) level -= bytes;
     if (cur != nullptr) cur->peak = std::max(cur->peak, level);
   }
+  level -= received_freed;
   if (cur != nullptr) cur->end = level;
   return out;
 }

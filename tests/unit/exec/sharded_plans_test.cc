@@ -312,6 +312,26 @@ TEST_CASE("a Megatron plan file as alpa-sim --out writes it (specs on every oper
   // Column- and row-parallel weights on 4 devices of 2 blocks and the vocabulary-split
   // tables: most weights are split.
   CHECK(split_weights >= 16);
+  // The cross entropy runs on each device's block of the vocabulary-split logits
+  // (Megatron's vocab_parallel_cross_entropy): per-row statistics are gathered, once per
+  // microbatch on each device of the head's mesh, and neither the logits nor their
+  // gradient is ever gathered (before 2026-11-28 the logits were, whole, for the loss, and
+  // held to the backward).
+  int statistics_gathers = 0, class_block_gradients = 0;
+  for (const auto& code : prog->code) {
+    for (const Instruction& in : code) {
+      const ir::Op& op = prog->graph_of_stage(in.stage).op(in.op);
+      if (in.kind == InstrKind::kRun && in.loss_step == LossStep::kGradient) ++class_block_gradients;
+      if (in.kind != InstrKind::kAllGather) continue;
+      CAPTURE(op.name);
+      CHECK(op.name != "head/logits");
+      CHECK(op.name != "head/cross_entropy/grad_logits");
+      if (op.function == "softmax_cross_entropy" && in.inputs.empty()) ++statistics_gathers;
+    }
+  }
+  const auto head_devices = static_cast<int>(plan->stages.back().device_ids.size());
+  CHECK(statistics_gathers == head_devices * static_cast<int>(plan->num_microbatches));
+  CHECK(class_block_gradients == head_devices * static_cast<int>(plan->num_microbatches));
   compare(run_on_cpu(*plan), run_on_cpu(unsharded_reference(*plan)));
 }
 
