@@ -391,11 +391,17 @@ class Lowerer {
 
   /// The instance `key` in layout `want` on `dev`: the buffer itself, or a copy made by an
   /// all-reduce over its partial axes and a resharding copy (all-gather, all-to-all or a
-  /// local slice). Copies are kept for later consumers (alt_): a copy of a per-microbatch
-  /// tensor for every task of its microbatch; a copy of a per-iteration tensor (a weight
-  /// read in another layout) made in a forward or backward task only for the rest of that
-  /// task (microbatch `mb`), so it is freed after its last reader there and the next task
-  /// gathers it again, as a runtime that shards weights does (ZeRO-3, Alpa's sums).
+  /// local slice). Copies are kept for later consumers (alt_), for the rest of the task that
+  /// makes them when it is a forward or backward (microbatch `mb`): freed after their last
+  /// reader there, made again by a later task that needs them. For a per-iteration tensor
+  /// (a weight read in another layout) that is what a runtime that shards weights does
+  /// (ZeRO-3, Alpa's sums); for a per-microbatch one made larger than its source by a
+  /// forward (a gather), what Megatron does with a sequence-parallel activation: the forward
+  /// gathers it for the column-parallel GEMM and keeps only the shard, the backward gathers
+  /// it again for the weight gradient (since 2026-11-28; before, the gathered copy was held
+  /// from the forward to the backward). Any other copy of a per-microbatch tensor (a slice,
+  /// an all-to-all, one made in a backward) lasts for every later task of its microbatch:
+  /// keeping it costs no more memory than keeping its source.
   BufferId materialize(std::int32_t dev, const InstanceKey& key, const TLayout& want, std::int32_t stage,
                        TaskKind task, std::int32_t mb) {
     auto& have = have_[static_cast<std::size_t>(dev)];
@@ -411,8 +417,11 @@ class Lowerer {
       if (x == want) return b;
     }
     auto& alt = alt_[static_cast<std::size_t>(dev)];
-    const bool task_scoped = key.second < 0 && (task == TaskKind::kForward || task == TaskKind::kBackward);
-    ALPASIM_CHECK(!task_scoped || mb >= 0) << "a weight copy in a forward or backward task needs its microbatch";
+    const bool task_scoped =
+        (key.second < 0 && (task == TaskKind::kForward || task == TaskKind::kBackward)) ||
+        (key.second >= 0 && task == TaskKind::kForward &&
+         blocks_->block_bytes(key.first, want, stage) > blocks_->block_bytes(key.first, x, stage));
+    ALPASIM_CHECK(!task_scoped || mb >= 0) << "a copy in a forward or backward task needs its microbatch";
     const std::int64_t scope = task_scoped ? 2 * static_cast<std::int64_t>(mb) + (task == TaskKind::kBackward) : -1;
     const std::int32_t copy_mb = task_scoped ? mb : key.second;  // the task's microbatch in the trace
     const auto ak = std::make_tuple(key, layout_key(want), scope);
@@ -1130,8 +1139,8 @@ class Lowerer {
   std::int64_t k_loss_ = 1;                                    // loss shards (gradient scale)
   std::optional<schema::BlockLayouts> blocks_;                // set when a stage is sharded
   std::map<BufferId, TLayout> blayout_;
-  /// Per device: (instance, layout, scope) -> its copy; scope -1, or for a per-iteration
-  /// tensor's copy made in a forward or backward task 2·microbatch + (backward ? 1 : 0).
+  /// Per device: (instance, layout, scope) -> its copy; scope -1, or for a copy scoped to
+  /// the task making it (materialize) 2·microbatch + (backward ? 1 : 0).
   std::vector<std::map<std::tuple<InstanceKey, std::string, std::int64_t>, BufferId>> alt_;
   // Per device: the gathered statistics of each vocabulary-split cross entropy instance,
   // read again by its gradient (run_on_class_block).

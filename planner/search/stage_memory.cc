@@ -330,9 +330,10 @@ core::Result<std::optional<StageMemory>> ShardedPlanMemory::stage(int stage) con
   std::vector<Instr> code;
   using Key = std::pair<OpId, std::int32_t>;  // (tensor, microbatch 0 or -1)
   std::map<Key, int> have;
-  // Copies by (instance, layout, scope): a per-iteration tensor's copy made in a task is
-  // that task's alone (scope 1 forward, 2 backward; exec/lower.cc's materialize), freed
-  // after its last reader there; other copies have scope 0.
+  // Copies by (instance, layout, scope): a per-iteration tensor's copy made in a task, and a
+  // per-microbatch tensor's gathered in the forward, is that task's alone (scope 1 forward, 2
+  // backward; exec/lower.cc's materialize), freed after its last reader there; other copies
+  // have scope 0.
   std::map<std::tuple<Key, std::string, int>, int> alt;
   auto key_of = [&](OpId t) { return Key{t, per_iter[static_cast<std::size_t>(t)] ? -1 : 0}; };
   int task_scope = 0;  // 0 at init, 1 in the forward, 2 in the backward
@@ -361,7 +362,12 @@ core::Result<std::optional<StageMemory>> ShardedPlanMemory::stage(int stage) con
       held[static_cast<std::size_t>(b)] = x;
       if (x == want) return b;
     }
-    const auto ak = std::make_tuple(key, schema::block_layout_key(want), key.second < 0 ? task_scope : 0);
+    // Scoped to the task as exec/lower.cc's materialize: a per-iteration tensor's copy to the
+    // forward or backward making it, a per-microbatch tensor's gathered (larger) copy to the
+    // forward making it.
+    const bool gathered = blocks.block_bytes(key.first, want, s) > blocks.block_bytes(key.first, x, s);
+    const int scope = key.second < 0 ? task_scope : task_scope == 1 && gathered ? 1 : 0;
+    const auto ak = std::make_tuple(key, schema::block_layout_key(want), scope);
     if (auto it = alt.find(ak); it != alt.end()) return it->second;
     const int nb = new_buffer(key.first, want, key.second < 0 && task_scope == 0);
     code.push_back({-1, {nb, b}});  // the resharding copy

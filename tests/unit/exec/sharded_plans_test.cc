@@ -9,6 +9,7 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "core/json_reader.h"
@@ -410,6 +411,33 @@ TEST_CASE("a sequence-parallel Megatron plan file gathers activations, never a w
     }
   }
   CHECK(activation_gathers > 0);
+  // As Megatron keeps a sequence-parallel activation as its shard and gathers it again in
+  // the backward for the weight gradient: every activation a forward gathers (a copy larger
+  // than its source) is freed in that forward, and the backward gathers it again.
+  int forward_gathers = 0, gathered_again = 0;
+  for (const auto& code : prog->code) {
+    std::map<BufferId, TaskKind> freed_in;
+    std::set<std::pair<ir::OpId, std::int32_t>> backward_gathers;  // (tensor, microbatch)
+    for (const Instruction& in : code) {
+      if (in.kind == InstrKind::kFree) freed_in[in.buffer] = in.task;
+      if (in.kind == InstrKind::kAllGather && in.inputs.size() == 1 && in.task == TaskKind::kBackward) {
+        backward_gathers.insert({in.op, in.microbatch});
+      }
+    }
+    for (const Instruction& in : code) {
+      if (in.kind != InstrKind::kAllGather || in.inputs.size() != 1 || in.task != TaskKind::kForward) continue;
+      const Buffer& copy = prog->buffers[static_cast<std::size_t>(in.buffer)];
+      const Buffer& source = prog->buffers[static_cast<std::size_t>(in.inputs[0])];
+      if (copy.microbatch < 0 || copy.elements <= source.elements) continue;
+      CAPTURE(prog->graph_of_stage(in.stage).op(in.op).name);
+      ++forward_gathers;
+      REQUIRE(freed_in.count(in.buffer) == 1);
+      CHECK(freed_in.at(in.buffer) == TaskKind::kForward);
+      if (backward_gathers.count({in.op, in.microbatch})) ++gathered_again;
+    }
+  }
+  CHECK(forward_gathers > 0);
+  CHECK(gathered_again > 0);
   compare(run_on_cpu(plan), run_on_cpu(unsharded_reference(plan)));
 }
 
