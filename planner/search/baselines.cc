@@ -225,6 +225,11 @@ core::Result<Evaluated> run_megatron_grid(Searcher& s, const GridFilter& f, std:
             lw.all_gather_group = tp;
             lw.grad_sync_mode = f.zero >= 2 ? sim::GradSyncMode::kReduceScatterAllGather
                                             : sim::GradSyncMode::kAllReduce;
+            // ZeRO-2/3 keep only their partition of the gradients, so DeepSpeed reduces
+            // (reduce-scatters) each microbatch's after its backward, not once per
+            // iteration (DeepSpeed issue #2252: "gradient reduction is required after every
+            // backward because of gradient partitioning"); priced per layer below.
+            lw.gradients_reduced_per_microbatch = f.zero >= 2 && dp > 1;
             // tp group (inside an NVLink domain) and dp groups per stage.
             std::vector<std::int64_t> tp_ids;
             for (std::int64_t t = 0; t < tp; ++t) tp_ids.push_back(t);
@@ -304,6 +309,15 @@ core::Result<Evaluated> run_megatron_grid(Searcher& s, const GridFilter& f, std:
                 lc.opt_bytes = update_bytes;
                 lc.opt_s = update_bytes > 0 ? s.cost().memory_bound(core::bytes(static_cast<std::int64_t>(update_bytes))).value() : 0.0;
                 if (f.zero >= 2) lc.grad_b = lc.grad_b / dp;
+                if (f.zero >= 2 && dp > 1 && dp_group) {
+                  // Every microbatch's reduce-scatter of this layer's gradients, blocking:
+                  // DeepSpeed's overlap_comm defaults off for stage 2; for stage 3 it defaults
+                  // on, which this baseline does not model (nor for its all-gathers below).
+                  const double rs = s.cost().collective(cost_model::Collective::kReduceScatter,
+                                                        core::bytes(params * wb), *dp_group).time.value();
+                  lc.bwd_s += rs;
+                  lc.bwd_comm_s += rs;
+                }
                 if (f.zero >= 3 && dp > 1 && dp_group) {
                   lc.param_b = lc.param_b / dp;
                   const double ag = s.cost().collective(cost_model::Collective::kAllGather,

@@ -345,6 +345,10 @@ class Searcher {
     std::vector<int> mesh_gpus;  // representative-GPU count per mesh (num_gpus in sim)
     int data_parallel = 1;
     sim::GradSyncMode grad_sync_mode = sim::GradSyncMode::kAllReduce;
+    // ZeRO-2/3 as DeepSpeed runs them: each microbatch's gradients are reduce-scattered in
+    // its backward (priced in the layers' backward), so the iteration's sync is the
+    // parameters' all-gather alone.
+    bool gradients_reduced_per_microbatch = false;
     bool blocking_p2p = false;
     bool local_all_gather = true;
     // GPUs of each all-gather group after a local-all-gather send: 0 = the whole receiving

@@ -240,9 +240,13 @@ core::Result<sim::PipelineProblem> Searcher::problem_of(const Lowering& lw, cons
                               ? cost_model::Collective::kAllReduce
                               : cost_model::Collective::kReduceScatter;
         const cost_model::CollectiveEstimate e = cost_.collective(kind, core::bytes(par), gi.front());
-        st.grad_sync_s = e.time;
         const int group = static_cast<int>(groups.front().size());
-        if (list_collectives) st.grad_sync_collectives = {traced_collective(kind, par, group, e, "gradients")};
+        if (lw.gradients_reduced_per_microbatch) {
+          st.grad_sync_s = core::seconds(0.0);
+        } else {
+          st.grad_sync_s = e.time;
+          if (list_collectives) st.grad_sync_collectives = {traced_collective(kind, par, group, e, "gradients")};
+        }
         if (lw.grad_sync_mode == sim::GradSyncMode::kReduceScatterAllGather) {
           const cost_model::CollectiveEstimate ag =
               cost_.collective(cost_model::Collective::kAllGather, core::bytes(par), gi.front());
