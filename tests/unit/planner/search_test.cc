@@ -1130,6 +1130,56 @@ TEST_CASE("the pruned Megatron grid chooses the same plan as simulating every gr
   }
 }
 
+TEST_CASE("the zero2 baseline reduce-scatters every microbatch's gradients in its backward, not once per "
+          "iteration") {
+  // DeepSpeed's stage 2 keeps only its partition of the gradients, so it reduces each
+  // microbatch's (DeepSpeed #2252). On 8 GPUs, 4 microbatches of 1, no recomputation: the
+  // backward's communication (tp = 1: no tensor-parallel collectives) is a reduce-scatter
+  // of every layer's gradients over the 8 GPUs, priced here from the layers' parameters;
+  // after the last backward no gradient collective runs, only the weights' all-gather.
+  auto run = [](const std::string& mode) {
+    planner::SearchInput in = tiny_input(mode);
+    in.cluster = cluster::make_preset_cluster("aws-p3.16xlarge", 1).value();
+    price_with_shipped_p3(in);
+    in.global_batch_size = 32;
+    in.num_microbatches = 4;
+    in.options.recompute = {schema::Recompute::kNone};
+    auto r = planner::search(in);
+    REQUIRE_MESSAGE(r.ok(), r.status().message());
+    REQUIRE(r->problem.stages.size() == 1);
+    return std::move(r).value();
+  };
+  const planner::SearchResult zero = run("zero2"), dp = run("data_parallel");
+  const sim::StageCosts& z = zero.problem.stages[0];
+  const sim::StageCosts& d = dp.problem.stages[0];
+  const planner::SearchInput in = [] {
+    planner::SearchInput i = tiny_input("zero2");
+    i.cluster = cluster::make_preset_cluster("aws-p3.16xlarge", 1).value();
+    price_with_shipped_p3(i);
+    return i;
+  }();
+  ir::BuildOptions bo;
+  bo.microbatch_size = 1;
+  const ir::Graph g = ir::derive_training_graph(ir::build_forward_graph(in.model, bo).value(), {});
+  const std::vector<std::int64_t> all = {0, 1, 2, 3, 4, 5, 6, 7};
+  const cluster::GroupInfo group = in.cost->group(all).value();
+  double reduce_scatters = 0;
+  for (const ir::LayerStats& layer : ir::layer_stats(g)) {
+    if (layer.parameters == 0) continue;
+    reduce_scatters += in.cost->collective(cost_model::Collective::kReduceScatter,
+                                           core::bytes(layer.parameters * core::dtype_bytes(in.dtype)), group)
+                           .time.value();
+  }
+  CHECK(reduce_scatters > 0);
+  CHECK(z.backward_tp_comm_s.value() == doctest::Approx(reduce_scatters).epsilon(1e-9));
+  REQUIRE(d.grad_sync_s.has_value());
+  CHECK(d.grad_sync_s->value() > 0);  // data parallelism all-reduces once per iteration
+  REQUIRE(z.grad_sync_s.has_value());
+  CHECK(z.grad_sync_s->value() == 0.0);
+  REQUIRE(z.param_all_gather_s.has_value());
+  CHECK(z.param_all_gather_s->value() > 0);
+}
+
 TEST_CASE("per_layer_compute equals layer_range_compute of every layer, bit for bit") {
   ir::BuildOptions bo;
   bo.microbatch_size = 2;
