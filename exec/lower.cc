@@ -494,6 +494,9 @@ class Lowerer {
     auto& have = have_[static_cast<std::size_t>(dev)];
     const InstanceKey key = key_of(id, mb);
     if (lay.class_split != 0) run_on_class_block(dev, o, stage, key, task, lay, in);
+    // The logits' gradient over the logits block (its last reader): kernels read each
+    // element before writing it.
+    if (blocks_->gradient_over_logits(o, lay)) have.emplace(key, in.inputs[1]);
     auto it = have.find(key);
     if (it == have.end()) {
       it = have.emplace(key, new_sharded_buffer(dev, id, stage, key.second, role_of(id), task, lay.out)).first;

@@ -295,6 +295,19 @@ std::int64_t BlockLayouts::loss_statistics_elements(OpId ce, const OpLayouts& la
   return parts * rows * kLossStatisticsPerRow;
 }
 
+bool BlockLayouts::gradient_over_logits(const ir::Op& grad, const OpLayouts& lay) const {
+  if (lay.class_split == 0 || grad.function != "softmax_cross_entropy_grad" || grad.inputs.size() != 3 ||
+      grad.source == ir::kNoOp) {
+    return false;
+  }
+  const OpId logits = grad.inputs[1];
+  if (per_iter_[static_cast<std::size_t>(logits)]) return false;
+  for (OpId reader : full_.consumers(logits)) {
+    if (reader != grad.source && reader != grad.id) return false;
+  }
+  return true;
+}
+
 OpLayouts BlockLayouts::fallback_layouts(const ir::Op& o, std::int32_t stage) {
   fallbacks_.push_back(o.id);
   OpLayouts r;

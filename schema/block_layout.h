@@ -129,6 +129,11 @@ class BlockLayouts {
   /// set) on each device: [parts, rows, kLossStatisticsPerRow], parts the devices splitting
   /// the class axis, rows those of the device's block of the per-row loss.
   std::int64_t loss_statistics_elements(ir::OpId ce, const OpLayouts& lay, std::int32_t stage) const;
+  /// True when `grad`, the gradient of a cross entropy on blocks of classes laid out as
+  /// `lay`, is written over the logits block it reads: no operator but the cross entropy and
+  /// this gradient reads the logits, so nothing reads them after it (Megatron's
+  /// vocab_parallel_cross_entropy writes the gradient in place of its saved softmax).
+  bool gradient_over_logits(const ir::Op& grad, const OpLayouts& lay) const;
 
   /// The layouts operator o of `stage` reads and writes. Call in the lowering's order (a
   /// broadcast reads the layouts its source operator was last given: recorded here).

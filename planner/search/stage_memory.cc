@@ -435,6 +435,7 @@ core::Result<std::optional<StageMemory>> ShardedPlanMemory::stage(int stage) con
         loss_statistics[key] = b;
         run.touch = {b};
       }
+      if (blocks.gradient_over_logits(o, lay)) have.emplace(key, run.touch[1]);  // as exec/lower.cc
       auto it = have.find(key);
       if (it == have.end()) {
         it = have.emplace(key, new_buffer(id, lay.out, key.second < 0)).first;

@@ -317,12 +317,17 @@ TEST_CASE("a Megatron plan file as alpa-sim --out writes it (specs on every oper
   // (Megatron's vocab_parallel_cross_entropy): per-row statistics are gathered, once per
   // microbatch on each device of the head's mesh, and neither the logits nor their
   // gradient is ever gathered (before 2026-11-28 the logits were, whole, for the loss, and
-  // held to the backward).
+  // held to the backward); the gradient is written over the logits.
   int statistics_gathers = 0, class_block_gradients = 0;
   for (const auto& code : prog->code) {
     for (const Instruction& in : code) {
       const ir::Op& op = prog->graph_of_stage(in.stage).op(in.op);
-      if (in.kind == InstrKind::kRun && in.loss_step == LossStep::kGradient) ++class_block_gradients;
+      if (in.kind == InstrKind::kRun && in.loss_step == LossStep::kGradient) {
+        ++class_block_gradients;
+        // Written over the logits block, their last reader (as Megatron writes it over its
+        // saved softmax): no second buffer of the logits' size.
+        CHECK(in.buffer == in.inputs.at(1));
+      }
       if (in.kind != InstrKind::kAllGather) continue;
       CAPTURE(op.name);
       CHECK(op.name != "head/logits");
