@@ -638,6 +638,110 @@ std::vector<RuntimeFlags> runtime_flag_variants(const schema::MegatronShape& sha
   return out;
 }
 
+// What megatron_variants varies around a base point.
+struct VariantsOf {
+  bool context = false;     // cp > 1
+  bool flags = false;       // runtime_flag_variants
+  bool interleave = false;  // interleave_variants beyond the base's vp
+};
+
+// The points explore_context_and_expert_parallelism prices around `base`, in the order it
+// prices them (ties go to the earlier): every cp (a power of two dividing dp, 2·cp dividing
+// the sequence, the microbatches per replica as the scenario fixes them), every
+// (ep, etp) of `expert_layouts` that folds over tp·dp, every interleaving, every runtime
+// flag setting. A MoE model with tp > 1 always runs with sequence parallelism (Megatron-Core
+// refuses to train a MoE layer with tensor parallelism but without it: MoELayer).
+std::vector<schema::MegatronShape> megatron_variants(
+    const SearchInput& in, const ir::TransformerConfig& transformer, const schema::MegatronShape& base,
+    const std::vector<std::pair<std::int64_t, std::int64_t>>& expert_layouts, const VariantsOf& what) {
+  std::vector<schema::MegatronShape> out;
+  for (std::int64_t cp = 1; cp <= base.dp; cp *= 2) {
+    if (base.dp % cp != 0 || (cp > 1 && (!what.context || transformer.seq_len % (2 * cp) != 0))) continue;
+    // cp takes its GPUs from dp, and the microbatches per replica grow by cp: not when the
+    // scenario fixes their number.
+    if (cp > 1 && in.num_microbatches && in.global_batch_size / ((base.dp / cp) * base.mbs) != *in.num_microbatches) {
+      continue;
+    }
+    // The interleavings depend on pp, dp·cp and the microbatch size only.
+    schema::MegatronShape split = base;
+    split.dp = base.dp / cp;
+    const std::vector<std::int64_t> interleaves = interleave_variants(
+        split, transformer.num_layers, in.global_batch_size / (split.dp * split.mbs), what.interleave);
+    for (const auto& [ep, etp] : expert_layouts) {
+      if (etp == 1 && base.tp == 1) continue;  // the same as etp = tp
+      if (ep > 1 && (base.tp * base.dp) % (ep * (etp == 0 ? base.tp : etp)) != 0) continue;
+      for (const std::int64_t vp : interleaves) {
+        schema::MegatronShape layout = split;
+        layout.cp = cp;
+        layout.ep = ep;
+        layout.etp = etp;
+        layout.vp = vp;
+        for (const RuntimeFlags& flags : runtime_flag_variants(layout, what.flags)) {
+          schema::MegatronShape shape = layout;
+          shape.sequence_parallel = flags.sequence_parallel || (transformer.num_experts > 1 && shape.tp > 1);
+          shape.distributed_optimizer = flags.distributed_optimizer;
+          shape.overlap_grad_reduce = flags.overlap_grad_reduce;
+          shape.overlap_param_gather = flags.overlap_param_gather;
+          shape.tp_comm_overlap = flags.tp_comm_overlap;
+          out.push_back(shape);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// `shape` priced by sim/lowering (overlap_p2p_comm on, Megatron-Core's default) under the
+// search's memory limit, as the fixed plan it names. nullopt when the lowering refuses it
+// (Megatron cannot run it or the lowering does not model it; the first reason is kept in
+// `first_refusal`), or when an exact skip shows it cannot beat `best` (it cannot fit, or its
+// lower bound exceeds best's time: pipeline_bound.h).
+core::Result<std::optional<Evaluated>> price_by_lowering(Searcher& s, const sim::lowering::TrainingSetup& training,
+                                                         const schema::MegatronShape& shape, const Evaluated& best,
+                                                         std::optional<core::Status>* first_refusal) {
+  const SearchInput& in = s.input();
+  sim::lowering::MegatronPlan mp;
+  mp.tp = shape.tp;
+  mp.pp = shape.pp;
+  mp.dp = shape.dp;
+  mp.cp = shape.cp;
+  mp.ep = shape.ep;
+  mp.etp = shape.etp;
+  mp.microbatch_size = shape.mbs;
+  mp.interleave = shape.vp;
+  mp.recompute = to_ir(shape.recompute);
+  mp.overlap_p2p_comm = true;  // Megatron-Core's default (a scenario's search.megatron's)
+  mp.sequence_parallel = shape.sequence_parallel;
+  mp.zero_stage = shape.distributed_optimizer ? 1 : 0;
+  mp.overlap_grad_reduce = shape.overlap_grad_reduce;
+  mp.overlap_param_gather = shape.overlap_param_gather;
+  mp.tp_comm_overlap = shape.tp_comm_overlap;
+  auto lowered = sim::lowering::lower_megatron_plan(in.model, training, mp, s.cost());
+  if (!lowered.ok()) {
+    if (!*first_refusal) *first_refusal = lowered.status();
+    return std::optional<Evaluated>();
+  }
+  // The search's memory limit (the GPU's usable memory, or the one asked for).
+  for (sim::MeshSpec& m : lowered->problem.meshes) {
+    m.memory_limit = core::bytes(static_cast<std::int64_t>(s.memory_limit()));
+  }
+  if (in.options.prune_grid && best.ok && best.prediction.fits) {
+    auto unfit = cannot_fit(lowered->problem);
+    auto bound = pipeline_lower_bound(lowered->problem);
+    if ((unfit.ok() && unfit.value()) ||
+        (bound.ok() && sim::to_seconds(bound.value()).value() > best.prediction.iteration_time_s)) {
+      return std::optional<Evaluated>();
+    }
+  }
+  schema::Plan plan =
+      sim::lowering::megatron_plan_stages(in.model, training, mp, in.cluster, lowered->layers_per_chunk);
+  plan.generator = s.base_plan().generator;
+  auto e = s.run_problem(std::move(lowered->problem), plan);
+  if (!e.ok()) return std::optional<Evaluated>();
+  e->megatron_shape = shape;
+  return std::optional<Evaluated>(std::move(e).value());
+}
+
 // Megatron-Core's context parallelism (cp: each sequence split over cp GPUs, ring
 // attention), expert parallelism (ep: experts split over ep GPUs, all-to-all dispatch) and
 // runtime flags (RuntimeFlags: the distributed optimizer, sequence parallelism and the
@@ -708,88 +812,16 @@ core::Result<std::optional<Evaluated>> explore_context_and_expert_parallelism(
       return std::optional<Evaluated>();
     }
     const schema::MegatronShape& base = bases[b];
-    const bool try_context = context_parallel_possible && b <= kContextExplored;
-    const bool try_flags = flags_wanted && b <= kRuntimeFlagsExplored;
-    const bool try_interleave = flags_wanted && b <= kInterleaveExplored;
-    if (!try_context && !try_flags && experts <= 1 && !every_point) break;  // nothing left to vary
-    for (std::int64_t cp = 1; cp <= base.dp; cp *= 2) {
-      if (base.dp % cp != 0 || (cp > 1 && (!try_context || transformer->seq_len % (2 * cp) != 0))) continue;
-      // cp takes its GPUs from dp, and the microbatches per replica grow by cp: not when the
-      // scenario fixes their number.
-      if (cp > 1 && in.num_microbatches &&
-          in.global_batch_size / ((base.dp / cp) * base.mbs) != *in.num_microbatches) {
-        continue;
-      }
-      // The interleavings depend on pp, dp·cp and the microbatch size only.
-      schema::MegatronShape split = base;
-      split.dp = base.dp / cp;
-      const std::vector<std::int64_t> interleaves = interleave_variants(
-          split, transformer->num_layers, in.global_batch_size / (split.dp * split.mbs), try_interleave);
-      for (const auto& [ep, etp] : expert_layouts) {
-        if (etp == 1 && base.tp == 1) continue;  // the same as etp = tp
-        if (ep > 1 && (base.tp * base.dp) % (ep * (etp == 0 ? base.tp : etp)) != 0) continue;
-        schema::MegatronShape placed = split;
-        placed.cp = cp;
-        placed.ep = ep;
-        placed.etp = etp;
-        for (const std::int64_t vp : interleaves) {
-          schema::MegatronShape layout = placed;
-          layout.vp = vp;
-          for (const RuntimeFlags& flags : runtime_flag_variants(layout, try_flags)) {
-            schema::MegatronShape shape = layout;
-            // Megatron-Core refuses to train a MoE layer with tensor parallelism but without
-            // sequence parallelism (MoELayer: "performance may degrade"): such points run with it.
-            shape.sequence_parallel = flags.sequence_parallel || (experts > 1 && shape.tp > 1);
-            shape.distributed_optimizer = flags.distributed_optimizer;
-            shape.overlap_grad_reduce = flags.overlap_grad_reduce;
-            shape.overlap_param_gather = flags.overlap_param_gather;
-            shape.tp_comm_overlap = flags.tp_comm_overlap;
-            if (!seen.insert(shape.to_string()).second) continue;
-            sim::lowering::MegatronPlan mp;
-            mp.tp = shape.tp;
-            mp.pp = shape.pp;
-            mp.dp = shape.dp;
-            mp.cp = cp;
-            mp.ep = ep;
-            mp.etp = etp;
-            mp.microbatch_size = shape.mbs;
-            mp.interleave = shape.vp;
-            mp.recompute = to_ir(shape.recompute);
-            mp.overlap_p2p_comm = true;  // Megatron-Core's default (a scenario's search.megatron's)
-            mp.sequence_parallel = shape.sequence_parallel;
-            mp.zero_stage = shape.distributed_optimizer ? 1 : 0;
-            mp.overlap_grad_reduce = shape.overlap_grad_reduce;
-            mp.overlap_param_gather = shape.overlap_param_gather;
-            mp.tp_comm_overlap = shape.tp_comm_overlap;
-            auto lowered = sim::lowering::lower_megatron_plan(in.model, training, mp, s.cost());
-            if (!lowered.ok()) {  // a point Megatron cannot run or the lowering does not model
-              if (!first_refusal) first_refusal = lowered.status();
-              continue;
-            }
-            // The search's memory limit (the GPU's usable memory, or the one asked for).
-            for (sim::MeshSpec& m : lowered->problem.meshes) {
-              m.memory_limit = core::bytes(static_cast<std::int64_t>(s.memory_limit()));
-            }
-            if (in.options.prune_grid && best.ok && best.prediction.fits) {
-              // Exact skips, as the grid's: it cannot fit, or its simulated time is at least its
-              // bound (pipeline_bound.h) and that cannot beat the best so far.
-              auto unfit = cannot_fit(lowered->problem);
-              auto bound = pipeline_lower_bound(lowered->problem);
-              if ((unfit.ok() && unfit.value()) ||
-                  (bound.ok() && sim::to_seconds(bound.value()).value() > best.prediction.iteration_time_s)) {
-                continue;
-              }
-            }
-            schema::Plan plan = sim::lowering::megatron_plan_stages(in.model, training, mp, in.cluster,
-                                                                    lowered->layers_per_chunk);
-            plan.generator = s.base_plan().generator;
-            auto e = s.run_problem(std::move(lowered->problem), plan);
-            if (!e.ok()) continue;
-            e->megatron_shape = shape;
-            if (better(s, e.value(), best)) best = std::move(e).value();
-          }
-        }
-      }
+    VariantsOf what;
+    what.context = context_parallel_possible && b <= kContextExplored;
+    what.flags = flags_wanted && b <= kRuntimeFlagsExplored;
+    what.interleave = flags_wanted && b <= kInterleaveExplored;
+    if (!what.context && !what.flags && experts <= 1 && !every_point) break;  // nothing left to vary
+    for (const schema::MegatronShape& shape : megatron_variants(in, *transformer, base, expert_layouts, what)) {
+      if (!seen.insert(shape.to_string()).second) continue;
+      ALPASIM_ASSIGN_OR_RETURN(std::optional<Evaluated> e,
+                               price_by_lowering(s, training, shape, best, &first_refusal));
+      if (e && better(s, *e, best)) best = std::move(*e);
     }
   }
   // At a precision only the lowering prices, the answer is its best point even when none
