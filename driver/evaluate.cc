@@ -227,12 +227,13 @@ std::string simulation_report_text(const sim::PipelineReport& r, const std::stri
     << " ms (overlapped " << core::format_fixed(r.communication_overlapped.value() * 1e3, 1)
     << " ms)\n";
   if (!r.devices.empty()) {
-    // The stage's intra-op collectives: tensor parallelism's, and any resharding between
-    // operators of a searched plan (a data-parallel mesh has some too).
-    s << "  intra-op comm         "
+    // The collectives inside a stage's compute tasks: tensor parallelism's, any resharding
+    // between operators of a searched plan (a data-parallel mesh has some too), and a ZeRO
+    // baseline's per-microbatch gradient reduce-scatters and weight all-gathers.
+    s << "  intra-stage comm      "
       << core::format_fixed(r.devices.front().tensor_parallel_communication.value(), 3)
-      << " s per iteration on stage 0 (tensor-parallel and resharding collectives inside its mesh;"
-         " exposed: not behind a GEMM, counted as compute)\n";
+      << " s per iteration on stage 0 (tensor-parallel, resharding and ZeRO collectives inside its"
+         " compute; exposed: not behind a GEMM, counted as compute)\n";
   }
   if (r.overflows.empty()) {
     s << "  memory                fits on every device\n";

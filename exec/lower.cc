@@ -345,7 +345,11 @@ class Lowerer {
     return g;
   }
 
-  std::int64_t named_collective(const std::string& key) {
+  /// The id of the collective named `what` over `group` (its devices appended to the name):
+  /// equal on every member, which builds the same name.
+  std::int64_t named_collective(std::string what, const std::vector<std::int32_t>& group) {
+    for (std::int32_t d : group) what += std::to_string(d) + ",";
+    const std::string& key = what;
     auto it = named_colls_.find(key);
     if (it == named_colls_.end()) {
       it = named_colls_.emplace(key, static_cast<std::int64_t>(colls_.size() + named_colls_.size()) + (std::int64_t{1} << 40)).first;
@@ -382,9 +386,8 @@ class Lowerer {
                        unsigned mask, double scale, const std::string& why) {
     Instruction in = make_instruction(InstrKind::kAllReduce, task, t, stage, mb, b);
     in.group = group_of(stage, dev, mask);
-    std::string key = why + "|" + std::to_string(t) + "|" + std::to_string(mb) + "|" + std::to_string(stage) + "|";
-    for (std::int32_t d : in.group) key += std::to_string(d) + ",";
-    in.collective_id = named_collective(key);
+    in.collective_id = named_collective(
+        why + "|" + std::to_string(t) + "|" + std::to_string(mb) + "|" + std::to_string(stage) + "|", in.group);
     in.scale = scale;
     out_->push_back(in);
   }
@@ -395,13 +398,13 @@ class Lowerer {
   /// makes them when it is a forward or backward (microbatch `mb`): freed after their last
   /// reader there, made again by a later task that needs them. For a per-iteration tensor
   /// (a weight read in another layout) that is what a runtime that shards weights does
-  /// (ZeRO-3, Alpa's sums); for a per-microbatch one made larger than its source by a
-  /// forward (a gather), what Megatron does with a sequence-parallel activation: the forward
-  /// gathers it for the column-parallel GEMM and keeps only the shard, the backward gathers
-  /// it again for the weight gradient (since 2026-11-28; before, the gathered copy was held
-  /// from the forward to the backward). Any other copy of a per-microbatch tensor (a slice,
-  /// an all-to-all, one made in a backward) lasts for every later task of its microbatch:
-  /// keeping it costs no more memory than keeping its source.
+  /// (ZeRO-3, Alpa's sums); for a per-microbatch one that a forward gathers and the backward
+  /// reads only in weight gradients (schema::BlockLayouts::copy_scoped_to_forward), what
+  /// Megatron does with a sequence-parallel activation: the forward gathers it for the
+  /// column-parallel GEMM and keeps only the shard, the backward gathers it again for the
+  /// weight gradient (since 2026-11-28; before, the gathered copy was held from the forward
+  /// to the backward). Any other copy of a per-microbatch tensor (a slice, an all-to-all,
+  /// one made in a backward) lasts for every later task of its microbatch.
   BufferId materialize(std::int32_t dev, const InstanceKey& key, const TLayout& want, std::int32_t stage,
                        TaskKind task, std::int32_t mb) {
     auto& have = have_[static_cast<std::size_t>(dev)];
@@ -417,10 +420,9 @@ class Lowerer {
       if (x == want) return b;
     }
     auto& alt = alt_[static_cast<std::size_t>(dev)];
-    const bool task_scoped =
-        (key.second < 0 && (task == TaskKind::kForward || task == TaskKind::kBackward)) ||
-        (key.second >= 0 && task == TaskKind::kForward &&
-         blocks_->block_bytes(key.first, want, stage) > blocks_->block_bytes(key.first, x, stage));
+    const bool task_scoped = (key.second < 0 && (task == TaskKind::kForward || task == TaskKind::kBackward)) ||
+                             (key.second >= 0 && task == TaskKind::kForward &&
+                              blocks_->copy_scoped_to_forward(key.first, x, want, stage));
     ALPASIM_CHECK(!task_scoped || mb >= 0) << "a copy in a forward or backward task needs its microbatch";
     const std::int64_t scope = task_scoped ? 2 * static_cast<std::int64_t>(mb) + (task == TaskKind::kBackward) : -1;
     const std::int32_t copy_mb = task_scoped ? mb : key.second;  // the task's microbatch in the trace
@@ -448,11 +450,10 @@ class Lowerer {
     in.inputs = {b};
     in.scale = scale;
     in.group = local ? std::vector<std::int32_t>{dev} : group_of(stage, dev, live_axes(stage) & ~x.partial);
-    std::string ck = "reshard|" + std::to_string(key.first) + "|" + std::to_string(key.second) + "|" +
-                     std::to_string(scope) + "|" + std::to_string(stage) + "|" + layout_key(x) + ">" +
-                     layout_key(want) + "|";
-    for (std::int32_t d : in.group) ck += std::to_string(d) + ",";
-    in.collective_id = named_collective(ck);
+    in.collective_id = named_collective("reshard|" + std::to_string(key.first) + "|" + std::to_string(key.second) +
+                                            "|" + std::to_string(scope) + "|" + std::to_string(stage) + "|" +
+                                            layout_key(x) + ">" + layout_key(want) + "|",
+                                        in.group);
     out_->push_back(in);
     alt[ak] = nb;
     return nb;
@@ -546,10 +547,9 @@ class Lowerer {
     out_->push_back(part);
     Instruction gather = make_instruction(InstrKind::kAllGather, task, o.id, stage, key.second, b);
     gather.group = group;
-    std::string ck = "loss_statistics|" + std::to_string(o.id) + "|" + std::to_string(key.second) + "|" +
-                     std::to_string(stage) + "|";
-    for (std::int32_t d : group) ck += std::to_string(d) + ",";
-    gather.collective_id = named_collective(ck);
+    gather.collective_id = named_collective("loss_statistics|" + std::to_string(o.id) + "|" +
+                                                std::to_string(key.second) + "|" + std::to_string(stage) + "|",
+                                            group);
     out_->push_back(gather);
     statistics[key] = b;
     in.inputs = {b};
@@ -629,9 +629,8 @@ class Lowerer {
         Instruction ag = make_instruction(InstrKind::kAllGather, TaskKind::kOptimizer, u.inputs[0],
                                           stage, -1, pb);
         ag.group = group;
-        std::string key = "wus|" + std::to_string(u.inputs[0]) + "|" + std::to_string(stage) + "|";
-        for (std::int32_t x : group) key += std::to_string(x) + ",";
-        ag.collective_id = named_collective(key);
+        ag.collective_id =
+            named_collective("wus|" + std::to_string(u.inputs[0]) + "|" + std::to_string(stage) + "|", group);
         out_->push_back(ag);
       }
     }

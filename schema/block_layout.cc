@@ -280,19 +280,32 @@ std::int64_t BlockLayouts::block_bytes(OpId t, const BlockLayout& l, std::int32_
 }
 
 std::int64_t BlockLayouts::loss_statistics_elements(OpId ce, const OpLayouts& lay, std::int32_t stage) const {
-  ALPASIM_CHECK(lay.class_split != 0) << full_.op(ce).name << ": statistics of a cross entropy on whole rows";
+  ALPASIM_CHECK(lay.class_split != 0 && full_.op(ce).function == "softmax_cross_entropy")
+      << full_.op(ce).name << ": statistics of no cross entropy on class blocks";
   std::int64_t parts = 1;
   for (int m = 0; m < 2; ++m) {
     if (lay.class_split & (1u << m)) parts *= mesh_axis_size(stage, m);
   }
-  // The loss's block: the forward's output, or the gradient's dy (both per row).
-  const OpId rows_of = full_.op(ce).function == "softmax_cross_entropy" ? ce : full_.op(ce).inputs[0];
-  const BlockLayout& rows_layout = full_.op(ce).function == "softmax_cross_entropy" ? lay.out : lay.in[0];
   std::vector<std::int64_t> off, local;
-  block_of(rows_of, rows_layout, stage, {0, 0}, off, local);
+  block_of(ce, lay.out, stage, {0, 0}, off, local);  // the per-row loss's block
   std::int64_t rows = 1;
   for (std::int64_t v : local) rows *= v;
   return parts * rows * kLossStatisticsPerRow;
+}
+
+bool BlockLayouts::copy_scoped_to_forward(OpId t, const BlockLayout& held, const BlockLayout& want,
+                                          std::int32_t stage) const {
+  if (per_iter_[static_cast<std::size_t>(t)] || block_bytes(t, want, stage) <= block_bytes(t, held, stage)) {
+    return false;
+  }
+  bool read_in_backward = false;
+  for (OpId reader : full_.consumers(t)) {
+    const ir::Op& r = full_.op(reader);
+    if (r.phase != ir::Phase::kBackward) continue;
+    if (r.kind != OpKind::kDot || r.grad_role != ir::GradRole::kWeightGrad) return false;
+    read_in_backward = true;
+  }
+  return read_in_backward;
 }
 
 bool BlockLayouts::gradient_over_logits(const ir::Op& grad, const OpLayouts& lay) const {
@@ -319,6 +332,7 @@ OpLayouts BlockLayouts::fallback_layouts(const ir::Op& o, std::int32_t stage) {
 OpLayouts BlockLayouts::layouts_of(const ir::Op& o, std::int32_t stage, const CurrentLayout& current) {
   OpLayouts r = compute(o, stage, current);
   used_in_[o.id] = r.in;
+  if (o.function == "softmax_cross_entropy") class_split_[o.id] = r.class_split;
   return r;
 }
 
@@ -473,22 +487,24 @@ OpLayouts BlockLayouts::compute(const ir::Op& o, std::int32_t stage, const Curre
       if (fn == "softmax_cross_entropy_grad" && R > 0 && o.source != ir::kNoOp && o.inputs.size() == 3) {
         // On the class block its forward read (the rows its statistics hold), whatever the
         // gradient's own spec: the statistics are per row of that block.
+        // Only when the forward itself ran on class blocks (a loss that is the graph's
+        // meta.loss reads its input whole, whatever layout it was given).
         auto it = used_in_.find(o.source);
-        if (it != used_in_.end() && !it->second.empty() && it->second[0].axes.size() == R) {
+        auto split = class_split_.find(o.source);
+        if (it != used_in_.end() && split != class_split_.end() && split->second != 0 && !it->second.empty() &&
+            it->second[0].axes.size() == R) {
           const BlockLayout& x = it->second[0];
-          for (int m : x.axes[R - 1]) r.class_split |= 1u << m;
-          if (r.class_split != 0) {
-            r.out = x;
-            r.out.partial = 0;
-            BlockLayout dy, labels;
-            if (!map_axes(global_shape(o.inputs[0]), oshape, r.out, true, dy) ||
-                !map_axes(global_shape(o.inputs[2]), oshape, r.out, true, labels) ||
-                global_shape(o.inputs[1]) != oshape) {
-              return fallback_layouts(o, stage);
-            }
-            r.in = {dy, r.out, labels};
-            return r;
+          r.class_split = split->second;
+          r.out = x;
+          r.out.partial = 0;
+          BlockLayout dy, labels;
+          if (!map_axes(global_shape(o.inputs[0]), oshape, r.out, true, dy) ||
+              !map_axes(global_shape(o.inputs[2]), oshape, r.out, true, labels) ||
+              global_shape(o.inputs[1]) != oshape) {
+            return fallback_layouts(o, stage);
           }
+          r.in = {dy, r.out, labels};
+          return r;
         }
       }
       if (rowwise && R > 0) clear_axes(r.out, R - 1);

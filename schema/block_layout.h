@@ -125,15 +125,23 @@ class BlockLayouts {
                 std::vector<std::int64_t>& off, std::vector<std::int64_t>& local) const;
   /// Bytes (graph dtype) of one block of t in layout l (all blocks have the same size).
   std::int64_t block_bytes(ir::OpId t, const BlockLayout& l, std::int32_t stage) const;
-  /// Elements of the statistics buffer of cross entropy `ce` laid out as `lay` (class_split
-  /// set) on each device: [parts, rows, kLossStatisticsPerRow], parts the devices splitting
-  /// the class axis, rows those of the device's block of the per-row loss.
+  /// Elements of the statistics buffer of cross entropy `ce` (its forward) laid out as `lay`
+  /// (class_split set) on each device: [parts, rows, kLossStatisticsPerRow], parts the
+  /// devices splitting the class axis, rows those of the device's block of the per-row loss.
   std::int64_t loss_statistics_elements(ir::OpId ce, const OpLayouts& lay, std::int32_t stage) const;
   /// True when `grad`, the gradient of a cross entropy on blocks of classes laid out as
   /// `lay`, is written over the logits block it reads: no operator but the cross entropy and
   /// this gradient reads the logits, so nothing reads them after it (Megatron's
   /// vocab_parallel_cross_entropy writes the gradient in place of its saved softmax).
   bool gradient_over_logits(const ir::Op& grad, const OpLayouts& lay) const;
+  /// True when a copy of per-microbatch tensor t in layout `want`, made from its block in
+  /// `held` by a forward task, is that forward's alone and the backward makes it again: a
+  /// gather (the copy is larger) of a tensor the backward reads only in weight gradients
+  /// (Megatron's sequence-parallel input of a column-parallel GEMM: the forward gathers it
+  /// and keeps the shard, the backward gathers it again for the weight gradient, overlapped
+  /// with the input-gradient GEMM). The executor's lowering and the memory walk both ask.
+  bool copy_scoped_to_forward(ir::OpId t, const BlockLayout& held, const BlockLayout& want,
+                              std::int32_t stage) const;
 
   /// The layouts operator o of `stage` reads and writes. Call in the lowering's order (a
   /// broadcast reads the layouts its source operator was last given: recorded here).
@@ -159,6 +167,7 @@ class BlockLayouts {
   std::vector<const OperatorSharding*> hint_;
   std::map<ir::OpId, BlockLayout> param_layout_;
   std::map<ir::OpId, std::vector<BlockLayout>> used_in_;  // layouts an op read (last call)
+  std::map<ir::OpId, unsigned> class_split_;  // a cross entropy's forward: its class_split (last call)
   std::vector<ir::OpId> fallbacks_;
 };
 

@@ -230,6 +230,8 @@ core::Result<Evaluated> run_megatron_grid(Searcher& s, const GridFilter& f, std:
             // iteration (DeepSpeed issue #2252: "gradient reduction is required after every
             // backward because of gradient partitioning"); priced per layer below.
             lw.gradients_reduced_per_microbatch = f.zero >= 2 && dp > 1;
+            // ZeRO-3 keeps the parameters partitioned after the step: gathered per layer.
+            lw.parameters_gathered_per_layer = f.zero >= 3 && dp > 1;
             // tp group (inside an NVLink domain) and dp groups per stage.
             std::vector<std::int64_t> tp_ids;
             for (std::int64_t t = 0; t < tp; ++t) tp_ids.push_back(t);
@@ -350,6 +352,12 @@ core::Result<Evaluated> run_megatron_grid(Searcher& s, const GridFilter& f, std:
                   const double share = st.flops.total_forward > 0
                       ? static_cast<double>(st.flops.total_recompute) / static_cast<double>(st.flops.total_forward) : 0;
                   lc.work_b = static_cast<std::int64_t>(share * static_cast<double>(st.forward_bytes_accessed) / 2.0) / tp;
+                }
+                if (f.zero >= 2 && dp > 1) {
+                  // The layer's whole gradient exists in its backward until its reduce-scatter
+                  // (at least: DeepSpeed's reduce bucket, reduce_bucket_size, may hold several
+                  // layers'); the larger of it and the recomputation's working set: a lower bound.
+                  lc.work_b = std::max(lc.work_b, params * wb);
                 }
                 lc.boundary_b = st.boundary_bytes;
                 lc.fwd_flops = static_cast<double>(st.flops.matmul_forward) / static_cast<double>(tp);

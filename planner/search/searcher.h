@@ -346,9 +346,12 @@ class Searcher {
     int data_parallel = 1;
     sim::GradSyncMode grad_sync_mode = sim::GradSyncMode::kAllReduce;
     // ZeRO-2/3 as DeepSpeed runs them: each microbatch's gradients are reduce-scattered in
-    // its backward (priced in the layers' backward), so the iteration's sync is the
-    // parameters' all-gather alone.
+    // its backward (priced in the layers' backward), so no gradient collective follows the
+    // last backward; ZeRO-2 then all-gathers the updated parameters.
     bool gradients_reduced_per_microbatch = false;
+    // ZeRO-3: the parameters stay partitioned after the step (each layer's are gathered in
+    // its forward and backward, priced there): no all-gather after the step.
+    bool parameters_gathered_per_layer = false;
     bool blocking_p2p = false;
     bool local_all_gather = true;
     // GPUs of each all-gather group after a local-all-gather send: 0 = the whole receiving

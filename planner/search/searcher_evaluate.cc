@@ -247,7 +247,9 @@ core::Result<sim::PipelineProblem> Searcher::problem_of(const Lowering& lw, cons
           st.grad_sync_s = e.time;
           if (list_collectives) st.grad_sync_collectives = {traced_collective(kind, par, group, e, "gradients")};
         }
-        if (lw.grad_sync_mode == sim::GradSyncMode::kReduceScatterAllGather) {
+        if (lw.grad_sync_mode == sim::GradSyncMode::kReduceScatterAllGather && lw.parameters_gathered_per_layer) {
+          st.param_all_gather_s = core::seconds(0.0);
+        } else if (lw.grad_sync_mode == sim::GradSyncMode::kReduceScatterAllGather) {
           const cost_model::CollectiveEstimate ag =
               cost_.collective(cost_model::Collective::kAllGather, core::bytes(par), gi.front());
           st.param_all_gather_s = ag.time;

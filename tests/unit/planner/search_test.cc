@@ -1177,7 +1177,13 @@ TEST_CASE("the zero2 baseline reduce-scatters every microbatch's gradients in it
   REQUIRE(z.grad_sync_s.has_value());
   CHECK(z.grad_sync_s->value() == 0.0);
   REQUIRE(z.param_all_gather_s.has_value());
-  CHECK(z.param_all_gather_s->value() > 0);
+  CHECK(z.param_all_gather_s->value() > 0);  // ZeRO-2 gathers the updated weights
+  // ZeRO-3 keeps the weights partitioned after the step (it gathers each layer's in its
+  // forward and backward): no all-gather follows it.
+  const planner::SearchResult three = run("zero3");
+  REQUIRE(three.problem.stages[0].param_all_gather_s.has_value());
+  CHECK(three.problem.stages[0].param_all_gather_s->value() == 0.0);
+  CHECK(three.problem.stages[0].grad_sync_s->value() == 0.0);
 }
 
 TEST_CASE("per_layer_compute equals layer_range_compute of every layer, bit for bit") {
