@@ -541,6 +541,15 @@ core::Status moe_route(const ir::Op& gate, const View<T>& probs, std::int64_t ca
   return core::ok_status();
 }
 
+/// log Σ_i exp(x_i) of a row of w values, its largest value factored out (no exp overflows).
+template <class T>
+double row_log_sum_exp(const T* x, std::int64_t w) {
+  const T mx = *std::max_element(x, x + w);
+  double sum = 0;
+  for (std::int64_t i = 0; i < w; ++i) sum += std::exp(x[i] - mx);
+  return std::log(sum) + mx;
+}
+
 template <class T>
 core::Status reduce(const ir::Graph& g, const ir::Op& op, const std::vector<View<T>>& in, View<T> out) {
   const std::string& fn = op.function;
@@ -549,10 +558,7 @@ core::Status reduce(const ir::Graph& g, const ir::Op& op, const std::vector<View
     const std::int64_t v = in[0].shape->back(), rows = in[0].size / v;
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* x = in[0].data + r * v;
-      const T mx = *std::max_element(x, x + v);
-      double sum = 0;
-      for (std::int64_t i = 0; i < v; ++i) sum += std::exp(x[i] - mx);
-      out.data[r] = static_cast<T>(std::log(sum) + mx - x[static_cast<std::int64_t>(in[1].data[r])]);
+      out.data[r] = static_cast<T>(row_log_sum_exp(x, v) - x[static_cast<std::int64_t>(in[1].data[r])]);
     }
     return core::ok_status();
   }
@@ -618,11 +624,8 @@ core::Status cross_entropy_on_class_block(const ir::Op& op, const std::vector<Vi
       T* part = out.data + static_cast<std::int64_t>(ctx.loss_part) * rows * 2;
       for (std::int64_t r = 0; r < rows; ++r) {
         const T* x = in[0].data + r * w;
-        const T mx = *std::max_element(x, x + w);
-        double sum = 0;
-        for (std::int64_t i = 0; i < w; ++i) sum += std::exp(x[i] - mx);
         const std::int64_t label = static_cast<std::int64_t>(in[1].data[r]) - ctx.first_class;
-        part[2 * r] = static_cast<T>(std::log(sum) + mx);
+        part[2 * r] = static_cast<T>(row_log_sum_exp(x, w));
         part[2 * r + 1] = label >= 0 && label < w ? x[label] : T(0);
       }
       return core::ok_status();

@@ -331,27 +331,33 @@ __global__ void max_pool_grad_k(float* dx, const float* dy, const float* x, i64 
     if (arg >= 0) atomicAdd(dx + arg, dy[yi]);
   }
 }
+// A row's largest value and Σ exp(x − max) over the block's threads (every thread of the
+// block must call it: block reductions).
+struct RowExpSum {
+  float max;
+  double sum;
+};
+__device__ RowExpSum row_exp_sum(const float* xr, i64 w) {
+  float mx = -INFINITY;
+  THREAD_LOOP(i, w) mx = fmaxf(mx, xr[i]);
+  mx = block_max(mx);
+  double s = 0;
+  THREAD_LOOP(i, w) s += expf(xr[i] - mx);
+  return {mx, block_sum(s)};
+}
 __global__ void ce_k(float* o, const float* x, const float* lab, i64 rows, i64 w) {
   BLOCK_LOOP(r, rows) {
     const float* xr = x + r * w;
-    float mx = -INFINITY;
-    THREAD_LOOP(i, w) mx = fmaxf(mx, xr[i]);
-    mx = block_max(mx);
-    double s = 0;
-    THREAD_LOOP(i, w) s += expf(xr[i] - mx);
-    s = block_sum(s);
-    if (threadIdx.x == 0) o[r] = static_cast<float>(log(s) + mx - xr[static_cast<i64>(lab[r])]);
+    const RowExpSum e = row_exp_sum(xr, w);
+    if (threadIdx.x == 0) o[r] = static_cast<float>(log(e.sum) + e.max - xr[static_cast<i64>(lab[r])]);
   }
 }
 __global__ void ce_grad_k(float* dx, const float* dy, const float* x, const float* lab, i64 rows, i64 w) {
   BLOCK_LOOP(r, rows) {
     const float* xr = x + r * w;
-    float mx = -INFINITY;
-    THREAD_LOOP(i, w) mx = fmaxf(mx, xr[i]);
-    mx = block_max(mx);
-    double s = 0;
-    THREAD_LOOP(i, w) s += expf(xr[i] - mx);
-    s = block_sum(s);
+    const RowExpSum e = row_exp_sum(xr, w);
+    const float mx = e.max;
+    const double s = e.sum;
     THREAD_LOOP(i, w) {
       const float p = static_cast<float>(expf(xr[i] - mx) / s) - (i == static_cast<i64>(lab[r]) ? 1.0f : 0.0f);
       dx[r * w + i] = dy[r] * p;
@@ -363,15 +369,10 @@ __global__ void ce_block_statistics_k(float* part, const float* x, const float* 
                                       i64 first) {
   BLOCK_LOOP(r, rows) {
     const float* xr = x + r * w;
-    float mx = -INFINITY;
-    THREAD_LOOP(i, w) mx = fmaxf(mx, xr[i]);
-    mx = block_max(mx);
-    double s = 0;
-    THREAD_LOOP(i, w) s += expf(xr[i] - mx);
-    s = block_sum(s);
+    const RowExpSum e = row_exp_sum(xr, w);
     if (threadIdx.x == 0) {
       const i64 label = static_cast<i64>(lab[r]) - first;
-      part[2 * r] = static_cast<float>(log(s) + mx);
+      part[2 * r] = static_cast<float>(log(e.sum) + e.max);
       part[2 * r + 1] = label >= 0 && label < w ? xr[label] : 0.0f;
     }
   }
