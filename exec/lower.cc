@@ -463,9 +463,7 @@ class Lowerer {
     const auto& have = have_[static_cast<std::size_t>(dev)];
     auto it = have.find(key_of(t, mb));
     ALPASIM_CHECK(it != have.end()) << "input " << full_op(t).name << " missing on device " << dev;
-    TLayout l = blayout_.at(it->second);
-    l.partial = 0;
-    return l;
+    return blayout_.at(it->second);  // partial axes included, as the walk's (BlockLayouts clears them where a rule needs)
   }
 
   bool remote_consumer(std::int32_t dev, OpId t) const {

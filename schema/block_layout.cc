@@ -466,6 +466,23 @@ OpLayouts BlockLayouts::compute(const ir::Op& o, std::int32_t stage, const Curre
         r.in = {l};
         return r;
       }
+      // A sum of partial sums over the same mesh axes in the same layout (the input gradient
+      // of Q, K and V, or of any tensor read by several row-split GEMMs) stays partial: one
+      // all-reduce of the sum where its reader needs it whole, as Megatron sums before it
+      // reduces (its fused QKV linear), not one per addend.
+      if (fn == "add" && o.inputs.size() >= 2) {
+        const BlockLayout held = current_layout(o.inputs[0]);
+        bool partial_sum = held.partial != 0 && hout(held).axes == held.axes;
+        for (OpId x : o.inputs) {
+          partial_sum = partial_sum && global_shape(x) == oshape && current_layout(x) == held &&
+                        (h == nullptr || h->inputs.empty());
+        }
+        if (partial_sum) {
+          r.out = held;
+          r.in.assign(o.inputs.size(), held);
+          return r;
+        }
+      }
       BlockLayout first;
       bool have_first = false;
       // A weight's gradient summed from two readers (GPT's tied word embedding: the head's

@@ -335,6 +335,22 @@ TEST_CASE("a Megatron plan file as alpa-sim --out writes it (specs on every oper
       if (op.function == "softmax_cross_entropy" && in.inputs.empty()) ++statistics_gathers;
     }
   }
+  // The input gradients of Q, K and V (partial sums over the tensor-parallel axis) are summed
+  // before one all-reduce, as Megatron's fused QKV linear reduces its input gradient once.
+  int qkv_reduced_apart = 0, sum_reduced = 0;
+  for (const auto& code : prog->code) {
+    for (const Instruction& in : code) {
+      if (in.kind != InstrKind::kAllReduce || in.task != TaskKind::kBackward) continue;
+      const std::string& name = prog->graph_of_stage(in.stage).op(in.op).name;
+      if (name.ends_with("/attn/q/grad_lhs") || name.ends_with("/attn/k/grad_lhs") ||
+          name.ends_with("/attn/v/grad_lhs")) {
+        ++qkv_reduced_apart;
+      }
+      if (name.ends_with("/attn_norm/grad_sum")) ++sum_reduced;
+    }
+  }
+  CHECK(qkv_reduced_apart == 0);
+  CHECK(sum_reduced > 0);
   const auto head_devices = static_cast<int>(plan->stages.back().device_ids.size());
   CHECK(statistics_gathers == head_devices * static_cast<int>(plan->num_microbatches));
   CHECK(class_block_gradients == head_devices * static_cast<int>(plan->num_microbatches));
