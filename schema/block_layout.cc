@@ -678,9 +678,22 @@ OpLayouts BlockLayouts::compute(const ir::Op& o, std::int32_t stage, const Curre
         if (!dshape.empty()) clear_axes(dy, dshape.size() - 1);
         BlockLayout ids;
         if (!map_axes(global_shape(o.inputs[1]), dshape, dy, true, ids)) return fallback_layouts(o, stage);
+        // A gradient that arrives as a partial sum (the position table's: its tokens' gradient
+        // summed over the batch rows each device holds) is scattered as it is, the table's
+        // gradient partial over the same axes: summed once, with the other gradients, rather
+        // than all-reduced every microbatch. Not where the read splits or re-lays it out.
+        const BlockLayout held = current_layout(o.inputs[0]);
+        unsigned used = rows;
+        for (const auto& a : dy.axes) {
+          for (int m : a) used |= 1u << m;
+        }
+        BlockLayout as_held = held;
+        as_held.partial = 0;
+        if ((held.partial & used) == 0 && as_held == dy) dy.partial = held.partial;
         r.in = {dy, ids};
         r.out.axes.assign(R, {});
         if (rows != 0 && R > 0) r.out.axes[0] = block.axes[0];
+        r.out.partial = dy.partial;
         for (const auto& a : dy.axes) {
           for (int m : a) r.out.partial |= 1u << m;
         }
