@@ -349,10 +349,9 @@ class Lowerer {
   /// equal on every member, which builds the same name.
   std::int64_t named_collective(std::string what, const std::vector<std::int32_t>& group) {
     for (std::int32_t d : group) what += std::to_string(d) + ",";
-    const std::string& key = what;
-    auto it = named_colls_.find(key);
+    auto it = named_colls_.find(what);
     if (it == named_colls_.end()) {
-      it = named_colls_.emplace(key, static_cast<std::int64_t>(colls_.size() + named_colls_.size()) + (std::int64_t{1} << 40)).first;
+      it = named_colls_.emplace(what, static_cast<std::int64_t>(colls_.size() + named_colls_.size()) + (std::int64_t{1} << 40)).first;
     }
     return it->second;
   }
@@ -463,7 +462,8 @@ class Lowerer {
     const auto& have = have_[static_cast<std::size_t>(dev)];
     auto it = have.find(key_of(t, mb));
     ALPASIM_CHECK(it != have.end()) << "input " << full_op(t).name << " missing on device " << dev;
-    return blayout_.at(it->second);  // partial axes included, as the walk's (BlockLayouts clears them where a rule needs)
+    // Partial axes included, as the walk's: BlockLayouts clears them where a rule needs.
+    return blayout_.at(it->second);
   }
 
   bool remote_consumer(std::int32_t dev, OpId t) const {

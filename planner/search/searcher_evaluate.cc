@@ -239,17 +239,15 @@ core::Result<sim::PipelineProblem> Searcher::problem_of(const Lowering& lw, cons
         const auto kind = lw.grad_sync_mode == sim::GradSyncMode::kAllReduce
                               ? cost_model::Collective::kAllReduce
                               : cost_model::Collective::kReduceScatter;
-        const cost_model::CollectiveEstimate e = cost_.collective(kind, core::bytes(par), gi.front());
         const int group = static_cast<int>(groups.front().size());
-        if (lw.gradients_reduced_per_microbatch) {
-          st.grad_sync_s = core::seconds(0.0);
-        } else {
+        st.grad_sync_s = core::seconds(0.0);  // ZeRO-2/3: reduced in each backward
+        if (!lw.gradients_reduced_per_microbatch) {
+          const cost_model::CollectiveEstimate e = cost_.collective(kind, core::bytes(par), gi.front());
           st.grad_sync_s = e.time;
           if (list_collectives) st.grad_sync_collectives = {traced_collective(kind, par, group, e, "gradients")};
         }
-        if (lw.grad_sync_mode == sim::GradSyncMode::kReduceScatterAllGather && lw.parameters_gathered_per_layer) {
-          st.param_all_gather_s = core::seconds(0.0);
-        } else if (lw.grad_sync_mode == sim::GradSyncMode::kReduceScatterAllGather) {
+        if (lw.grad_sync_mode == sim::GradSyncMode::kReduceScatterAllGather) st.param_all_gather_s = core::seconds(0.0);
+        if (lw.grad_sync_mode == sim::GradSyncMode::kReduceScatterAllGather && !lw.parameters_gathered_per_layer) {
           const cost_model::CollectiveEstimate ag =
               cost_.collective(cost_model::Collective::kAllGather, core::bytes(par), gi.front());
           st.param_all_gather_s = ag.time;

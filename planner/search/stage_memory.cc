@@ -331,9 +331,9 @@ core::Result<std::optional<StageMemory>> ShardedPlanMemory::stage(int stage) con
   using Key = std::pair<OpId, std::int32_t>;  // (tensor, microbatch 0 or -1)
   std::map<Key, int> have;
   // Copies by (instance, layout, scope): a per-iteration tensor's copy made in a task, and a
-  // per-microbatch tensor's gathered in the forward for weight gradients, is that task's alone (scope 1 forward, 2
-  // backward; exec/lower.cc's materialize), freed after its last reader there; other copies
-  // have scope 0.
+  // per-microbatch tensor's gathered in the forward for weight gradients, is that task's
+  // alone (scope 1 forward, 2 backward; exec/lower.cc's materialize), freed after its last
+  // reader there; other copies have scope 0.
   std::map<std::tuple<Key, std::string, int>, int> alt;
   auto key_of = [&](OpId t) { return Key{t, per_iter[static_cast<std::size_t>(t)] ? -1 : 0}; };
   int task_scope = 0;  // 0 at init, 1 in the forward, 2 in the backward
@@ -365,9 +365,8 @@ core::Result<std::optional<StageMemory>> ShardedPlanMemory::stage(int stage) con
     // Scoped to the task as exec/lower.cc's materialize: a per-iteration tensor's copy to the
     // forward or backward making it, a per-microbatch tensor's to the forward making it when
     // BlockLayouts::copy_scoped_to_forward says so.
-    const int scope = key.second < 0                                                       ? task_scope
-                      : task_scope == 1 && blocks.copy_scoped_to_forward(key.first, x, want, s) ? 1
-                                                                                              : 0;
+    int scope = key.second < 0 ? task_scope : 0;
+    if (key.second >= 0 && task_scope == 1 && blocks.copy_scoped_to_forward(key.first, x, want, s)) scope = 1;
     const auto ak = std::make_tuple(key, schema::block_layout_key(want), scope);
     if (auto it = alt.find(ak); it != alt.end()) return it->second;
     const int nb = new_buffer(key.first, want, key.second < 0 && task_scope == 0);
